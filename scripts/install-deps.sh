@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the build, tests and benchmarks need. Idempotent; run as root.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build ccache lld git pkg-config
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev libdnnl-dev
+  python3-onnx python3-torch python3-numpy
+)
+command -v npm >/dev/null || PKGS+=(nodejs npm)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+# onnxruntime (reference for tests and benchmarks) from the npm registry.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$ROOT/third_party/npm/node_modules/onnxruntime-node" ]; then
+  mkdir -p "$ROOT/third_party/npm"
+  (cd "$ROOT/third_party/npm" && [ -f package.json ] || echo '{"name":"colossal-refs","private":true}' > package.json)
+  (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1 >/dev/null)
+fi
