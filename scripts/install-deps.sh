@@ -7,6 +7,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libdnnl-dev
+  libzstd-dev zlib1g-dev libz3-dev
   python3-onnx python3-torch python3-numpy
 )
 command -v npm >/dev/null || PKGS+=(nodejs npm)
