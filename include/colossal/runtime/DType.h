@@ -1,0 +1,57 @@
+//===- DType.h - Element types shared by plan, kernels and file formats ---------*- C++ -*-===//
+//
+// The runtime's element types. The numeric values are those of `colossal.plan.DType` in
+// runtime/plan/plan.proto, so a plan's enum converts with a static_cast after isValidDType().
+//
+//===----------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_DTYPE_H
+#define COLOSSAL_RUNTIME_DTYPE_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace colossal::runtime {
+
+/// Element type of a tensor. Values match plan.proto's `DType`.
+enum class DType : uint8_t {
+  Invalid = 0,
+  F32 = 1,
+  F16 = 2,
+  BF16 = 3,
+  F64 = 4,
+  I64 = 5,
+  I32 = 6,
+  I16 = 7,
+  I8 = 8,
+  U8 = 9,
+  Bool = 10,
+};
+
+/// True when `value` is one of the non-invalid enumerators above (e.g. read from a plan).
+bool isValidDType(int64_t value);
+
+/// Bytes per element: F32 4, F16 2, BF16 2, F64 8, I64 8, I32 4, I16 2, I8 1, U8 1, Bool 1;
+/// 0 for Invalid.
+size_t dtypeSize(DType dtype);
+
+/// Short lower-case name for messages: "f32", "i64", "bool", ...
+llvm::StringRef dtypeName(DType dtype);
+
+/// The safetensors spelling ("F32", "BF16", "BOOL", ...), and its inverse (nullopt when unknown).
+llvm::StringRef safetensorsDTypeName(DType dtype);
+std::optional<DType> dtypeFromSafetensorsName(llvm::StringRef name);
+
+/// The NumPy `descr` written for `dtype` ("<f4", "|b1", ...); empty for BF16 (which NumPy lacks:
+/// bfloat16 travels as float32) and Invalid.
+llvm::StringRef npyDescr(DType dtype);
+
+/// Maps a NumPy `descr` to a dtype: accepts "<" or "=" (little-endian host) for multi-byte types and
+/// "|", "<", "=" for one-byte types. nullopt for anything else (big-endian, complex, strings, ...).
+std::optional<DType> dtypeFromNpyDescr(llvm::StringRef descr);
+
+}  // namespace colossal::runtime
+
+#endif  // COLOSSAL_RUNTIME_DTYPE_H

@@ -1,0 +1,70 @@
+//===- Executor.h - Runs one program of a loaded plan ---------------------------*- C++ -*-===//
+//
+// Allocates the program's arena once (64-byte aligned, on the Device), binds WEIGHT buffers to the
+// memory-mapped weights, resolves each instruction to its kernel and tensor views, and then runs
+// the instruction list in order as often as asked, with no allocation inside the loop.
+//
+//===----------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_EXECUTOR_H
+#define COLOSSAL_RUNTIME_EXECUTOR_H
+
+#include "colossal/runtime/Device.h"
+#include "colossal/runtime/Kernel.h"
+#include "colossal/runtime/Plan.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace colossal::runtime {
+
+/// A program input or output: its name and the buffer it is bound to.
+struct BindingInfo {
+  std::string name;
+  TensorRef tensor;
+};
+
+class Executor {
+public:
+  /// Prepares program `programName` of `plan` (which must outlive the executor) on `device`.
+  /// Errors: no such program, program for another device, no kernel (should not happen after
+  /// loadPlan), allocation failure.
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
+         llvm::StringRef programName = "forward");
+  ~Executor();
+
+  llvm::ArrayRef<BindingInfo> inputs() const { return inputs_; }
+  llvm::ArrayRef<BindingInfo> outputs() const { return outputs_; }
+
+  /// Copies `data` into input `name`'s buffer. Errors: unknown name (lists the known ones), dtype
+  /// or shape different from the plan's (names input, expected and got).
+  llvm::Error setInput(llvm::StringRef name, DType dtype, llvm::ArrayRef<int64_t> shape,
+                       const void *data);
+
+  /// Runs every instruction in order. Errors carry the instruction index, op and loc.
+  llvm::Error run();
+
+  /// Output `name` as a view into the arena (valid until the next run()); error if unknown.
+  llvm::Expected<TensorRef> output(llvm::StringRef name) const;
+
+private:
+  Executor() = default;
+  struct Step;
+  const plan::Program *program_ = nullptr;
+  Device *device_ = nullptr;
+  void *arena_ = nullptr;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  std::vector<TensorRef> buffers_;
+  std::vector<Step> steps_;
+  std::vector<BindingInfo> inputs_, outputs_;
+};
+
+}  // namespace colossal::runtime
+
+#endif  // COLOSSAL_RUNTIME_EXECUTOR_H

@@ -1,0 +1,68 @@
+//===- Plan.h - Loading and validating compiled plans ---------------------------*- C++ -*-===//
+//
+// A plan (runtime/plan/plan.proto, docs/plan.md) is validated whole before anything runs or any
+// weight is read: version, buffers, arena placement, instructions against the kernel registry
+// (operand counts, shapes, dtypes, attributes), bindings; then the weights file (size, FNV-1a 64
+// hash, every WEIGHT buffer's key, dtype and shape). Every failure is one llvm::Error whose message
+// starts with the file it concerns.
+//
+//===----------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_PLAN_H
+#define COLOSSAL_RUNTIME_PLAN_H
+
+#include "colossal/runtime/Kernel.h"
+#include "colossal/runtime/Safetensors.h"
+
+#include "plan.pb.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace colossal::runtime {
+
+/// The plan format version this runtime reads (plan.proto's `version`).
+constexpr uint32_t kPlanVersion = 1;
+
+/// Arena offsets are multiples of this.
+constexpr uint64_t kArenaAlignment = 64;
+
+/// FNV-1a 64-bit (Fowler–Noll–Vo; offset basis 0xcbf29ce484222325, prime 0x100000001b3) of `size`
+/// bytes, continuing from `hash` (pass the result of a previous call to hash in pieces).
+constexpr uint64_t kFnv1a64OffsetBasis = 0xcbf29ce484222325ULL;
+uint64_t fnv1a64(const void *data, size_t size, uint64_t hash = kFnv1a64OffsetBasis);
+
+/// FNV-1a 64 of a whole file (what plan.weights_hash holds). Error names the file if unreadable.
+llvm::Expected<uint64_t> fnv1a64File(llvm::StringRef path);
+
+/// Checks a parsed plan without touching the weights file: everything listed in the header comment
+/// but the weights. `planPath` prefixes every message.
+llvm::Error validatePlan(const plan::Plan &plan, llvm::StringRef planPath,
+                         const KernelRegistry &registry);
+
+/// Checks the weights file against the plan: size and hash, then each WEIGHT buffer's key, dtype
+/// and shape in `weights`.
+llvm::Error validateWeights(const plan::Plan &plan, llvm::StringRef planPath,
+                            const SafetensorsFile &weights);
+
+/// A plan loaded from disk with its (validated, memory-mapped) weights.
+struct LoadedPlan {
+  std::string path;
+  plan::Plan plan;
+  std::unique_ptr<SafetensorsFile> weights;  // null when the plan has no WEIGHT buffers
+                                             // and names no weights file
+  /// The program named `name`, or nullptr.
+  const plan::Program *program(llvm::StringRef name) const;
+};
+
+/// Reads `path`, parses it, validatePlan(), then checks the weights file named by the plan (relative
+/// to the plan's folder): exists, size, FNV-1a 64 hash, opens it, validateWeights().
+llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path,
+                                                      const KernelRegistry &registry);
+
+}  // namespace colossal::runtime
+
+#endif  // COLOSSAL_RUNTIME_PLAN_H

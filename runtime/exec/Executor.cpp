@@ -1,0 +1,125 @@
+//===- Executor.cpp - Runs one program of a loaded plan -------------------------------------===//
+#include "colossal/runtime/Executor.h"
+
+namespace colossal::runtime {
+
+/// One resolved instruction: its kernel and operand views, built once in create().
+struct Executor::Step {
+  const KernelDesc *kernel = nullptr;
+  KernelCall call;
+  int index = 0;
+};
+
+namespace {
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+}  // namespace
+
+Executor::~Executor() {
+  if (device_) {
+    if (arena_) device_->deallocate(arena_);
+    if (workspace_) device_->deallocate(workspace_);
+  }
+}
+
+llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loaded,
+                                                           const KernelRegistry &registry,
+                                                           Device &device,
+                                                           llvm::StringRef programName) {
+  const plan::Program *prog = loaded.program(programName);
+  if (!prog) return fail(loaded.path + ": no program named '" + programName + "'");
+  DeviceKind kind = static_cast<DeviceKind>(prog->device());
+  if (kind != device.kind())
+    return fail(loaded.path + ": program '" + programName + "' targets " + deviceKindName(kind) +
+                " but runs on " + deviceKindName(device.kind()));
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->program_ = prog;
+  ex->device_ = &device;
+  llvm::Expected<void *> arena = device.allocate(prog->arena_bytes(), kArenaAlignment);
+  if (!arena) return arena.takeError();
+  ex->arena_ = *arena;
+
+  // Bind every buffer: arena offset or weight bytes. WEIGHT buffers stay in the mapped file (the
+  // CPU reads them in place; a CUDA device would upload them here).
+  for (const plan::Buffer &b : prog->buffers()) {
+    TensorRef t;
+    t.dtype = static_cast<DType>(b.dtype());
+    t.shape.assign(b.shape().begin(), b.shape().end());
+    if (b.storage() == plan::ARENA) {
+      t.data = static_cast<char *>(ex->arena_) + b.offset();
+    } else {
+      const SafetensorsTensor *w = loaded.weights ? loaded.weights->find(b.weight_name()) : nullptr;
+      if (!w) return fail(loaded.path + ": weight '" + b.weight_name() + "' is not loaded");
+      t.data = const_cast<void *>(w->data);  // read-only: validation forbids writes to WEIGHT
+    }
+    ex->buffers_.push_back(std::move(t));
+  }
+
+  int threads = device.threads();
+  for (int i = 0; i < prog->instructions_size(); ++i) {
+    const plan::Instruction &inst = prog->instructions(i);
+    Step step;
+    step.index = i;
+    step.call.instruction = &inst;
+    step.call.threads = threads;
+    for (uint32_t id : inst.inputs()) step.call.inputs.push_back(ex->buffers_[id]);
+    for (uint32_t id : inst.outputs()) step.call.outputs.push_back(ex->buffers_[id]);
+    step.kernel = registry.find(inst.op(), step.call.outputs[0].dtype, kind);
+    if (!step.kernel)
+      return fail(loaded.path + ": instruction " + llvm::Twine(i) + ": no kernel for '" + inst.op() + "'");
+    if (step.kernel->workspace)
+      ex->workspaceBytes_ = std::max(ex->workspaceBytes_, step.kernel->workspace(step.call, threads));
+    ex->steps_.push_back(std::move(step));
+  }
+  if (ex->workspaceBytes_) {
+    llvm::Expected<void *> ws = device.allocate(ex->workspaceBytes_, kArenaAlignment);
+    if (!ws) return ws.takeError();
+    ex->workspace_ = *ws;
+    for (Step &s : ex->steps_) {
+      s.call.workspace = ex->workspace_;
+      s.call.workspaceBytes = ex->workspaceBytes_;
+    }
+  }
+  for (const plan::Binding &b : prog->inputs()) ex->inputs_.push_back({b.name(), ex->buffers_[b.buffer()]});
+  for (const plan::Binding &b : prog->outputs()) ex->outputs_.push_back({b.name(), ex->buffers_[b.buffer()]});
+  return ex;
+}
+
+llvm::Error Executor::setInput(llvm::StringRef name, DType dtype, llvm::ArrayRef<int64_t> shape,
+                               const void *data) {
+  for (const BindingInfo &in : inputs_) {
+    if (in.name != name) continue;
+    if (dtype != in.tensor.dtype)
+      return fail("input '" + name + "': expected dtype " + dtypeName(in.tensor.dtype) + ", got " +
+                  dtypeName(dtype));
+    if (llvm::ArrayRef<int64_t>(in.tensor.shape) != shape)
+      return fail("input '" + name + "': expected shape " + shapeToString(in.tensor.shape) +
+                  ", got " + shapeToString(shape));
+    device_->copyFromHost(in.tensor.data, data, in.tensor.bytes());
+    return llvm::Error::success();
+  }
+  std::string known;
+  for (const BindingInfo &in : inputs_) known += (known.empty() ? "" : ", ") + in.name;
+  return fail("unknown input '" + name + "' (the plan's inputs: " + (known.empty() ? "none" : known) + ")");
+}
+
+llvm::Error Executor::run() {
+  for (Step &s : steps_) {
+    if (llvm::Error e = s.kernel->run(s.call)) {
+      const plan::Instruction &inst = *s.call.instruction;
+      return fail("instruction " + llvm::Twine(s.index) + " (" + inst.op() +
+                  (inst.loc().empty() ? "" : " at " + inst.loc()) + "): " + llvm::toString(std::move(e)));
+    }
+  }
+  device_->synchronize();
+  return llvm::Error::success();
+}
+
+llvm::Expected<TensorRef> Executor::output(llvm::StringRef name) const {
+  for (const BindingInfo &out : outputs_)
+    if (out.name == name) return out.tensor;
+  return fail("unknown output '" + name + "'");
+}
+
+}  // namespace colossal::runtime

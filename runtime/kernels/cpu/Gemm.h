@@ -1,0 +1,26 @@
+//===- Gemm.h - Single-precision GEMM backend of the CPU kernels ----------------*- C++ -*-===//
+//
+// One entry point over the BLAS chosen at configure time (COLOSSAL_GEMM_BACKEND: oneDNN's
+// dnnl_sgemm by default, OpenBLAS's cblas_sgemm as the alternative; docs/kernels.md has the
+// measurements behind the choice). Threads: the OpenMP setting (both libraries follow it);
+// called inside an OpenMP parallel region it runs on the calling thread only.
+//
+//===----------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_KERNELS_CPU_GEMM_H
+#define COLOSSAL_RUNTIME_KERNELS_CPU_GEMM_H
+
+#include <cstdint>
+
+namespace colossal::runtime::cpu {
+
+/// Row-major C[M,N] = alpha · op(A) · op(B) + beta · C, op(A) [M,K], op(B) [K,N]; lda/ldb/ldc are
+/// row strides in elements. beta == 0 ignores C's previous contents (NaNs included).
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/// Name of the backend compiled in ("onednn" or "openblas").
+const char *gemmBackendName();
+
+}  // namespace colossal::runtime::cpu
+
+#endif

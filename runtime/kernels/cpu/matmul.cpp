@@ -1,0 +1,152 @@
+//===- matmul.cpp - matmul and gemm CPU kernels (f32) ---------------------------------------===//
+//
+// matmul: a [..., M, K] · b [..., K, N] -> y [..., M, N], batch dims broadcast (NumPy matmul /
+//         ONNX MatMul with both operands rank >= 2). When b has no batch (a linear layer) and a's
+//         batch is not broadcast, the batch folds into M: one GEMM of [B·M, K]·[K, N]. Otherwise one
+//         GEMM per batch matrix: sequential with threaded GEMMs for large matrices, or parallel over
+//         the batch with single-threaded GEMMs when matrices are small (attention-sized).
+// gemm:   ONNX Gemm: y [M, N] = alpha · op(a) · op(b) + beta · c, op = transpose when trans_a /
+//         trans_b, c unidirectionally broadcast to [M, N].
+//
+//===----------------------------------------------------------------------------------------===//
+#include "CpuCommon.h"
+#include "Gemm.h"
+
+namespace colossal::runtime::cpu {
+namespace {
+
+llvm::Error verifyMatmul(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  for (const TensorRef *t : {&A, &B})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "operand")) return e;
+  if (A.rank() < 2 || B.rank() < 2)
+    return kernelError("operands must have rank >= 2, got " + shapeToString(A.shape) + " and " +
+                       shapeToString(B.shape));
+  int64_t M = A.shape[A.rank() - 2], K = A.shape[A.rank() - 1];
+  int64_t K2 = B.shape[B.rank() - 2], N = B.shape[B.rank() - 1];
+  if (K != K2)
+    return kernelError("inner dimensions differ: " + shapeToString(A.shape) + " · " + shapeToString(B.shape));
+  Shape batch;
+  if (!broadcastShapes(llvm::ArrayRef<int64_t>(A.shape).drop_back(2),
+                       llvm::ArrayRef<int64_t>(B.shape).drop_back(2), batch))
+    return kernelError("batch dimensions of " + shapeToString(A.shape) + " and " +
+                       shapeToString(B.shape) + " do not broadcast");
+  batch.push_back(M);
+  batch.push_back(N);
+  if (batch != Y.shape)
+    return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(batch));
+  if (Y.rank() > kMaxRank) return kernelError("rank exceeds 8");
+  return llvm::Error::success();
+}
+
+llvm::Error runMatmul(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  const int rank = static_cast<int>(Y.rank());
+  const int64_t M = Y.shape[rank - 2], N = Y.shape[rank - 1], K = A.shape[A.rank() - 1];
+  const float *a = A.as<const float>(), *b = B.as<const float>();
+  float *y = Y.as<float>();
+  llvm::ArrayRef<int64_t> outBatch = llvm::ArrayRef<int64_t>(Y.shape).drop_back(2);
+  llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(A.shape).drop_back(2);
+  llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(B.shape).drop_back(2);
+  const int64_t nBatch = numElements(outBatch);
+  if (nBatch == 0 || M == 0 || N == 0) return llvm::Error::success();
+
+  if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
+    sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
+    return llvm::Error::success();
+  }
+  // Matrix strides of a and b per output batch dim (0 where broadcast).
+  llvm::ArrayRef<int64_t> shapes[2] = {aBatch, bBatch};
+  BroadcastLayout l = makeBroadcastLayout(outBatch, shapes);
+  const int64_t aMat = M * K, bMat = K * N, yMat = M * N;
+  auto offsets = [&](int64_t i, int64_t &ao, int64_t &bo) {
+    ao = bo = 0;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      int64_t k = i % l.dims[d];
+      i /= l.dims[d];
+      ao += k * l.strides[0][d];
+      bo += k * l.strides[1][d];
+    }
+  };
+  const bool smallMatrices = 2.0 * M * N * K < 4e6;
+  if (smallMatrices && nBatch > 1) {
+    parallelFor(nBatch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t ao, bo;
+        offsets(i, ao, bo);
+        sgemm(false, false, M, N, K, 1.0f, a + ao * aMat, K, b + bo * bMat, N, 0.0f, y + i * yMat, N);
+      }
+    });
+  } else {
+    for (int64_t i = 0; i < nBatch; ++i) {
+      int64_t ao, bo;
+      offsets(i, ao, bo);
+      sgemm(false, false, M, N, K, 1.0f, a + ao * aMat, K, b + bo * bMat, N, 0.0f, y + i * yMat, N);
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error verifyGemm(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  for (const TensorRef &t : c.inputs)
+    if (llvm::Error e = verifyDType(t, DType::F32, "operand")) return e;
+  if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2)
+    return kernelError("a, b and y must have rank 2");
+  bool ta = c.attrInt("trans_a", 0), tb = c.attrInt("trans_b", 0);
+  int64_t M = ta ? A.shape[1] : A.shape[0], K = ta ? A.shape[0] : A.shape[1];
+  int64_t K2 = tb ? B.shape[1] : B.shape[0], N = tb ? B.shape[0] : B.shape[1];
+  if (K != K2)
+    return kernelError("inner dimensions differ: op(a) of " + shapeToString(A.shape) + " and op(b) of " +
+                       shapeToString(B.shape));
+  if (Y.shape[0] != M || Y.shape[1] != N)
+    return kernelError("output shape " + shapeToString(Y.shape) + ", expected [" + llvm::Twine(M) + ", " +
+                       llvm::Twine(N) + "]");
+  if (c.inputs.size() == 3) return verifyBroadcastTo({c.inputs[2]}, Y.shape);
+  return llvm::Error::success();
+}
+
+llvm::Error runGemm(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  bool ta = c.attrInt("trans_a", 0), tb = c.attrInt("trans_b", 0);
+  float alpha = static_cast<float>(c.attrFloat("alpha", 1.0));
+  float beta = static_cast<float>(c.attrFloat("beta", 1.0));
+  int64_t M = Y.shape[0], N = Y.shape[1], K = ta ? A.shape[0] : A.shape[1];
+  float *y = Y.as<float>();
+  float gemmBeta = 0.0f;
+  if (c.inputs.size() == 3 && beta != 0.0f) {
+    const TensorRef &C = c.inputs[2];
+    llvm::ArrayRef<int64_t> shapes[1] = {C.shape};
+    BroadcastLayout l = makeBroadcastLayout(Y.shape, shapes);
+    const float *cv = C.as<const float>();
+    forEachBroadcastRow(l, [&](int64_t yo, const int64_t *offs, int64_t n, const int64_t *st) {
+      for (int64_t i = 0; i < n; ++i) y[yo + i] = beta * cv[offs[0] + i * st[0]];
+    });
+    gemmBeta = 1.0f;
+  }
+  sgemm(ta, tb, M, N, K, alpha, A.as<const float>(), A.shape[1], B.as<const float>(), B.shape[1],
+        gemmBeta, y, N);
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+void registerMatmulKernels(KernelRegistry &r) {
+  KernelDesc mm;
+  mm.op = "matmul";
+  mm.minInputs = mm.maxInputs = 2;
+  mm.verify = verifyMatmul;
+  mm.run = runMatmul;
+  r.add(mm);
+  KernelDesc g;
+  g.op = "gemm";
+  g.minInputs = 2;
+  g.maxInputs = 3;
+  g.attrs = {{"trans_a", AttrKind::Int}, {"trans_b", AttrKind::Int}, {"alpha", AttrKind::Float},
+             {"beta", AttrKind::Float}};
+  g.verify = verifyGemm;
+  g.run = runGemm;
+  r.add(g);
+}
+
+}  // namespace colossal::runtime::cpu
