@@ -71,7 +71,7 @@ for B in $BATCHES; do
        --threads "$THREADS" --bench --repeat "$REPEAT" --warmup "$WARMUP" --output-dir "$D/ort")
   echo "\$ ${ORT[*]}"
   "${ORT[@]}" 2> "$D/ort.log" || { cat "$D/ort.log" >&2; exit 1; }
-  read -r ORT_MED ORT_MIN < <(parse "$D/ort.log")
+  read -r ORT_MED ORT_MIN < <(parse "$D/ort.log") || true
 
   if [ "$ORT_ONLY" = 1 ]; then
     ROWS+=("$B|-|$ORT_MED ($ORT_MIN)|-|-")
@@ -84,7 +84,7 @@ for B in $BATCHES; do
         --threads "$THREADS" --repeat "$REPEAT" --warmup "$WARMUP")
   echo "\$ ${CRUN[*]}"
   "${CRUN[@]}" 2> "$D/colossal.log" || { cat "$D/colossal.log" >&2; exit 1; }
-  read -r C_MED C_MIN < <(parse "$D/colossal.log")
+  read -r C_MED C_MIN < <(parse "$D/colossal.log") || true
   [ -n "${C_MED:-}" ] || { echo "run.sh: no 'forward: median' line from colossal-run:" >&2; cat "$D/colossal.log" >&2; exit 1; }
   ERR=$("$PY" -c "
 import numpy as np, sys
