@@ -1,0 +1,16 @@
+//===- ColossalOps.h - ops of the colossal dialect ----------------*- C++ -*-===//
+#ifndef COLOSSAL_DIALECTS_COLOSSAL_COLOSSALOPS_H
+#define COLOSSAL_DIALECTS_COLOSSAL_COLOSSALOPS_H
+
+#include "dialects/Colossal/ColossalDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/Colossal/ColossalOps.h.inc"
+
+#endif

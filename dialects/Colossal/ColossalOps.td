@@ -1,0 +1,297 @@
+#ifndef COLOSSAL_OPS_TD
+#define COLOSSAL_OPS_TD
+
+include "dialects/Colossal/ColossalDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Colossal_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Colossal_Dialect, mnemonic, !listconcat([Pure], traits)>;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Colossal_ConstantOp : Colossal_Op<"constant", [ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A tensor constant (ONNX Constant, folded shape arithmetic)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let builders = [OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, value.getType(), value);
+  }]>];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Colossal_BroadcastBinaryOp<string mnemonic, string math>
+    : Colossal_Op<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = "Elementwise " # math # " with NumPy broadcasting (ONNX multidirectional)";
+  let description = [{
+    `lhs`: tensor<A...xT>, `rhs`: tensor<B...xT>; the result has the broadcast shape of A and B
+    (right-aligned, a dimension of 1 stretches) and element type T. Incompatible shapes or
+    different element types are a verification error. Folds when both operands are constants.
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Colossal_AddOp : Colossal_BroadcastBinaryOp<"add", "addition">;
+def Colossal_SubOp : Colossal_BroadcastBinaryOp<"sub", "subtraction">;
+def Colossal_MulOp : Colossal_BroadcastBinaryOp<"mul", "multiplication">;
+def Colossal_DivOp : Colossal_BroadcastBinaryOp<"div", "division (integers truncate toward zero)">;
+def Colossal_PowOp : Colossal_BroadcastBinaryOp<"pow", "power">;
+def Colossal_MinOp : Colossal_BroadcastBinaryOp<"min", "minimum">;
+def Colossal_MaxOp : Colossal_BroadcastBinaryOp<"max", "maximum">;
+
+class Colossal_CompareOp<string mnemonic, string math>
+    : Colossal_BroadcastBinaryOp<mnemonic, math> {
+  let description = [{
+    Like the arithmetic ops, but the result element type is i1 (ONNX bool).
+  }];
+}
+def Colossal_EqualOp : Colossal_CompareOp<"equal", "comparison a == b">;
+def Colossal_LessOp : Colossal_CompareOp<"less", "comparison a < b">;
+def Colossal_GreaterOp : Colossal_CompareOp<"greater", "comparison a > b">;
+
+def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor]> {
+  let summary = "Elementwise select: cond ? x : y, all three broadcast (ONNX Where)";
+  let arguments = (ins AnyRankedTensor:$condition, AnyRankedTensor:$x, AnyRankedTensor:$y);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+class Colossal_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Colossal_Op<mnemonic, !listconcat([SameOperandsAndResultType], traits)> {
+  let summary = "Elementwise " # math;
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasFolder = 1;
+}
+
+def Colossal_NegOp : Colossal_UnaryOp<"neg", "negation">;
+def Colossal_AbsOp : Colossal_UnaryOp<"abs", "absolute value">;
+def Colossal_SqrtOp : Colossal_UnaryOp<"sqrt", "square root">;
+def Colossal_ReciprocalOp : Colossal_UnaryOp<"reciprocal", "1 / x">;
+def Colossal_ExpOp : Colossal_UnaryOp<"exp", "e^x">;
+def Colossal_LogOp : Colossal_UnaryOp<"log", "natural logarithm">;
+def Colossal_ErfOp : Colossal_UnaryOp<"erf", "Gauss error function">;
+def Colossal_TanhOp : Colossal_UnaryOp<"tanh", "hyperbolic tangent">;
+def Colossal_SigmoidOp : Colossal_UnaryOp<"sigmoid", "logistic 1 / (1 + e^-x)">;
+def Colossal_ReluOp : Colossal_UnaryOp<"relu", "max(x, 0)">;
+def Colossal_SiluOp : Colossal_UnaryOp<"silu", "x * sigmoid(x) (SiLU / swish, Elfwing et al. 2017)">;
+
+def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU (Hendrycks & Gimpel 2016), exact erf form or tanh approximation";
+  let description = [{
+    `approximate = "none"`: 0.5·x·(1 + erf(x/√2)).
+    `approximate = "tanh"`: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Colossal_CastOp : Colossal_Op<"cast"> {
+  let summary = "Element type conversion (ONNX Cast)";
+  let description = [{
+    Same shape, new element type. float → int truncates toward zero; → i1 is `x != 0`.
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType]> {
+  let summary = "softmax along one axis: exp(x - max) / sum(exp(x - max))";
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultType]> {
+  let summary = "log(softmax(x)) along one axis, computed as x - max - log(sum(exp(x - max)))";
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor]> {
+  let summary = "Layer normalization (Ba et al. 2016; ONNX LayerNormalization)";
+  let description = [{
+    Normalizes `x` over dims [axis, rank): y = (x − mean) / sqrt(var + epsilon) · scale + bias,
+    biased variance. `scale` and `bias` have shape x.shape[axis:]. Result: x's type.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$scale, Optional<AnyRankedTensor>:$bias,
+                   I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor]> {
+  let summary = "RMS normalization (Zhang & Sennrich 2019)";
+  let description = [{
+    y = x / sqrt(mean(x², dims [axis, rank)) + epsilon) · scale; `scale` has shape x.shape[axis:].
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$scale, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Colossal_ReduceOp<string mnemonic, string math>
+    : Colossal_Op<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = math # " over `axes` (sorted, non-negative, non-empty)";
+  let description = [{
+    With `keepdims` the reduced dims stay as 1, else they are removed.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+def Colossal_ReduceSumOp : Colossal_ReduceOp<"reduce_sum", "Sum">;
+def Colossal_ReduceMeanOp : Colossal_ReduceOp<"reduce_mean", "Arithmetic mean">;
+def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum">;
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor]> {
+  let summary = "Batched matrix product [..., M, K] × [..., K, N] → [..., M, N]";
+  let description = [{
+    Both operands have rank ≥ 2 (the importer reshapes ONNX's 1-D cases); batch dims broadcast.
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor]> {
+  let summary = "alpha · op(a) · op(b) + beta · c (ONNX Gemm), op = optional transpose";
+  let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
+                   BoolAttr:$trans_a, BoolAttr:$trans_b, F32Attr:$alpha, F32Attr:$beta);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor]> {
+  let summary = "Scaled dot-product attention, causal and/or masked, with GQA";
+  let description = [{
+    q: [B, Hq, Tq, D], k: [B, Hkv, Tk, D], v: [B, Hkv, Tk, Dv], mask (optional, additive float or
+    i1 keep-mask) broadcastable to [B, Hq, Tq, Tk]. Result [B, Hq, Tq, Dv]:
+    softmax(q·kᵀ·scale + mask + causal) · v (Vaswani et al. 2017). `causal` hides key j from
+    query i unless j ≤ i + Tk − Tq. Grouped-query attention (Ainslie et al. 2023): Hq is a multiple
+    of Hkv and query head h reads kv head h / (Hq / Hkv).
+  }];
+  let arguments = (ins AnyRankedTensor:$q, AnyRankedTensor:$k, AnyRankedTensor:$v,
+                   Optional<AnyRankedTensor>:$mask, F32Attr:$scale, BoolAttr:$causal);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Colossal_ReshapeOp : Colossal_Op<"reshape"> {
+  let summary = "Same elements, new static shape (ONNX Reshape/Squeeze/Unsqueeze/Flatten)";
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor]> {
+  let summary = "Permute dims: result.shape[i] = x.shape[perm[i]]";
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor]> {
+  let summary = "ONNX Gather: pick slices of `data` along `axis` at `indices`";
+  let description = [{
+    Result shape: data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative indices count
+    from the end. Embedding lookup is gather with axis 0.
+  }];
+  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor]> {
+  let summary = "Strided slice with one normalized (start, limit, step) per dim";
+  let description = [{
+    For every dim d: start in [0, size), step ≠ 0, and the count is
+    max(0, ceil((limit − start) / step)); a negative step walks backwards with limit ≥ −1.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor]> {
+  let summary = "Concatenate along `axis`";
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Colossal_SplitOp : Colossal_Op<"split"> {
+  let summary = "Split into consecutive pieces along `axis`; sizes from the result types";
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def Colossal_ExpandOp : Colossal_Op<"expand"> {
+  let summary = "Broadcast `x` to the result's shape (ONNX Expand)";
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
+  let summary = "Keep the upper (j − i ≥ k) or lower (j − i ≤ k) triangle of the last two dims";
+  let arguments = (ins AnyRankedTensor:$x, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasFolder = 1;
+}
+
+#endif // COLOSSAL_OPS_TD

@@ -1,0 +1,32 @@
+//===- ONNX.h - ONNX model importer ---------------------------------*- C++ -*-===//
+#ifndef COLOSSAL_IMPORT_ONNX_H
+#define COLOSSAL_IMPORT_ONNX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include <string>
+#include <vector>
+
+namespace colossal {
+
+struct ImportOptions {
+  /// Global shapes for graph inputs; they bind the inputs' dynamic (symbolic) dims.
+  llvm::StringMap<std::vector<int64_t>> inputShapes;
+  /// Inputs bound to constant values at compile time (NAME -> .npy file).
+  llvm::StringMap<std::string> inputValues;
+};
+
+/// Imports an ONNX model (opsets 7..21, default domain) into a module holding `func.func @forward`
+/// in the colossal dialect. Initializers become parameters (arguments marked `colossal.param`
+/// with their data in `colossal.value`); float initializers with a single element, and integer or
+/// bool ones, become constants. Shape arithmetic is folded while importing.
+///
+/// Errors are printed to stderr as `error: MODEL.onnx: node 'NAME' (OpType, opset N): reason`
+/// (or `error: MODEL.onnx: reason` for file-level problems); the result is then null.
+mlir::OwningOpRef<mlir::ModuleOp> importONNX(llvm::StringRef path, const ImportOptions &options,
+                                             mlir::MLIRContext &context);
+
+} // namespace colossal
+
+#endif

@@ -1,0 +1,26 @@
+//===- Plan.h - lowering to the runtime plan ------------------------*- C++ -*-===//
+#ifndef COLOSSAL_TARGET_PLAN_H
+#define COLOSSAL_TARGET_PLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace colossal {
+
+struct PlanOptions {
+  std::string producer = "colossal-opt";
+  std::string mode = "inference";
+};
+
+/// Lowers the module's `func.func @forward` (colossal dialect, static shapes) to a plan: plans
+/// memory (liveness-based arena with reuse, in-place updates and zero-copy reshapes), writes the
+/// weights as `<plan stem>.safetensors` beside `planPath` and the plan (runtime/plan/plan.proto)
+/// to `planPath`. Both are written to temporary names and renamed, so a failure leaves nothing
+/// half-written. When `report` is non-null, prints peak arena bytes and the largest buffers.
+/// Errors are emitted as MLIR diagnostics on the offending op.
+mlir::LogicalResult emitPlan(mlir::ModuleOp module, llvm::StringRef planPath,
+                             const PlanOptions &options, llvm::raw_ostream *report);
+
+} // namespace colossal
+
+#endif

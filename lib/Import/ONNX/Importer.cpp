@@ -1,0 +1,644 @@
+//===- Importer.cpp - ONNX ModelProto → colossal dialect ------------------===//
+//
+// Model-level work: reading the file (and external data), binding input shapes and values from
+// the spec, initializers as parameters or constants, walking nodes, and building @forward.
+// The per-op translations live in OpImporters.cpp.
+//===----------------------------------------------------------------------===//
+#include "colossal/Import/ONNX.h"
+#include "ImporterImpl.h"
+
+#include "colossal/runtime/Npy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <unordered_map>
+
+using namespace mlir;
+
+namespace colossal::onnx_import {
+
+Type elementTypeFor(int t, MLIRContext *ctx) {
+  switch (t) {
+  case onnx::TensorProto::FLOAT:
+    return Float32Type::get(ctx);
+  case onnx::TensorProto::FLOAT16:
+    return Float16Type::get(ctx);
+  case onnx::TensorProto::BFLOAT16:
+    return BFloat16Type::get(ctx);
+  case onnx::TensorProto::DOUBLE:
+    return Float64Type::get(ctx);
+  case onnx::TensorProto::INT64:
+    return IntegerType::get(ctx, 64);
+  case onnx::TensorProto::INT32:
+    return IntegerType::get(ctx, 32);
+  case onnx::TensorProto::INT16:
+    return IntegerType::get(ctx, 16);
+  case onnx::TensorProto::INT8:
+    return IntegerType::get(ctx, 8);
+  case onnx::TensorProto::UINT8:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::TensorProto::BOOL:
+    return IntegerType::get(ctx, 1);
+  default:
+    return Type();
+  }
+}
+
+std::string onnxTypeName(int t) {
+  if (onnx::TensorProto_DataType_IsValid(t))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t));
+  return "type " + std::to_string(t);
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+class GraphImporter {
+public:
+  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
+      : path(path.str()), options(options), ctx(ctx), b(&ctx) {
+    SmallString<256> d(path);
+    llvm::sys::path::remove_filename(d);
+    dir = d.empty() ? "." : std::string(d);
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+  /// File-level error: `error: MODEL.onnx: message`.
+  void fileError(const Twine &msg) {
+    if (!failed_)
+      llvm::errs() << "error: " << path << ": " << msg << "\n";
+    failed_ = true;
+  }
+
+  /// TensorProto (with raw, typed or external data) → DenseElementsAttr. `what` names it in errors.
+  FailureOr<DenseElementsAttr> tensorAttr(const onnx::TensorProto &t, const Twine &what);
+
+private:
+  LogicalResult loadModel();
+  LogicalResult importInputs();
+  LogicalResult importNode(const onnx::NodeProto &node);
+  Value initializer(const std::string &name, bool asConstant);
+  FailureOr<std::string> readExternal(const onnx::TensorProto &t, const Twine &what);
+  Location nodeLoc(const onnx::NodeProto &node);
+
+  std::string path, dir;
+  const ImportOptions &options;
+  MLIRContext &ctx;
+  OpBuilder b;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  bool failed_ = false;
+
+  Block *body = nullptr;
+  SmallVector<DictionaryAttr> argAttrs;
+  std::unordered_map<std::string, Value> values;
+  std::unordered_map<std::string, const onnx::TensorProto *> initializers;
+  std::unordered_map<std::string, Value> paramValues, constValues;
+  size_t anonymous = 0;
+};
+
+FailureOr<std::string> GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (StringRef(kv.value()).getAsInteger(10, v) || v < 0) {
+        fileError(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
+        return failure();
+      }
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty()) {
+    fileError(what + ": external data without a location");
+    return failure();
+  }
+  // Only files inside the model's folder: a relative path without '..' components.
+  bool escapes = llvm::sys::path::is_absolute(location);
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e; ++it)
+    escapes |= *it == "..";
+  if (escapes) {
+    fileError(what + ": external data location '" + location +
+              "' must be a relative path inside the model's folder");
+    return failure();
+  }
+  SmallString<256> full(dir);
+  llvm::sys::path::append(full, location);
+  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    fileError(what + ": cannot read external data '" + full + "': " + buf.getError().message());
+    return failure();
+  }
+  int64_t size = (*buf)->getBufferSize();
+  if (length < 0)
+    length = size - offset;
+  if (offset > size || length > size - offset) {
+    fileError(what + ": external data range [" + Twine(offset) + ", " + Twine(offset + length) +
+              ") exceeds '" + location + "' (" + Twine(size) + " bytes)");
+    return failure();
+  }
+  return std::string((*buf)->getBufferStart() + offset, length);
+}
+
+FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &t,
+                                                       const Twine &what) {
+  Type et = elementTypeFor(t.data_type(), &ctx);
+  if (!et) {
+    fileError(what + ": unsupported data type " + onnxTypeName(t.data_type()));
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  int64_t numel = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) {
+      fileError(what + ": negative dimension " + Twine(d));
+      return failure();
+    }
+    shape.push_back(d);
+    numel *= d;
+  }
+  auto type = RankedTensorType::get(shape, et);
+  std::string raw;
+  bool hasRaw = false;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto data = readExternal(t, what);
+    if (failed(data))
+      return failure();
+    raw = std::move(*data);
+    hasRaw = true;
+  } else if (t.has_raw_data()) {
+    raw = t.raw_data();
+    hasRaw = true;
+  }
+  unsigned bytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+  if (hasRaw) {
+    if (int64_t(raw.size()) != numel * int64_t(bytes)) {
+      fileError(what + ": holds " + Twine(raw.size()) + " bytes, expected " +
+                Twine(numel * bytes) + " for shape and type");
+      return failure();
+    }
+    if (et.isInteger(1)) {
+      SmallVector<bool> v(numel);
+      for (int64_t k = 0; k < numel; ++k)
+        v[k] = raw[k] != 0;
+      return DenseElementsAttr::get(type, v);
+    }
+    return DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(raw.data(), raw.size()));
+  }
+  // Typed fields (ONNX stores 8/16-bit types, bool and half floats in int32_data).
+  auto count = [&](int64_t n) -> LogicalResult {
+    if (n == numel)
+      return success();
+    fileError(what + ": holds " + Twine(n) + " values, expected " + Twine(numel));
+    return failure();
+  };
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (failed(count(t.float_data_size())))
+      return failure();
+    return DenseElementsAttr::get(type, ArrayRef<float>(t.float_data().data(), numel));
+  case onnx::TensorProto::DOUBLE:
+    if (failed(count(t.double_data_size())))
+      return failure();
+    return DenseElementsAttr::get(type, ArrayRef<double>(t.double_data().data(), numel));
+  case onnx::TensorProto::INT64:
+    if (failed(count(t.int64_data_size())))
+      return failure();
+    return DenseElementsAttr::get(type, ArrayRef<int64_t>(t.int64_data().data(), numel));
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    if (failed(count(t.int32_data_size())))
+      return failure();
+    SmallVector<uint16_t> v(t.int32_data().begin(), t.int32_data().end());
+    return DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(reinterpret_cast<const char *>(v.data()), v.size() * 2));
+  }
+  default: {
+    if (failed(count(t.int32_data_size())))
+      return failure();
+    if (et.isInteger(1)) {
+      SmallVector<bool> v;
+      for (int32_t x : t.int32_data())
+        v.push_back(x != 0);
+      return DenseElementsAttr::get(type, v);
+    }
+    unsigned w = et.getIntOrFloatBitWidth();
+    SmallVector<APInt> v;
+    for (int32_t x : t.int32_data())
+      v.push_back(APInt(w, uint64_t(int64_t(x)), /*isSigned=*/true, /*implicitTrunc=*/true));
+    return DenseElementsAttr::get(type, v);
+  }
+  }
+}
+
+LogicalResult GraphImporter::loadModel() {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    fileError("cannot read model: " + buf.getError().message());
+    return failure();
+  }
+  if (!model.ParseFromArray((*buf)->getBufferStart(), int((*buf)->getBufferSize()))) {
+    fileError("not a valid ONNX model (protobuf parse failed)");
+    return failure();
+  }
+  if (!model.has_graph()) {
+    fileError("model has no graph");
+    return failure();
+  }
+  for (const auto &os : model.opset_import())
+    if (os.domain().empty() || os.domain() == "ai.onnx")
+      opset = os.version();
+  if (opset == 0)
+    opset = model.ir_version() >= 3 ? 0 : 1;
+  if (opset < 7 || opset > 21) {
+    fileError("default-domain opset " + Twine(opset) + " is not supported (supported: 7 to 21)");
+    return failure();
+  }
+  return success();
+}
+
+Value GraphImporter::initializer(const std::string &name, bool asConstant) {
+  const onnx::TensorProto &t = *initializers.at(name);
+  Type et = elementTypeFor(t.data_type(), &ctx);
+  int64_t numel = 1;
+  for (int64_t d : t.dims())
+    numel *= d;
+  // Float tensors with more than one element are parameters; everything else is a constant.
+  bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
+  auto &cache = param ? paramValues : constValues;
+  if (auto it = cache.find(name); it != cache.end())
+    return it->second;
+  auto attr = tensorAttr(t, "initializer '" + name + "'");
+  if (failed(attr))
+    return Value();
+  Value v;
+  if (param) {
+    v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(name)));
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(kParamAttr, b.getStringAttr(name)), b.getNamedAttr(kValueAttr, *attr)}));
+  } else {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(body);
+    v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
+  }
+  cache[name] = v;
+  return v;
+}
+
+LogicalResult GraphImporter::importInputs() {
+  const auto &graph = model.graph();
+  for (const auto &init : graph.initializer()) {
+    if (init.name().empty()) {
+      fileError("an initializer has no name");
+      return failure();
+    }
+    initializers[init.name()] = &init;
+  }
+  llvm::StringSet<> seen;
+  for (const auto &input : graph.input()) {
+    const std::string &name = input.name();
+    if (initializers.count(name))
+      continue; // IR < 4 lists initializers among the inputs
+    seen.insert(name);
+    if (!input.type().has_tensor_type()) {
+      fileError("input '" + name + "': only tensor inputs are supported (sequence, map and "
+                "optional inputs are not)");
+      return failure();
+    }
+    const auto &tt = input.type().tensor_type();
+    Type et = elementTypeFor(tt.elem_type(), &ctx);
+    if (!et) {
+      fileError("input '" + name + "': unsupported data type " + onnxTypeName(tt.elem_type()));
+      return failure();
+    }
+    auto bound = options.inputShapes.find(name);
+    SmallVector<int64_t> shape;
+    if (tt.has_shape()) {
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto &dim = tt.shape().dim(i);
+        shape.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
+      }
+    }
+    if (bound != options.inputShapes.end()) {
+      const auto &want = bound->second;
+      if (tt.has_shape() && want.size() != shape.size()) {
+        fileError("input '" + name + "': the spec's inputs give rank " + Twine(want.size()) +
+                  " but the model declares rank " + Twine(shape.size()));
+        return failure();
+      }
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (!ShapedType::isDynamic(shape[i]) && shape[i] != want[i]) {
+          fileError("input '" + name + "': the spec's inputs give dim " + Twine(i) + " = " +
+                    Twine(want[i]) + " but the model fixes it to " + Twine(shape[i]));
+          return failure();
+        }
+      shape.assign(want.begin(), want.end());
+    }
+    auto type = RankedTensorType::get(shape, et);
+    if (auto vf = options.inputValues.find(name); vf != options.inputValues.end()) {
+      auto arr = runtime::readNpy(vf->second);
+      if (!arr) {
+        fileError("input '" + name + "': spec values: " + llvm::toString(arr.takeError()));
+        return failure();
+      }
+      Type aet = elementTypeFor(tt.elem_type(), &ctx);
+      SmallVector<int64_t> ashape(arr->shape.begin(), arr->shape.end());
+      auto atype = RankedTensorType::get(ashape, aet);
+      size_t expectBytes = size_t(atype.getNumElements()) * runtime::dtypeSize(arr->dtype);
+      bool dtypeOk = (aet.isF32() && arr->dtype == runtime::DType::F32) ||
+                     (aet.isInteger(64) && arr->dtype == runtime::DType::I64) ||
+                     (aet.isInteger(32) && arr->dtype == runtime::DType::I32) ||
+                     (aet.isInteger(1) && arr->dtype == runtime::DType::Bool);
+      if (!dtypeOk) {
+        fileError("input '" + name + "': spec values file '" + vf->second + "' has dtype " +
+                  runtime::dtypeName(arr->dtype) + ", the model expects " +
+                  onnxTypeName(tt.elem_type()));
+        return failure();
+      }
+      for (size_t i = 0; i < shape.size() && tt.has_shape(); ++i)
+        if ((shape.size() != ashape.size()) ||
+            (!ShapedType::isDynamic(shape[i]) && shape[i] != ashape[i])) {
+          fileError("input '" + name + "': spec values file '" + vf->second +
+                    "' does not match the input's shape");
+          return failure();
+        }
+      const char *data = reinterpret_cast<const char *>(arr->data.data());
+      DenseElementsAttr attr;
+      if (aet.isInteger(1)) {
+        SmallVector<bool> v(atype.getNumElements());
+        for (size_t k = 0; k < v.size(); ++k)
+          v[k] = data[k] != 0;
+        attr = DenseElementsAttr::get(atype, v);
+      } else {
+        attr = DenseElementsAttr::getFromRawBuffer(atype, ArrayRef<char>(data, expectBytes));
+      }
+      values[name] = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
+      continue;
+    }
+    if (!type.hasStaticShape()) {
+      std::string dims;
+      for (int i = 0; i < tt.shape().dim_size(); ++i)
+        if (!tt.shape().dim(i).has_dim_value())
+          dims += (dims.empty() ? "'" : ", '") +
+                  (tt.shape().dim(i).dim_param().empty() ? "?" : tt.shape().dim(i).dim_param()) +
+                  "'";
+      fileError("input '" + name + "' has dynamic dims " + dims +
+                "; bind them with the spec's inputs, e.g. inputs: {" + name + ": [...]}");
+      return failure();
+    }
+    values[name] = body->addArgument(type, NameLoc::get(b.getStringAttr(name)));
+    argAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kInputAttr, b.getStringAttr(name))}));
+  }
+  for (const auto &entry : options.inputShapes)
+    if (!seen.contains(entry.getKey())) {
+      fileError("spec inputs: the model has no input named '" + entry.getKey() + "'");
+      return failure();
+    }
+  for (const auto &entry : options.inputValues)
+    if (!seen.contains(entry.getKey())) {
+      fileError("spec values: the model has no input named '" + entry.getKey() + "'");
+      return failure();
+    }
+  return success();
+}
+
+Location GraphImporter::nodeLoc(const onnx::NodeProto &node) {
+  std::string name = node.name();
+  if (name.empty())
+    name = node.output_size() ? node.output(0) : node.op_type();
+  return NameLoc::get(b.getStringAttr(name), FileLineColLoc::get(&ctx, path, 0, 0));
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
+  std::string label = node.name().empty()
+                          ? (node.output_size() ? node.output(0) : std::string("?"))
+                          : node.name();
+  auto report = [&](const Twine &msg) {
+    llvm::errs() << "error: " << path << ": node '" << label << "' (" << node.op_type()
+                 << ", opset " << opset << "): " << msg << "\n";
+    failed_ = true;
+    return failure();
+  };
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return report("operator domain '" + node.domain() + "' is not supported");
+  const auto &table = opImporters();
+  auto it = table.find(node.op_type());
+  if (it == table.end())
+    return report("unsupported operator");
+
+  NodeContext nc(*this, node, opset, b, nodeLoc(node));
+  bool foldInit = foldsInitializers(node.op_type());
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      nc.in.push_back(Value());
+      continue;
+    }
+    if (auto v = values.find(name); v != values.end()) {
+      nc.in.push_back(v->second);
+      continue;
+    }
+    if (initializers.count(name)) {
+      Value v = initializer(name, foldInit);
+      if (!v)
+        return failure();
+      nc.in.push_back(v);
+      continue;
+    }
+    return report("input '" + name + "' is not produced by any earlier node, input or initializer");
+  }
+  for (Value v : nc.in)
+    if (v && !llvm::cast<RankedTensorType>(v.getType()).hasStaticShape())
+      return report("dynamic shapes are not supported");
+  if (failed(it->second(nc)))
+    return report(nc.errorMessage.empty() ? "import failed" : nc.errorMessage);
+  if (nc.out.size() < size_t(node.output_size())) {
+    for (int i = nc.out.size(); i < node.output_size(); ++i)
+      if (!node.output(i).empty())
+        return report("output " + Twine(i) + " ('" + node.output(i) + "') is not supported");
+  }
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && nc.out[i])
+      values[node.output(i)] = nc.out[i];
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  if (failed(loadModel()))
+    return nullptr;
+  auto module = ModuleOp::create(FileLineColLoc::get(&ctx, path, 0, 0));
+  OwningOpRef<ModuleOp> owned(module);
+  auto bodyOwner = std::make_unique<Block>();
+  body = bodyOwner.get();
+  b.setInsertionPointToEnd(body);
+  if (failed(importInputs()))
+    return nullptr;
+  for (const auto &node : model.graph().node())
+    if (failed(importNode(node)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (const auto &output : model.graph().output()) {
+    auto v = values.find(output.name());
+    Value value;
+    if (v != values.end())
+      value = v->second;
+    else if (initializers.count(output.name()))
+      value = initializer(output.name(), false);
+    if (!value) {
+      fileError("graph output '" + output.name() + "' is not produced by any node");
+      return nullptr;
+    }
+    results.push_back(value);
+    resultAttrs.push_back(
+        b.getDictionaryAttr({b.getNamedAttr(kOutputAttr, b.getStringAttr(output.name()))}));
+  }
+  if (results.empty()) {
+    fileError("graph has no outputs");
+    return nullptr;
+  }
+  func::ReturnOp::create(b, FileLineColLoc::get(&ctx, path, 0, 0), results);
+
+  b.setInsertionPointToEnd(module.getBody());
+  auto fnType = FunctionType::get(&ctx, body->getArgumentTypes(), ValueRange(results).getTypes());
+  auto fn = func::FuncOp::create(b, module.getLoc(), "forward", fnType);
+  fn.getBody().push_back(bodyOwner.release());
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
+  module->setAttr("colossal.source", b.getStringAttr(llvm::sys::path::filename(path)));
+  module->setAttr("colossal.opset", b.getI64IntegerAttr(opset));
+  if (failed(verify(module))) {
+    fileError("internal error: the imported module does not verify");
+    return nullptr;
+  }
+  return owned;
+}
+
+FailureOr<DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,
+                                          const Twine &what) {
+  return g.tensorAttr(t, what);
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+LogicalResult NodeContext::requireInputs(size_t minimum) {
+  for (size_t i = 0; i < minimum; ++i)
+    if (!has(i))
+      return error("expects at least " + Twine(minimum) + " inputs, input " + Twine(i) +
+                   " is missing");
+  return success();
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+float NodeContext::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<HostTensor> NodeContext::constInput(size_t i, StringRef what) {
+  Attribute value;
+  if (!has(i) || !matchPattern(in[i], m_Constant(&value)))
+    return FailureOr<HostTensor>(
+        error("input " + Twine(i) + " (" + what + (i < size_t(node.input_size()) ? ", '" + node.input(i) + "'" : std::string()) +
+              ") must be a compile-time constant; bind the model input it depends on with the "
+              "spec's inputs or values"));
+  auto host = HostTensor::from(value);
+  if (!host)
+    return FailureOr<HostTensor>(error("input " + Twine(i) + " (" + what + ") is too large to evaluate"));
+  return *host;
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constInts(size_t i, StringRef what) {
+  auto t = constInput(i, what);
+  if (failed(t))
+    return failure();
+  if (t->isFloat())
+    return FailureOr<SmallVector<int64_t>>(error(what + " must be an integer tensor"));
+  return SmallVector<int64_t>(t->i.begin(), t->i.end());
+}
+
+FailureOr<int64_t> NodeContext::normAxis(int64_t axis, int64_t rank, StringRef what) {
+  if (axis < -rank || axis >= rank)
+    return FailureOr<int64_t>(
+        error(what + " " + Twine(axis) + " is out of range for rank " + Twine(rank)));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Value NodeContext::constant(DenseElementsAttr value) { return ConstantOp::create(b, loc, value); }
+
+FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return makeTyped1<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
+}
+
+FailureOr<Value> NodeContext::finish(OperationState &state) {
+  auto r = finishMulti(state);
+  if (failed(r))
+    return failure();
+  return (*r)[0];
+}
+
+FailureOr<SmallVector<Value>> NodeContext::finishMulti(OperationState &state) {
+  Operation *op = b.create(state);
+  std::string diag;
+  {
+    ScopedDiagnosticHandler handler(ctx(), [&](Diagnostic &d) {
+      if (diag.empty())
+        diag = d.str();
+      return success();
+    });
+    if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+      op->erase();
+      return FailureOr<SmallVector<Value>>(error(diag.empty() ? "invalid op" : diag));
+    }
+  }
+  SmallVector<Value> results;
+  if (succeeded(b.tryFold(op, results)) && !results.empty()) {
+    op->erase();
+    return results;
+  }
+  return SmallVector<Value>(op->getResults().begin(), op->getResults().end());
+}
+
+} // namespace colossal::onnx_import
+
+namespace colossal {
+OwningOpRef<ModuleOp> importONNX(StringRef path, const ImportOptions &options,
+                                 MLIRContext &context) {
+  onnx_import::GraphImporter importer(path, options, context);
+  return importer.run();
+}
+} // namespace colossal

@@ -1,0 +1,125 @@
+//===- colossal-opt.cpp - the Colossal compiler driver --------------------===//
+//
+//   colossal-opt MODEL.onnx --spec SPEC.yaml -o MODEL.cplan     compile to a plan
+//   colossal-opt MODEL.onnx --spec SPEC.yaml --emit=mlir        IR after the pipeline
+//   colossal-opt IN.mlir --pass-pipeline='builtin.module(...)'  mlir-opt mode (lit tests)
+//
+// Every standard mlir-opt flag works in both modes (--pass-pipeline, --dump-pass-pipeline,
+// --mlir-print-ir-after-all, -split-input-file, -verify-diagnostics).
+//===----------------------------------------------------------------------===//
+#include "colossal/Import/ONNX.h"
+#include "colossal/Spec/Spec.h"
+#include "colossal/Target/Plan.h"
+#include "dialects/Colossal/ColossalOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory category("colossal-opt: ONNX compilation");
+static llvm::cl::opt<std::string> specPath("spec", llvm::cl::desc("Spec file (YAML)"),
+                                           llvm::cl::value_desc("SPEC.yaml"),
+                                           llvm::cl::cat(category));
+static llvm::cl::opt<std::string> emitKind(
+    "emit", llvm::cl::desc("What to write for an ONNX input: plan (default) or mlir"),
+    llvm::cl::init("plan"), llvm::cl::cat(category));
+static llvm::cl::opt<bool> report("report",
+                                  llvm::cl::desc("Print the memory plan report (stdout)"),
+                                  llvm::cl::cat(category));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "error: " << msg << "\n";
+  return 1;
+}
+
+static int compileONNX(StringRef input, StringRef output, DialectRegistry &registry) {
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  colossal::Spec spec;
+  if (!specPath.empty()) {
+    auto parsed = colossal::parseSpecFile(specPath);
+    if (!parsed) {
+      llvm::errs() << "error: " << llvm::toString(parsed.takeError()) << "\n";
+      return 1;
+    }
+    spec = std::move(*parsed);
+  }
+  if (emitKind != "plan" && emitKind != "mlir")
+    return fail("--emit must be 'plan' or 'mlir', got '" + emitKind + "'");
+  if (emitKind == "plan" && (output.empty() || output == "-"))
+    return fail("compiling to a plan needs -o MODEL.cplan");
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  colossal::ImportOptions importOptions;
+  for (auto &[name, shape] : spec.inputs)
+    importOptions.inputShapes[name] = shape;
+  for (auto &[name, file] : spec.values)
+    importOptions.inputValues[name] = file;
+  OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  // An explicit --pass-pipeline (or the spec's `passes`) replaces the generated pipeline.
+  bool explicitPipeline = false;
+  if (failed(config.setupPassPipeline(pm)))
+    return 1;
+  explicitPipeline = !pm.getPasses().empty();
+  if (!explicitPipeline) {
+    std::string pipeline = spec.passes.empty() ? colossal::defaultPipeline(spec) : spec.passes;
+    if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+      return fail("invalid pass pipeline '" + pipeline + "'");
+  }
+  if (config.shouldDumpPassPipeline()) {
+    pm.dump();
+    llvm::errs() << "\n";
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (emitKind == "mlir") {
+    std::string err;
+    auto out = openOutputFile(output.empty() ? "-" : output, &err);
+    if (!out)
+      return fail(err);
+    module->print(out->os(), OpPrintingFlags().elideLargeElementsAttrs(16));
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  }
+  colossal::PlanOptions planOptions;
+  planOptions.mode = spec.mode;
+  if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
+    return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  registry.insert<colossal::ColossalDialect, func::FuncDialect>();
+  registerTransformsPasses();
+  colossal::registerColossalPasses();
+
+  std::string header = registerCLIOptions("colossal-opt: the Colossal compiler", registry);
+  auto [input, output] = parseCLIOptions(argc, argv, header);
+  if (StringRef(input).ends_with(".onnx"))
+    return compileONNX(input, output, registry);
+  if (!specPath.empty())
+    return fail("--spec applies to an ONNX model; '" + input + "' is not a .onnx file");
+  return asMainReturnCode(MlirOptMain(argc, argv, input, output, registry));
+}
