@@ -45,6 +45,14 @@ llvm::Error verifyBroadcastTo(llvm::ArrayRef<TensorRef> inputs, llvm::ArrayRef<i
   return llvm::Error::success();
 }
 
+llvm::Error verifyStretchesTo(const TensorRef &input, llvm::ArrayRef<int64_t> out) {
+  Shape bc;
+  if (!broadcastShapes(input.shape, out, bc) || llvm::ArrayRef<int64_t>(bc) != out)
+    return kernelError("shape " + shapeToString(input.shape) + " does not broadcast to " + shapeToString(out));
+  if (out.size() > kMaxRank) return kernelError("rank " + llvm::Twine(out.size()) + " exceeds 8");
+  return llvm::Error::success();
+}
+
 llvm::Error verifySameShape(const TensorRef &a, const TensorRef &b, llvm::StringRef what) {
   if (a.shape != b.shape)
     return kernelError(what + ": shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +

@@ -44,6 +44,9 @@ bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b, Shape
 /// Checks that `inputs` broadcast to exactly `out`; the error names both shapes.
 llvm::Error verifyBroadcastTo(llvm::ArrayRef<TensorRef> inputs, llvm::ArrayRef<int64_t> out);
 
+/// Checks that `input` stretches to `out` (ONNX unidirectional broadcast: Expand, Gemm's c).
+llvm::Error verifyStretchesTo(const TensorRef &input, llvm::ArrayRef<int64_t> out);
+
 /// Checks rank == expected etc. with a message naming `what`.
 llvm::Error verifySameShape(const TensorRef &a, const TensorRef &b, llvm::StringRef what);
 llvm::Error verifyDType(const TensorRef &t, DType want, llvm::StringRef what);

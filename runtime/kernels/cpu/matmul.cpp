@@ -102,7 +102,7 @@ llvm::Error verifyGemm(const KernelCall &c) {
   if (Y.shape[0] != M || Y.shape[1] != N)
     return kernelError("output shape " + shapeToString(Y.shape) + ", expected [" + llvm::Twine(M) + ", " +
                        llvm::Twine(N) + "]");
-  if (c.inputs.size() == 3) return verifyBroadcastTo({c.inputs[2]}, Y.shape);
+  if (c.inputs.size() == 3) return verifyStretchesTo(c.inputs[2], Y.shape);
   return llvm::Error::success();
 }
 

@@ -263,7 +263,7 @@ llvm::Error runSplit(const KernelCall &c) {
 // ---------------------------------------------------------------- expand
 llvm::Error verifyExpand(const KernelCall &c) {
   if (llvm::Error e = verifySameDType(c)) return e;
-  return verifyBroadcastTo(c.inputs, c.outputs[0].shape);
+  return verifyStretchesTo(c.inputs[0], c.outputs[0].shape);
 }
 
 llvm::Error runExpand(const KernelCall &c) {

@@ -1,0 +1,93 @@
+//===- MatmulTest.cpp - matmul and gemm vs naive references ---------------------------------===//
+#include "TestUtil.h"
+
+using namespace colossal::runtime;
+using namespace colossal::runtime::testing;
+
+namespace {
+
+void checkMatmul(const std::vector<int64_t> &as, const std::vector<int64_t> &bs) {
+  SCOPED_TRACE(shapeToString(as) + " x " + shapeToString(bs));
+  std::mt19937 rng(51);
+  HostTensor a = randomF32(as, rng), b = randomF32(bs, rng);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  size_t r = std::max(ab.size(), bb.size());
+  std::vector<int64_t> batch(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - ab.size() ? 1 : ab[i - (r - ab.size())];
+    int64_t db = i < r - bb.size() ? 1 : bb[i - (r - bb.size())];
+    batch[i] = da == 1 ? db : da;
+  }
+  std::vector<int64_t> ys = batch;
+  ys.push_back(M);
+  ys.push_back(N);
+  HostTensor y(DType::F32, ys);
+  ASSERT_NO_ERR(runKernel("matmul", {&a, &b}, {&y}));
+  std::vector<float> want(y.numel());
+  int64_t nb = numElements(batch);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    auto idx = unravel(bi, batch);
+    const float *pa = a.data<float>() + broadcastIndex(idx, ab) * M * K;
+    const float *pb = b.data<float>() + broadcastIndex(idx, bb) * K * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(pa[i * K + k]) * pb[k * N + j];
+        want[(bi * M + i) * N + j] = static_cast<float>(s);
+      }
+  }
+  expectClose(y.data<float>(), want.data(), y.numel(), 1e-4f, 1e-4f);
+}
+
+TEST(Matmul, Shapes) {
+  checkMatmul({5, 7}, {7, 3});
+  checkMatmul({2, 3, 5, 7}, {7, 4});        // linear layer: batch folds into M
+  checkMatmul({2, 1, 5, 7}, {3, 7, 4});     // broadcast batch on both sides
+  checkMatmul({4, 5, 7}, {4, 7, 6});        // batched, small matrices in parallel
+  checkMatmul({5, 7}, {3, 7, 2});           // a broadcast over b's batch
+  checkMatmul({130, 257}, {257, 65});       // odd sizes
+  checkMatmul({2, 200, 64}, {2, 64, 300});  // batched, threaded GEMMs
+  checkMatmul({1, 1}, {1, 1});
+}
+
+TEST(Matmul, ShapeErrors) {
+  HostTensor a(DType::F32, {2, 3}), b(DType::F32, {4, 5}), y(DType::F32, {2, 5});
+  EXPECT_NE(errorMessage(verifyKernel("matmul", {&a, &b}, {&y})).find("inner dimensions"), std::string::npos);
+  HostTensor a3(DType::F32, {2, 2, 3}), b3(DType::F32, {3, 3, 5}), y3(DType::F32, {3, 2, 5});
+  EXPECT_NE(errorMessage(verifyKernel("matmul", {&a3, &b3}, {&y3})).find("do not broadcast"), std::string::npos);
+}
+
+void checkGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cShape, bool withC) {
+  SCOPED_TRACE("ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " c " + shapeToString(cShape));
+  std::mt19937 rng(61);
+  const int64_t M = 13, N = 17, K = 29;
+  HostTensor a = randomF32(ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, rng);
+  HostTensor b = randomF32(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, rng);
+  HostTensor c = randomF32(cShape, rng), y(DType::F32, {M, N});
+  std::vector<HostTensor *> ins = {&a, &b};
+  if (withC) ins.push_back(&c);
+  ASSERT_NO_ERR(runKernel("gemm", ins, {&y}, Attrs().i("trans_a", ta).i("trans_b", tb).f("alpha", alpha).f("beta", beta)));
+  std::vector<float> want(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(ta ? a.data<float>()[k * M + i] : a.data<float>()[i * K + k]) *
+             (tb ? b.data<float>()[j * K + k] : b.data<float>()[k * N + j]);
+      double cv = withC ? c.data<float>()[broadcastIndex({i, j}, cShape)] : 0.0;
+      want[i * N + j] = static_cast<float>(alpha * s + beta * cv);
+    }
+  expectClose(y.data<float>(), want.data(), M * N, 1e-4f, 1e-4f);
+}
+
+TEST(Gemm, TransposesAlphaBetaBias) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) checkGemm(ta, tb, 1.0f, 1.0f, {17}, true);
+  checkGemm(false, true, 0.5f, 2.0f, {13, 17}, true);
+  checkGemm(false, false, 1.5f, 0.0f, {13, 1}, true);
+  checkGemm(true, false, 1.0f, 1.0f, {}, true);
+  checkGemm(false, false, 1.0f, 1.0f, {}, false);
+}
+
+}  // namespace
