@@ -38,12 +38,20 @@ struct Zero {
   int64_t stage = 0;
 };
 
+/// Scalars validated where they are read, so errors point at the value's line and column.
+struct Mode {
+  std::string value;
+};
+struct MeshSize {
+  int64_t value = 1;
+};
+
 using ShapeMap = std::map<std::string, std::vector<int64_t>>;
 using ValueMap = std::map<std::string, std::string>;
-using MeshMap = std::map<std::string, int64_t>;
+using MeshMap = std::map<std::string, MeshSize>;
 
 struct RawSpec {
-  std::string mode;
+  Mode mode;
   ShapeMap inputs;
   ValueMap values;
   MeshMap mesh;
@@ -57,6 +65,31 @@ struct RawSpec {
 } // namespace
 
 namespace llvm::yaml {
+
+template <> struct ScalarTraits<Mode> {
+  static void output(const Mode &m, void *, raw_ostream &os) { os << m.value; }
+  static StringRef input(StringRef scalar, void *, Mode &m) {
+    m.value = scalar.str();
+    if (scalar == "inference")
+      return {};
+    if (scalar == "train" || scalar == "generate")
+      return "this mode is not supported yet (only 'inference' is implemented)";
+    return "mode must be inference, train or generate";
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+
+template <> struct ScalarTraits<MeshSize> {
+  static void output(const MeshSize &m, void *, raw_ostream &os) { os << m.value; }
+  static StringRef input(StringRef scalar, void *, MeshSize &m) {
+    if (scalar.getAsInteger(10, m.value) || m.value < 1)
+      return "a mesh axis size must be a positive integer";
+    if (m.value != 1)
+      return "multi-rank meshes are not supported yet (every mesh axis must be 1)";
+    return {};
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
 
 template <> struct CustomMappingTraits<ShapeMap> {
   static void inputOne(IO &io, StringRef key, ShapeMap &m) {
@@ -153,24 +186,10 @@ template <> struct MappingTraits<RawSpec> {
     }
   }
   static std::string validate(IO &, RawSpec &s) {
-    if (s.mode != "inference" && s.mode != "train" && s.mode != "generate")
-      return "mode must be inference, train or generate; got '" + s.mode + "'";
-    if (s.mode != "inference")
-      return "mode: " + s.mode + " is not supported yet";
     for (auto &[name, shape] : s.inputs)
       for (int64_t d : shape)
         if (d <= 0)
           return "inputs." + name + ": dimensions must be positive";
-    for (auto &[axis, size] : s.mesh) {
-      static const char *known[] = {"dp", "tp", "pp", "sp", "cp", "ep"};
-      if (size < 1)
-        return "mesh." + axis + " must be >= 1";
-      if (size != 1 && llvm::is_contained(known, axis))
-        return "mesh." + axis + " = " + std::to_string(size) +
-               ": multi-rank meshes are not supported yet";
-      if (size != 1)
-        return "mesh." + axis + ": unknown mesh axis";
-    }
     return "";
   }
 };
@@ -204,7 +223,7 @@ Expected<Spec> parseSpecFile(StringRef path) {
     }
   }
   Spec spec;
-  spec.mode = raw.mode;
+  spec.mode = raw.mode.value;
   for (auto &[name, shape] : raw.inputs)
     spec.inputs.emplace_back(name, shape);
   SmallString<256> dir = path;
