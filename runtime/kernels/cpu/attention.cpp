@@ -14,8 +14,8 @@
 //   l = l·e^{m-m'} + rowsum P;  O = O·e^{m-m'} + P·V_blk;  finally y = O / l.
 // Key blocks entirely above the causal diagonal are never visited; the [Tq, Tk] score matrix is
 // never formed (only one [kBlockQ, kBlockK] tile per thread). The two tile products are small
-// register-blocked GEMMs (4 query rows × 64 lanes) over a transposed copy of the K block, which
-// the compiler vectorizes with AVX-512.
+// register-blocked GEMMs (4 query rows × 64 lanes) over a transposed copy of the K block, written
+// with AVX-512 intrinsics where available (portable loops otherwise).
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
@@ -23,6 +23,9 @@
 
 #include <cmath>
 #include <cstring>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <limits>
 
 namespace colossal::runtime::cpu {
@@ -81,26 +84,87 @@ size_t attentionWorkspace(const KernelCall &c, int threads) {
   return perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
 }
 
-/// S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] for `rows` rows (groups of 4 share Kt loads).
+#if defined(__AVX512F__)
+/// AVX-512 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64]: 4 rows × 4 vectors of accumulators.
 void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float scale, float *S) {
+  const __m512 vs = _mm512_set1_ps(scale);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    float acc[4][kBlockK] = {};
+    __m512 acc[4][4];
+    for (int i = 0; i < 4; ++i)
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
     const float *q0 = q + r * D;
     for (int64_t d = 0; d < D; ++d) {
       const float *kt = Kt + d * kBlockK;
-      float a0 = q0[d], a1 = q0[D + d], a2 = q0[2 * D + d], a3 = q0[3 * D + d];
-      for (int64_t j = 0; j < kBlockK; ++j) {
-        acc[0][j] += a0 * kt[j];
-        acc[1][j] += a1 * kt[j];
-        acc[2][j] += a2 * kt[j];
-        acc[3][j] += a3 * kt[j];
+      __m512 k0 = _mm512_loadu_ps(kt), k1 = _mm512_loadu_ps(kt + 16), k2 = _mm512_loadu_ps(kt + 32),
+             k3 = _mm512_loadu_ps(kt + 48);
+      for (int i = 0; i < 4; ++i) {
+        __m512 a = _mm512_set1_ps(q0[i * D + d]);
+        acc[i][0] = _mm512_fmadd_ps(a, k0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(a, k1, acc[i][1]);
+        acc[i][2] = _mm512_fmadd_ps(a, k2, acc[i][2]);
+        acc[i][3] = _mm512_fmadd_ps(a, k3, acc[i][3]);
       }
     }
     for (int i = 0; i < 4; ++i)
-      for (int64_t j = 0; j < kBlockK; ++j) S[(r + i) * kBlockK + j] = acc[i][j] * scale;
+      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(S + (r + i) * kBlockK + 16 * v, _mm512_mul_ps(acc[i][v], vs));
   }
   for (; r < rows; ++r) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t d = 0; d < D; ++d) {
+      __m512 a = _mm512_set1_ps(q[r * D + d]);
+      for (int v = 0; v < 4; ++v) acc[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(Kt + d * kBlockK + 16 * v), acc[v]);
+    }
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(S + r * kBlockK + 16 * v, _mm512_mul_ps(acc[v], vs));
+  }
+}
+
+/// O[r0:r0+R, c0:c0+16·NV) += P[r, 0:nk] · V[0:nk, c0:...] with R rows (1..4) held in registers;
+/// `tail` masks the last vector's lanes.
+template <int NV>
+void pvBlock(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, float *O, int64_t c0,
+             __mmask16 tail) {
+  __m512 acc[4][NV];
+  for (int64_t i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xffff, O + i * Dv + c0 + 16 * v);
+  for (int64_t j = 0; j < nk; ++j) {
+    __m512 vv[NV];
+    for (int v = 0; v < NV; ++v) vv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xffff, V + j * Dv + c0 + 16 * v);
+    for (int64_t i = 0; i < R; ++i) {
+      __m512 p = _mm512_set1_ps(P[i * kBlockK + j]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(p, vv[v], acc[i][v]);
+    }
+  }
+  for (int64_t i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v)
+      _mm512_mask_storeu_ps(O + i * Dv + c0 + 16 * v, v == NV - 1 ? tail : 0xffff, acc[i][v]);
+}
+
+/// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys.
+void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
+  for (int64_t r = 0; r < rows; r += 4) {
+    const int64_t R = std::min<int64_t>(4, rows - r);
+    for (int64_t c0 = 0; c0 < Dv; c0 += 64) {
+      const int64_t width = std::min<int64_t>(64, Dv - c0);
+      const int nv = static_cast<int>((width + 15) / 16);
+      const int rem = static_cast<int>(width - 16 * (nv - 1));
+      const __mmask16 tail = static_cast<__mmask16>(rem == 16 ? 0xffff : (1u << rem) - 1);
+      const float *Pr = P + r * kBlockK;
+      float *Or = O + r * Dv;
+      switch (nv) {
+      case 1: pvBlock<1>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 2: pvBlock<2>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 3: pvBlock<3>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      default: pvBlock<4>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      }
+    }
+  }
+}
+#else
+/// Portable S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64].
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float scale, float *S) {
+  for (int64_t r = 0; r < rows; ++r) {
     float acc[kBlockK] = {};
     for (int64_t d = 0; d < D; ++d) {
       float a = q[r * D + d];
@@ -111,24 +175,9 @@ void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float s
   }
 }
 
-/// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys, rows in groups of 4 sharing V loads.
+/// Portable O[r, :] += sum_j P[r, j] · V[j, :].
 void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    float *o0 = O + r * Dv, *o1 = o0 + Dv, *o2 = o1 + Dv, *o3 = o2 + Dv;
-    const float *p0 = P + r * kBlockK;
-    for (int64_t j = 0; j < nk; ++j) {
-      const float *v = V + j * Dv;
-      float w0 = p0[j], w1 = p0[kBlockK + j], w2 = p0[2 * kBlockK + j], w3 = p0[3 * kBlockK + j];
-      for (int64_t c = 0; c < Dv; ++c) {
-        o0[c] += w0 * v[c];
-        o1[c] += w1 * v[c];
-        o2[c] += w2 * v[c];
-        o3[c] += w3 * v[c];
-      }
-    }
-  }
-  for (; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     float *o = O + r * Dv;
     for (int64_t j = 0; j < nk; ++j) {
       float w = P[r * kBlockK + j];
@@ -137,6 +186,7 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
     }
   }
 }
+#endif
 
 llvm::Error runAttention(const KernelCall &c) {
   const Dims d = dimsOf(c);
@@ -216,6 +266,7 @@ llvm::Error runAttention(const KernelCall &c) {
         }
         for (int64_t j = limit; j < kBlockK; ++j) s[j] = kNegInf;
         float bm = kNegInf;
+#pragma omp simd reduction(max : bm)
         for (int64_t j = 0; j < limit; ++j) bm = std::max(bm, s[j]);
         const float mNew = std::max(m[r], bm);
         if (mNew == kNegInf) {  // nothing visible to this row yet: contributes nothing
@@ -224,6 +275,7 @@ llvm::Error runAttention(const KernelCall &c) {
         }
         const float alpha = fastExp(m[r] - mNew);  // 0 when m[r] = -inf
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < kBlockK; ++j) {
           s[j] = fastExp(s[j] - mNew);
           sum += s[j];
