@@ -100,7 +100,8 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
   std::unordered_map<std::string, Value> values;
   std::unordered_map<std::string, const onnx::TensorProto *> initializers;
-  std::unordered_map<std::string, Value> paramValues, constValues;
+  std::unordered_map<const onnx::TensorProto *, Value> paramValues, constValues;
+  llvm::StringSet<> graphOutputs;
   size_t anonymous = 0;
 };
 
@@ -267,8 +268,9 @@ LogicalResult GraphImporter::loadModel() {
   return success();
 }
 
-Value GraphImporter::initializer(const std::string &name, bool asConstant) {
-  const onnx::TensorProto &t = *initializers.at(name);
+Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
+  const onnx::TensorProto &t = *initializers.at(alias);
+  const std::string &name = t.name();
   Type et = elementTypeFor(t.data_type(), &ctx);
   int64_t numel = 1;
   for (int64_t d : t.dims())
@@ -276,7 +278,7 @@ Value GraphImporter::initializer(const std::string &name, bool asConstant) {
   // Float tensors with more than one element are parameters; everything else is a constant.
   bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
   auto &cache = param ? paramValues : constValues;
-  if (auto it = cache.find(name); it != cache.end())
+  if (auto it = cache.find(&t); it != cache.end())
     return it->second;
   auto attr = tensorAttr(t, "initializer '" + name + "'");
   if (failed(attr))
@@ -291,7 +293,7 @@ Value GraphImporter::initializer(const std::string &name, bool asConstant) {
     b.setInsertionPointToStart(body);
     v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
   }
-  cache[name] = v;
+  cache[&t] = v;
   return v;
 }
 
@@ -436,6 +438,15 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   if (it == table.end())
     return report("unsupported operator");
 
+  // An Identity of an initializer (torch's exporter shares equal initializers this way) is
+  // resolved lazily, so each consumer decides between the parameter and the constant form.
+  if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
+      !values.count(node.input(0)) && initializers.count(node.input(0)) &&
+      !graphOutputs.contains(node.output(0))) {
+    initializers[node.output(0)] = initializers.at(node.input(0));
+    return success();
+  }
+
   NodeContext nc(*this, node, opset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
   for (const std::string &name : node.input()) {
@@ -482,6 +493,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   b.setInsertionPointToEnd(body);
   if (failed(importInputs()))
     return nullptr;
+  for (const auto &output : model.graph().output())
+    graphOutputs.insert(output.name());
   for (const auto &node : model.graph().node())
     if (failed(importNode(node)))
       return nullptr;
