@@ -16,8 +16,11 @@ struct PlanOptions {
 /// memory (liveness-based arena with reuse, in-place updates and zero-copy reshapes), writes the
 /// weights as `<plan stem>.safetensors` beside `planPath` and the plan (runtime/plan/plan.proto)
 /// to `planPath`. Both are written to temporary names and renamed, so a failure leaves nothing
-/// half-written. When `report` is non-null, prints peak arena bytes and the largest buffers.
-/// Errors are emitted as MLIR diagnostics on the offending op.
+/// half-written; a module without parameters or used constants gets no weights file (the plan's
+/// `weights_file` is empty). Output is deterministic. When `report` is non-null, prints peak arena
+/// bytes, weight bytes, the instruction count and the 10 largest arena buffers.
+/// Errors (unknown op, dynamic shape, unsupported element type, unnamed argument or result, I/O)
+/// are emitted as MLIR diagnostics on the offending op, or on @forward / the module.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, llvm::StringRef planPath,
                              const PlanOptions &options, llvm::raw_ostream *report);
 

@@ -1,0 +1,91 @@
+//===- OpTable.cpp - the colossal -> plan instruction table (docs/plan.md) ------------------===//
+#include "OpTable.h"
+
+#include "llvm/ADT/StringMap.h"
+
+namespace colossal {
+
+namespace {
+using Kind = OpLowering::Kind;
+using llvm::StringLiteral;
+
+constexpr StringLiteral kAxis[] = {"axis"};
+constexpr StringLiteral kNorm[] = {"axis", "epsilon"};
+constexpr StringLiteral kGelu[] = {"approximate"};
+constexpr StringLiteral kReduce[] = {"axes", "keepdims"};
+constexpr StringLiteral kGemm[] = {"trans_a", "trans_b", "alpha", "beta"};
+constexpr StringLiteral kTranspose[] = {"perm"};
+constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
+constexpr StringLiteral kTrilu[] = {"upper", "k"};
+constexpr StringLiteral kAttention[] = {"scale", "causal"};
+
+#define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
+
+const OpLowering kTable[] = {
+    {"colossal.constant", Kind::Constant, "", false, {}},
+    {"colossal.reshape", Kind::Alias, "", false, {}},
+    {"colossal.cast", Kind::Kernel, "cast", false, {}, /*copyWhenSameType=*/true},
+
+    KERNEL("add", true, {}),
+    KERNEL("sub", true, {}),
+    KERNEL("mul", true, {}),
+    KERNEL("div", true, {}),
+    KERNEL("pow", true, {}),
+    KERNEL("min", true, {}),
+    KERNEL("max", true, {}),
+    KERNEL("equal", false, {}),
+    KERNEL("less", false, {}),
+    KERNEL("greater", false, {}),
+    KERNEL("where", false, {}),
+
+    KERNEL("neg", true, {}),
+    KERNEL("abs", true, {}),
+    KERNEL("sqrt", true, {}),
+    KERNEL("reciprocal", true, {}),
+    KERNEL("exp", true, {}),
+    KERNEL("log", true, {}),
+    KERNEL("erf", true, {}),
+    KERNEL("tanh", true, {}),
+    KERNEL("sigmoid", true, {}),
+    KERNEL("relu", true, {}),
+    KERNEL("silu", true, {}),
+    KERNEL("gelu", true, kGelu),
+
+    KERNEL("softmax", true, kAxis),
+    KERNEL("log_softmax", true, kAxis),
+    KERNEL("layer_norm", false, kNorm),
+    KERNEL("rms_norm", false, kNorm),
+
+    KERNEL("reduce_sum", false, kReduce),
+    KERNEL("reduce_mean", false, kReduce),
+    KERNEL("reduce_max", false, kReduce),
+
+    KERNEL("matmul", false, {}),
+    KERNEL("gemm", false, kGemm),
+    KERNEL("attention", false, kAttention),
+
+    KERNEL("transpose", false, kTranspose),
+    KERNEL("gather", false, kAxis),
+    KERNEL("slice", false, kSlice),
+    KERNEL("concat", false, kAxis),
+    KERNEL("split", false, kAxis),
+    KERNEL("expand", false, {}),
+    KERNEL("trilu", false, kTrilu),
+};
+#undef KERNEL
+} // namespace
+
+llvm::ArrayRef<OpLowering> opLowerings() { return kTable; }
+
+const OpLowering *lookupOpLowering(llvm::StringRef opName) {
+  static const llvm::StringMap<const OpLowering *> index = [] {
+    llvm::StringMap<const OpLowering *> map;
+    for (const OpLowering &row : kTable)
+      map[row.op] = &row;
+    return map;
+  }();
+  auto it = index.find(opName);
+  return it == index.end() ? nullptr : it->second;
+}
+
+} // namespace colossal

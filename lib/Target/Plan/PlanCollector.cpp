@@ -1,0 +1,481 @@
+//===- PlanCollector.cpp - @forward as an abstract program for the plan ---------------------===//
+#include "PlanCollector.h"
+
+#include "OpTable.h"
+
+#include "colossal/runtime/DType.h"
+#include "dialects/Colossal/ColossalDialect.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+using namespace mlir;
+
+namespace colossal {
+
+namespace {
+
+//===----------------------------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------------------------===//
+
+std::optional<plan::DType> toPlanDType(Type type) {
+  if (type.isF32())
+    return plan::F32;
+  if (type.isF16())
+    return plan::F16;
+  if (type.isBF16())
+    return plan::BF16;
+  if (type.isF64())
+    return plan::F64;
+  if (auto it = llvm::dyn_cast<IntegerType>(type)) {
+    if (it.isUnsigned())
+      return it.getWidth() == 8 ? std::optional(plan::U8) : std::nullopt;
+    if (!it.isSignless())
+      return std::nullopt;
+    switch (it.getWidth()) {
+    case 1: return plan::BOOL;
+    case 8: return plan::I8;
+    case 16: return plan::I16;
+    case 32: return plan::I32;
+    case 64: return plan::I64;
+    default: return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+uint64_t dtypeBytes(plan::DType dtype) {
+  return runtime::dtypeSize(static_cast<runtime::DType>(dtype));
+}
+
+/// A static, supported tensor type, or nullopt with `why` set.
+std::optional<TensorType> toTensorType(Type type, std::string &why) {
+  auto ranked = llvm::dyn_cast<RankedTensorType>(type);
+  if (!ranked) {
+    llvm::raw_string_ostream(why) << "type " << type << " is not a ranked tensor";
+    return std::nullopt;
+  }
+  if (!ranked.hasStaticShape()) {
+    llvm::raw_string_ostream(why) << "type " << type
+                                  << " has a dynamic shape; the plan needs static shapes";
+    return std::nullopt;
+  }
+  auto dtype = toPlanDType(ranked.getElementType());
+  if (!dtype) {
+    llvm::raw_string_ostream(why) << "element type " << ranked.getElementType()
+                                  << " is not supported by the plan (f32, f16, bf16, f64, i64, "
+                                     "i32, i16, i8, ui8, i1)";
+    return std::nullopt;
+  }
+  TensorType t;
+  t.dtype = *dtype;
+  t.shape.assign(ranked.getShape().begin(), ranked.getShape().end());
+  t.bytes = static_cast<uint64_t>(ranked.getNumElements()) * dtypeBytes(*dtype);
+  return t;
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Locations
+//===----------------------------------------------------------------------------------------===//
+
+void printLoc(Location loc, llvm::raw_ostream &os) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc)) {
+    os << name.getName().getValue();
+    if (!llvm::isa<UnknownLoc>(name.getChildLoc())) {
+      std::string child;
+      llvm::raw_string_ostream cs(child);
+      printLoc(name.getChildLoc(), cs);
+      if (!child.empty())
+        os << " (" << child << ")";
+    }
+  } else if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":" << file.getColumn();
+  } else if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
+    llvm::interleave(fused.getLocations(), os, [&](Location l) { printLoc(l, os); }, ", ");
+  } else if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
+    printLoc(call.getCallee(), os);
+  }
+}
+
+std::string locString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  printLoc(loc, os);
+  return s;
+}
+
+/// The first name in `loc` (the ONNX node name the importer attached), or "".
+std::string locName(Location loc) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string n = locName(l); !n.empty())
+        return n;
+  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc))
+    return locName(call.getCallee());
+  return "";
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Collected program
+//===----------------------------------------------------------------------------------------===//
+
+class Collector {
+public:
+  Collector(func::FuncOp func, CollectedProgram &out) : func(func), out(out), asmState(func) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult collectArguments();
+  LogicalResult collectOp(Operation *op);
+  LogicalResult collectOutputs(Operation *terminator);
+  LogicalResult convertAttr(Operation *op, llvm::StringRef name, Attribute attr,
+                            plan::Attr &result);
+  /// The bytes of `value` laid out as `type` (materialized for splats and i1).
+  LogicalResult weightData(ElementsAttr value, const TensorType &type,
+                           llvm::function_ref<InFlightDiagnostic()> emitError,
+                           llvm::ArrayRef<char> &data);
+  std::string uniqueWeightName(const llvm::Twine &wanted);
+  std::string ssaName(Value v);
+
+  uint32_t addTensor(Tensor t) {
+    out.tensors.push_back(std::move(t));
+    return static_cast<uint32_t>(out.tensors.size() - 1);
+  }
+
+  func::FuncOp func;
+  CollectedProgram &out;
+  AsmState asmState;
+  llvm::DenseMap<Value, uint32_t> ids;
+  llvm::StringSet<> weightNames;
+  llvm::DenseMap<Attribute, std::string> constantWeights; // deduplicates equal constants
+  unsigned nextConstant = 0;
+};
+
+std::string Collector::ssaName(Value v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  v.printAsOperand(os, asmState);
+  return s;
+}
+
+std::string Collector::uniqueWeightName(const llvm::Twine &wanted) {
+  std::string name = wanted.str();
+  while (weightNames.contains(name))
+    name = ("const." + llvm::Twine(nextConstant++)).str();
+  weightNames.insert(name);
+  return name;
+}
+
+LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
+                                    llvm::function_ref<InFlightDiagnostic()> emitError,
+                                    llvm::ArrayRef<char> &data) {
+  if (auto dense = llvm::dyn_cast<DenseElementsAttr>(value)) {
+    if (type.dtype == plan::BOOL) {
+      // i1 is bit-packed in MLIR's storage: write one byte per element, as the plan expects.
+      std::vector<char> &bytes = out.materialized.emplace_back();
+      bytes.reserve(type.bytes);
+      for (bool b : dense.getValues<bool>())
+        bytes.push_back(b ? 1 : 0);
+      data = bytes;
+    } else if (dense.isSplat()) {
+      llvm::ArrayRef<char> one = dense.getRawData();
+      uint64_t elemBytes = dtypeBytes(type.dtype);
+      if (one.size() < elemBytes)
+        return emitError() << "splat constant holds " << one.size() << " bytes, expected "
+                           << elemBytes;
+      std::vector<char> &bytes = out.materialized.emplace_back();
+      bytes.reserve(type.bytes);
+      for (uint64_t i = 0; i < type.bytes / std::max<uint64_t>(elemBytes, 1); ++i)
+        bytes.insert(bytes.end(), one.begin(), one.begin() + elemBytes);
+      data = bytes;
+    } else {
+      data = dense.getRawData();
+    }
+  } else if (auto resource = llvm::dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return emitError() << "dense resource '" << resource.getRawHandle().getKey()
+                         << "' has no data";
+    data = blob->getData();
+  } else {
+    return emitError() << "cannot read the data of " << value
+                       << " (expected a dense or dense_resource elements attribute)";
+  }
+  if (data.size() != type.bytes)
+    return emitError() << "data holds " << data.size() << " bytes, its type needs "
+                       << type.bytes;
+  return success();
+}
+
+LogicalResult Collector::collectArguments() {
+  llvm::StringSet<> inputNames;
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto inputName = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+    auto paramName = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+    if (!inputName == !paramName)
+      return func.emitError() << "argument #" << i << " must carry exactly one of '" << kInputAttr
+                              << "' and '" << kParamAttr << "'";
+    llvm::StringRef name = inputName ? inputName.getValue() : paramName.getValue();
+    std::string why;
+    auto type = toTensorType(arg.getType(), why);
+    if (!type)
+      return func.emitError() << "argument #" << i << " ('" << name << "'): " << why;
+    if (name.empty())
+      return func.emitError() << "argument #" << i << " has an empty name";
+
+    Tensor t;
+    t.name = name.str();
+    t.type = *type;
+    if (inputName) {
+      if (!inputNames.insert(name).second)
+        return func.emitError() << "two inputs are named '" << name << "'";
+      t.isInput = true;
+      uint32_t id = addTensor(std::move(t));
+      ids[arg] = id;
+      out.inputs.push_back({name.str(), id});
+      continue;
+    }
+    auto value = func.getArgAttrOfType<ElementsAttr>(i, kValueAttr);
+    if (!value)
+      return func.emitError() << "parameter '" << name << "' (argument #" << i << ") has no '"
+                              << kValueAttr << "' data";
+    if (value.getShapedType() != arg.getType())
+      return func.emitError() << "parameter '" << name << "' has data of type "
+                              << value.getShapedType() << " but is declared " << arg.getType();
+    if (name.starts_with("__"))
+      return func.emitError() << "parameter name '" << name
+                              << "' is reserved by safetensors (starts with \"__\")";
+    if (weightNames.contains(name))
+      return func.emitError() << "two parameters are named '" << name << "'";
+    weightNames.insert(name);
+    llvm::ArrayRef<char> data;
+    if (failed(weightData(value, *type,
+                          [&] {
+                            return func.emitError()
+                                   << "parameter '" << name << "' (argument #" << i << "): ";
+                          },
+                          data)))
+      return failure();
+    t.isWeight = true;
+    t.weightName = name.str();
+    out.weights.push_back({name.str(), *type, data});
+    ids[arg] = addTensor(std::move(t));
+  }
+  return success();
+}
+
+LogicalResult Collector::convertAttr(Operation *op, llvm::StringRef name, Attribute attr,
+                                     plan::Attr &result) {
+  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
+    result.set_i(b.getValue() ? 1 : 0);
+  else if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
+    result.set_i(i.getValue().getSExtValue());
+  else if (auto f = llvm::dyn_cast<FloatAttr>(attr))
+    result.set_f(f.getValueAsDouble());
+  else if (auto s = llvm::dyn_cast<StringAttr>(attr))
+    result.set_s(s.getValue().str());
+  else if (auto ints = llvm::dyn_cast<DenseI64ArrayAttr>(attr))
+    for (int64_t v : ints.asArrayRef())
+      result.mutable_ints()->add_values(v);
+  else if (auto ints32 = llvm::dyn_cast<DenseI32ArrayAttr>(attr))
+    for (int32_t v : ints32.asArrayRef())
+      result.mutable_ints()->add_values(v);
+  else if (auto floats = llvm::dyn_cast<DenseF32ArrayAttr>(attr))
+    for (float v : floats.asArrayRef())
+      result.mutable_floats()->add_values(v);
+  else if (auto doubles = llvm::dyn_cast<DenseF64ArrayAttr>(attr))
+    for (double v : doubles.asArrayRef())
+      result.mutable_floats()->add_values(v);
+  else
+    return op->emitError() << "attribute '" << name << "' (" << attr
+                           << ") has no plan representation";
+  // An empty list still has to say which kind it is.
+  if (llvm::isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(attr))
+    result.mutable_ints();
+  if (llvm::isa<DenseF32ArrayAttr, DenseF64ArrayAttr>(attr))
+    result.mutable_floats();
+  return success();
+}
+
+LogicalResult Collector::collectOp(Operation *op) {
+  const OpLowering *row = lookupOpLowering(op->getName().getStringRef());
+  if (!row || op->getNumRegions() != 0)
+    return op->emitError() << "'" << op->getName()
+                           << "' cannot be lowered to the plan: no instruction implements it";
+
+  llvm::SmallVector<TensorType, 2> resultTypes;
+  for (OpResult result : op->getResults()) {
+    std::string why;
+    auto type = toTensorType(result.getType(), why);
+    if (!type)
+      return op->emitError() << "result #" << result.getResultNumber() << ": " << why;
+    resultTypes.push_back(*type);
+  }
+  for (Value operand : op->getOperands())
+    if (!ids.count(operand))
+      return op->emitError() << "operand " << ssaName(operand)
+                             << " is not defined in @forward's body";
+
+  std::string baseName = locName(op->getLoc());
+  auto resultName = [&](OpResult r) {
+    if (baseName.empty())
+      return ssaName(r);
+    return op->getNumResults() == 1 ? baseName
+                                    : baseName + ":" + std::to_string(r.getResultNumber());
+  };
+
+  switch (row->kind) {
+  case OpLowering::Kind::Constant: {
+    if (op->use_empty())
+      return success(); // folded away: nothing reads it
+    auto value = llvm::dyn_cast_or_null<ElementsAttr>(op->getInherentAttr("value").value_or(nullptr));
+    if (!value || op->getNumResults() != 1)
+      return op->emitError() << "expected one result and an elements attribute 'value'";
+    Tensor t;
+    t.type = resultTypes[0];
+    t.isWeight = true;
+    auto [it, inserted] = constantWeights.try_emplace(value, std::string());
+    if (inserted) {
+      it->second = uniqueWeightName("const." + llvm::Twine(nextConstant++));
+      llvm::ArrayRef<char> data;
+      if (failed(weightData(value, t.type, [&] { return op->emitError(); }, data)))
+        return failure();
+      out.weights.push_back({it->second, t.type, data});
+    }
+    t.weightName = it->second;
+    t.name = baseName.empty() ? it->second : baseName;
+    ids[op->getResult(0)] = addTensor(std::move(t));
+    return success();
+  }
+  case OpLowering::Kind::Alias: {
+    if (op->getNumOperands() != 1 || op->getNumResults() != 1)
+      return op->emitError() << "expected one operand and one result";
+    uint32_t source = ids.lookup(op->getOperand(0));
+    if (out.tensors[source].type.bytes != resultTypes[0].bytes ||
+        out.tensors[source].type.dtype != resultTypes[0].dtype)
+      return op->emitError() << "cannot alias " << out.tensors[source].type.bytes << " bytes of "
+                             << op->getOperand(0).getType() << " as " << resultTypes[0].bytes
+                             << " bytes of " << op->getResult(0).getType();
+    Tensor t;
+    t.name = resultName(op->getResult(0));
+    t.type = resultTypes[0];
+    t.isWeight = out.tensors[source].isWeight;
+    t.weightName = out.tensors[source].weightName;
+    t.aliasOf = static_cast<int32_t>(source);
+    ids[op->getResult(0)] = addTensor(std::move(t));
+    return success();
+  }
+  case OpLowering::Kind::Kernel:
+    break;
+  }
+
+  PendingInstruction inst;
+  inst.kernel = row->kernel.str();
+  if (row->copyWhenSameType && op->getNumOperands() == 1 && op->getNumResults() == 1 &&
+      op->getOperand(0).getType() == op->getResult(0).getType())
+    inst.kernel = "copy";
+  inst.inPlaceSafe = row->inPlaceSafe;
+  inst.loc = locString(op->getLoc());
+  for (llvm::StringRef name : row->attrs) {
+    Attribute attr = op->getInherentAttr(name).value_or(nullptr);
+    if (!attr)
+      continue; // unset default-valued attribute: the kernel's default is the dialect's
+    plan::Attr converted;
+    if (failed(convertAttr(op, name, attr, converted)))
+      return failure();
+    inst.attrs.emplace_back(name.str(), std::move(converted));
+  }
+  for (Value operand : op->getOperands())
+    inst.inputs.push_back(ids.lookup(operand));
+  for (OpResult result : op->getResults()) {
+    Tensor t;
+    t.name = resultName(result);
+    t.type = resultTypes[result.getResultNumber()];
+    uint32_t id = addTensor(std::move(t));
+    ids[result] = id;
+    inst.outputs.push_back(id);
+  }
+  out.instructions.push_back(std::move(inst));
+  return success();
+}
+
+LogicalResult Collector::collectOutputs(Operation *terminator) {
+  auto root = [&](uint32_t id) {
+    while (out.tensors[id].aliasOf >= 0)
+      id = static_cast<uint32_t>(out.tensors[id].aliasOf);
+    return id;
+  };
+  llvm::StringSet<> names;
+  llvm::DenseSet<uint32_t> boundRoots;
+  for (OpOperand &operand : terminator->getOpOperands()) {
+    unsigned i = operand.getOperandNumber();
+    auto name = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+    if (!name || name.getValue().empty())
+      return func.emitError() << "result #" << i << " has no '" << kOutputAttr << "' name";
+    if (!names.insert(name.getValue()).second)
+      return func.emitError() << "two outputs are named '" << name.getValue() << "'";
+    auto it = ids.find(operand.get());
+    if (it == ids.end())
+      return terminator->emitError() << "operand #" << i << " is not defined in @forward";
+    uint32_t id = it->second;
+    uint32_t r = root(id);
+    // An output binding owns its bytes: the runtime reads it after the last instruction, so it
+    // must not be a weight (read-only file), an input's storage, or another output's storage.
+    if (out.tensors[r].isWeight || out.tensors[r].isInput || !boundRoots.insert(r).second) {
+      Tensor copy;
+      copy.name = name.getValue().str();
+      copy.type = out.tensors[id].type;
+      uint32_t copyId = addTensor(std::move(copy));
+      PendingInstruction inst;
+      inst.kernel = "copy";
+      inst.inputs.push_back(id);
+      inst.outputs.push_back(copyId);
+      inst.loc = locString(terminator->getLoc());
+      out.instructions.push_back(std::move(inst));
+      boundRoots.insert(copyId);
+      id = copyId;
+    } else {
+      out.tensors[id].name = name.getValue().str();
+    }
+    out.outputs.push_back({name.getValue().str(), id});
+  }
+  return success();
+}
+
+LogicalResult Collector::run() {
+  if (func.getBody().getBlocks().size() != 1)
+    return func.emitError() << "@forward must have exactly one block";
+  if (failed(collectArguments()))
+    return failure();
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (failed(collectOp(&op)))
+      return failure();
+  Operation *terminator = body.getTerminator();
+  if (!llvm::isa<func::ReturnOp>(terminator))
+    return terminator->emitError() << "expected func.return to end @forward";
+  return collectOutputs(terminator);
+}
+
+} // namespace
+
+LogicalResult collectProgram(func::FuncOp forward, CollectedProgram &out) {
+  return Collector(forward, out).run();
+}
+
+} // namespace colossal

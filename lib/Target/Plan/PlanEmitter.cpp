@@ -1,0 +1,291 @@
+//===- PlanEmitter.cpp - colossal dialect -> plan protobuf + safetensors weights -------------===//
+//
+// emitPlan() runs in four stages:
+//   1. collect: walk `func.func @forward` once, turning arguments, constants and ops into tensors
+//      (name, dtype, shape, storage kind, alias) and pending instructions (table-driven, OpTable.h);
+//      output bindings that cannot share bytes with another binding, an input or a weight get an
+//      explicit `copy`;
+//   2. plan memory (MemoryPlanner.h): liveness, zero-copy aliases, in-place updates, offsets; the
+//      layout is re-checked for overlaps before anything is written;
+//   3. build the plan::Plan message;
+//   4. write weights and plan to temporary names in the plan's folder, then rename both.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "colossal/Target/Plan.h"
+
+#include "MemoryPlanner.h"
+#include "PlanCollector.h"
+#include "PlanReport.h"
+
+#include "colossal/runtime/Plan.h"
+#include "colossal/runtime/Safetensors.h"
+
+#include "plan.pb.h"
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace mlir;
+
+namespace colossal {
+
+namespace {
+
+//===----------------------------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------------------------===//
+
+/// Removes the files it holds when destroyed (clear `paths` once they are committed).
+struct TemporaryFiles {
+  llvm::SmallVector<std::string, 2> paths;
+  ~TemporaryFiles() {
+    for (const std::string &p : paths)
+      llvm::sys::fs::remove(p);
+  }
+};
+
+/// A fresh, empty file `<path>.tmp-XXXXXX` in `path`'s folder.
+llvm::Expected<std::string> createTemporary(llvm::StringRef path, TemporaryFiles &temps) {
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, tmp))
+    return llvm::createStringError(ec, "%s: cannot create a temporary file: %s",
+                                   path.str().c_str(), ec.message().c_str());
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  temps.paths.push_back(tmp.str().str());
+  return tmp.str().str();
+}
+
+llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return llvm::createStringError(ec, "%s: cannot open: %s", path.str().c_str(),
+                                   ec.message().c_str());
+  os << bytes;
+  os.close();
+  if (os.has_error()) {
+    ec = os.error();
+    os.clear_error();
+    return llvm::createStringError(ec, "%s: write failed: %s", path.str().c_str(),
+                                   ec.message().c_str());
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------------------------===//
+// emitPlan
+//===----------------------------------------------------------------------------------------===//
+
+LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
+                       llvm::raw_ostream *report) {
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func)
+    return module.emitError() << "no 'func.func @forward' to lower to a plan";
+
+  // 1. Collect.
+  CollectedProgram collected;
+  if (failed(collectProgram(func, collected)))
+    return failure();
+  std::vector<Tensor> &tensors = collected.tensors;
+
+  // 2. Plan memory.
+  std::vector<memory::Value> values;
+  values.reserve(tensors.size());
+  for (const Tensor &t : tensors)
+    values.push_back({t.type.bytes, static_cast<int>(t.type.dtype), t.isWeight, t.isInput,
+                      t.aliasOf});
+  std::vector<memory::Step> steps;
+  steps.reserve(collected.instructions.size());
+  for (const PendingInstruction &inst : collected.instructions) {
+    memory::Step &step = steps.emplace_back();
+    step.inputs = inst.inputs;
+    step.outputs.assign(inst.outputs.begin(), inst.outputs.end());
+    step.inPlaceSafe = inst.inPlaceSafe;
+  }
+  std::vector<uint32_t> outputIds;
+  for (auto &binding : collected.outputs)
+    outputIds.push_back(binding.second);
+  memory::MemoryPlan memPlan = memory::planMemory(values, steps, outputIds);
+
+  std::vector<memory::Interval> check;
+  for (uint32_t s = 0; s < memPlan.storages.size(); ++s)
+    if (memPlan.isArena(s)) {
+      const memory::Storage &st = memPlan.storages[s];
+      check.push_back({st.bytes, st.start, st.end, st.offset});
+    }
+  if (auto conflict = memory::findConflict(check, memPlan.arenaBytes))
+    return func.emitError() << "internal error: the memory plan places two live buffers on the "
+                               "same bytes (storages "
+                            << conflict->first << " and " << conflict->second << ")";
+
+  // 3. Build the plan message.
+  plan::Plan planMsg;
+  planMsg.set_version(runtime::kPlanVersion);
+  planMsg.set_producer(options.producer);
+  planMsg.set_mode(options.mode);
+  plan::Program *program = planMsg.add_programs();
+  program->set_name("forward");
+  program->set_device(plan::CPU);
+  program->set_arena_bytes(memPlan.arenaBytes);
+  for (uint32_t id = 0; id < tensors.size(); ++id) {
+    const Tensor &t = tensors[id];
+    plan::Buffer *buffer = program->add_buffers();
+    buffer->set_id(id);
+    buffer->set_name(t.name);
+    buffer->set_dtype(t.type.dtype);
+    for (int64_t d : t.type.shape)
+      buffer->add_shape(d);
+    buffer->set_size_bytes(t.type.bytes);
+    if (t.isWeight) {
+      buffer->set_storage(plan::WEIGHT);
+      buffer->set_weight_name(t.weightName);
+    } else {
+      buffer->set_storage(plan::ARENA);
+      buffer->set_offset(memPlan.storages[memPlan.storageOf[id]].offset);
+    }
+  }
+  for (const PendingInstruction &inst : collected.instructions) {
+    plan::Instruction *out = program->add_instructions();
+    out->set_op(inst.kernel);
+    for (uint32_t in : inst.inputs)
+      out->add_inputs(in);
+    for (uint32_t res : inst.outputs)
+      out->add_outputs(res);
+    for (const auto &[name, attr] : inst.attrs)
+      (*out->mutable_attrs())[name] = attr;
+    out->set_loc(inst.loc);
+  }
+  for (const auto &[name, id] : collected.inputs) {
+    plan::Binding *b = program->add_inputs();
+    b->set_name(name);
+    b->set_buffer(id);
+  }
+  for (const auto &[name, id] : collected.outputs) {
+    plan::Binding *b = program->add_outputs();
+    b->set_name(name);
+    b->set_buffer(id);
+  }
+
+  // 4. Write weights and plan under temporary names, then rename both.
+  llvm::SmallString<256> folder = llvm::sys::path::parent_path(planPath);
+  llvm::SmallString<256> weightsPath = folder;
+  std::string weightsFile = (llvm::sys::path::stem(planPath) + ".safetensors").str();
+  llvm::sys::path::append(weightsPath, weightsFile);
+  if (weightsPath == planPath)
+    return module.emitError() << planPath << ": the plan cannot be named like its weights file";
+  auto fail = [&](llvm::Error err) {
+    return module.emitError() << llvm::toString(std::move(err));
+  };
+
+  TemporaryFiles temps;
+  std::string weightsTmp;
+  uint64_t weightBytes = 0;
+  if (!collected.weights.empty()) {
+    auto tmp = createTemporary(weightsPath, temps);
+    if (!tmp)
+      return fail(tmp.takeError());
+    weightsTmp = *tmp;
+    std::vector<runtime::NamedTensor> named;
+    named.reserve(collected.weights.size());
+    for (const Weight &w : collected.weights) {
+      runtime::NamedTensor n;
+      n.name = w.name;
+      n.dtype = static_cast<runtime::DType>(w.type.dtype);
+      n.shape.assign(w.type.shape.begin(), w.type.shape.end());
+      n.data = w.data.data();
+      n.size_bytes = w.data.size();
+      weightBytes += n.size_bytes;
+      named.push_back(std::move(n));
+    }
+    if (llvm::Error err = runtime::writeSafetensors(weightsTmp, named, {{"producer", options.producer}}))
+      return fail(std::move(err));
+    uint64_t size = 0;
+    if (std::error_code ec = llvm::sys::fs::file_size(weightsTmp, size))
+      return module.emitError() << weightsTmp << ": " << ec.message();
+    auto hash = runtime::fnv1a64File(weightsTmp);
+    if (!hash)
+      return fail(hash.takeError());
+    planMsg.set_weights_file(weightsFile);
+    planMsg.set_weights_size(size);
+    planMsg.set_weights_hash(*hash);
+  }
+
+  // Deterministic (map entries sorted), so one module always gives the same bytes.
+  std::string serialized;
+  {
+    google::protobuf::io::StringOutputStream stream(&serialized);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!planMsg.SerializeToCodedStream(&coded))
+      return module.emitError() << planPath << ": cannot serialize the plan";
+  }
+  auto planTmp = createTemporary(planPath, temps);
+  if (!planTmp)
+    return fail(planTmp.takeError());
+  if (llvm::Error err = writeBytes(*planTmp, serialized))
+    return fail(std::move(err));
+
+  if (!weightsTmp.empty()) {
+    if (std::error_code ec = llvm::sys::fs::rename(weightsTmp, weightsPath))
+      return module.emitError() << weightsPath << ": cannot rename from " << weightsTmp << ": "
+                                << ec.message();
+    temps.paths.front() = weightsPath.str().str(); // now ours to remove if the plan fails
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(*planTmp, planPath))
+    return module.emitError() << planPath << ": cannot rename from " << *planTmp << ": "
+                              << ec.message();
+  temps.paths.clear(); // both committed
+
+  if (report) {
+    PlanSummary summary;
+    summary.planPath = planPath.str();
+    summary.weightsFile = planMsg.weights_file();
+    summary.arenaBytes = memPlan.arenaBytes;
+    summary.weightBytes = weightBytes;
+    summary.numWeights = collected.weights.size();
+    summary.numInstructions = collected.instructions.size();
+    summary.numBuffers = tensors.size();
+    summary.numInPlace = llvm::count(memPlan.inPlace, true);
+    for (const Tensor &t : tensors)
+      summary.numAliases += t.aliasOf >= 0 && !t.isWeight;
+    std::vector<size_t> holders(memPlan.storages.size(), 0);
+    for (uint32_t s : memPlan.storageOf)
+      ++holders[s];
+    for (uint32_t s = 0; s < memPlan.storages.size(); ++s) {
+      if (!memPlan.isArena(s))
+        continue;
+      const memory::Storage &st = memPlan.storages[s];
+      const Tensor &root = tensors[st.root];
+      ReportBuffer row;
+      row.name = root.name;
+      row.shape = root.type.shape;
+      row.dtype = runtime::dtypeName(static_cast<runtime::DType>(root.type.dtype)).str();
+      row.bytes = st.bytes;
+      row.offset = st.offset;
+      row.start = st.start;
+      row.end = st.end;
+      row.shared = holders[s] - 1;
+      summary.buffers.push_back(std::move(row));
+    }
+    summary.endTime = memPlan.endTime;
+    printPlanReport(summary, *report);
+  }
+  return success();
+}
+
+} // namespace colossal
