@@ -194,7 +194,9 @@ llvm::Error validateWeights(const plan::Plan &p, llvm::StringRef planPath, const
       if (!t) return fail(what + ": not in the weights file");
       DType want = static_cast<DType>(b.dtype());
       std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-      if (t->dtype != want || t->shape != shape)
+      // A reshaped weight (a zero-copy alias of the same bytes) may view the tensor under another
+      // shape with the same element count.
+      if (t->dtype != want || numElements(t->shape) != numElements(shape))
         return fail(what + ": plan expects " + dtypeName(want) + " " + shapeToString(shape) +
                     ", file has " + dtypeName(t->dtype) + " " + shapeToString(t->shape));
     }

@@ -473,7 +473,7 @@ TEST_F(PlanEmitterTest, ReshapedWeightIsAViewOfTheSameTensor) {
 
 // docs/plan.md: a reshape of a weight is "the same weight" under another shape. Disabled until the
 // runtime's validateWeights() accepts such views (same dtype and element count, not same shape).
-TEST_F(PlanEmitterTest, DISABLED_ReshapedWeightLoads) {
+TEST_F(PlanEmitterTest, ReshapedWeightLoads) {
   ASSERT_TRUE(succeeded(emit(kReshapedWeight))) << diagnostics;
   auto loaded = rt::loadPlan(path("model.cplan"), rt::KernelRegistry::cpu());
   EXPECT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
