@@ -71,21 +71,22 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   if (!module)
     return 1;
 
-  PassManager pm(&context);
+  // The pipeline: an explicit --pass-pipeline, else the spec's `passes`, else the generated one.
+  // (In this mode passes are given as one pipeline; mlir-opt's per-pass flags apply to .mlir input.)
+  std::string pipeline = spec.passes.empty() ? colossal::defaultPipeline(spec) : spec.passes;
+  auto &registered = llvm::cl::getRegisteredOptions();
+  if (auto it = registered.find("pass-pipeline");
+      it != registered.end() && it->second->getNumOccurrences() > 0)
+    pipeline = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
+  auto parsed = parsePassPipeline(pipeline, llvm::errs());
+  if (failed(parsed))
+    return fail("invalid pass pipeline '" + pipeline + "'");
+  PassManager pm(&context, parsed->getOpAnchorName());
+  static_cast<OpPassManager &>(pm) = std::move(*parsed);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  // An explicit --pass-pipeline (or the spec's `passes`) replaces the generated pipeline.
-  bool explicitPipeline = false;
-  if (failed(config.setupPassPipeline(pm)))
-    return 1;
-  explicitPipeline = !pm.getPasses().empty();
-  if (!explicitPipeline) {
-    std::string pipeline = spec.passes.empty() ? colossal::defaultPipeline(spec) : spec.passes;
-    if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-      return fail("invalid pass pipeline '" + pipeline + "'");
-  }
   if (config.shouldDumpPassPipeline()) {
-    pm.dump();
+    pm.printAsTextualPipeline(llvm::errs());
     llvm::errs() << "\n";
   }
   if (failed(pm.run(*module)))
