@@ -436,8 +436,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AttentionOp::verify() {
   auto q = getQ().getType(), k = getK().getType(), v = getV().getType();
   auto qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
-  if (k.getRank() != 4)
-    return emitOpError("k must be [B, Hkv, Tk, D]");
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOpError("q, k and v must be rank 4: [B, H, T, D]");
   if (qs[0] != ks[0] || ks[0] != vs[0])
     return emitOpError("batch sizes differ");
   if (ks[1] != vs[1] || ks[2] != vs[2])

@@ -172,8 +172,16 @@ func.func @attention_mask_shape(%q: tensor<1x2x5x16xf32>, %k: tensor<1x2x5x16xf3
 
 // -----
 
+func.func @attention_q_rank(%q: tensor<2x5x16xf32>, %k: tensor<1x2x5x16xf32>, %v: tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32> {
+  // expected-error @+1 {{'colossal.attention' op q, k and v must be rank 4: [B, H, T, D]}}
+  %0 = colossal.attention %q, %k, %v {causal = false, scale = 0.25 : f32} : (tensor<2x5x16xf32>, tensor<1x2x5x16xf32>, tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32>
+  return %0 : tensor<1x2x5x16xf32>
+}
+
+// -----
+
 func.func @attention_k_rank(%q: tensor<1x2x5x16xf32>, %k: tensor<2x5x16xf32>, %v: tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32> {
-  // expected-error @+1 {{'colossal.attention' op k must be [B, Hkv, Tk, D]}}
+  // expected-error @+1 {{'colossal.attention' op q, k and v must be rank 4: [B, H, T, D]}}
   %0 = colossal.attention %q, %k, %v {causal = false, scale = 0.25 : f32} : (tensor<1x2x5x16xf32>, tensor<2x5x16xf32>, tensor<1x2x5x16xf32>) -> tensor<1x2x5x16xf32>
   return %0 : tensor<1x2x5x16xf32>
 }
