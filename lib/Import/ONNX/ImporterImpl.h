@@ -135,10 +135,13 @@ private:
 };
 
 using OpImporter = mlir::LogicalResult (*)(NodeContext &);
+using ImporterTable = llvm::StringMap<OpImporter>;
 
-/// The op importer table: ONNX op type → importer. Ops whose initializer operands may be taken as
-/// constants (data movement and comparisons, which then fold) are listed by foldsInitializers.
-const llvm::StringMap<OpImporter> &opImporters();
+/// The op importer table: ONNX op type → importer, filled by one registration function per op
+/// family. Ops whose initializer operands may be taken as constants (data movement and
+/// comparisons, which then fold) are listed by foldsInitializers.
+const ImporterTable &opImporters();
+void registerCoreImporters(ImporterTable &table);
 bool foldsInitializers(llvm::StringRef opType);
 
 } // namespace colossal::onnx_import

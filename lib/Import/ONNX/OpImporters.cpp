@@ -788,8 +788,8 @@ LogicalResult importTrilu(Ctx &c) {
 
 } // namespace
 
-const llvm::StringMap<OpImporter> &opImporters() {
-  static const llvm::StringMap<OpImporter> table = {
+void registerCoreImporters(ImporterTable &table) {
+  static const std::pair<const char *, OpImporter> core[] = {
       {"Add", binary<AddOp>},
       {"Sub", binary<SubOp>},
       {"Mul", binary<MulOp>},
@@ -842,6 +842,17 @@ const llvm::StringMap<OpImporter> &opImporters() {
       {"Expand", importExpand},
       {"Trilu", importTrilu},
   };
+  for (const auto &[name, fn] : core)
+    table[name] = fn;
+}
+
+const ImporterTable &opImporters() {
+  static const ImporterTable table = [] {
+    ImporterTable t;
+    // One registration function per op family (files Import<Family>.cpp).
+    registerCoreImporters(t);
+    return t;
+  }();
   return table;
 }
 
