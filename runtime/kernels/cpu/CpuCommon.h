@@ -122,6 +122,8 @@ void registerSoftmaxKernels(KernelRegistry &r);
 void registerMatmulKernels(KernelRegistry &r);
 void registerAttentionKernels(KernelRegistry &r);
 void registerShapeKernels(KernelRegistry &r);
+void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
+void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
 
 }  // namespace colossal::runtime::cpu
 
