@@ -534,10 +534,10 @@ FailureOr<HostTensor> valueDependentInput(Ctx &c, size_t i, StringRef what) {
   Attribute value;
   if (!c.has(i) || !matchPattern(c.in[i], m_Constant(&value)))
     return FailureOr<HostTensor>(c.error(
-        c.node.op_type() + "'s output shape depends on the values of input " + Twine(i) + " (" +
-        what + ", '" + c.node.input(i) + "'), which is not a compile-time constant; dynamic "
-        "output shapes are not supported (bind the model input it depends on with the spec's "
-        "values)"));
+        "input " + Twine(i) + " (" + what + ", '" + (c.has(i) ? c.node.input(i) : "") +
+        "') must be a compile-time constant: " + c.node.op_type() +
+        "'s output shape depends on its values and dynamic output shapes are not supported; "
+        "bind the model input it depends on with the spec's values"));
   auto h = HostTensor::from(value);
   if (!h)
     return FailureOr<HostTensor>(c.error("input " + Twine(i) + " (" + what +
