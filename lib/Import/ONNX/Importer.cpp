@@ -261,7 +261,9 @@ LogicalResult GraphImporter::loadModel() {
       opset = os.version();
   if (opset == 0)
     opset = model.ir_version() >= 3 ? 0 : 1;
-  if (opset < 7 || opset > 21) {
+  // Opsets 1 to 6 are accepted per node, for the operators whose definition did not change
+  // before opset 7 (importsOpsetsBelow7); importNode rejects the others.
+  if (opset < 1 || opset > 21) {
     fileError("default-domain opset " + Twine(opset) + " is not supported (supported: 7 to 21)");
     return failure();
   }
@@ -437,6 +439,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   auto it = table.find(node.op_type());
   if (it == table.end())
     return report("unsupported operator");
+  if (opset < 7 && !importsOpsetsBelow7(node.op_type()))
+    return report("opset " + Twine(opset) + " is not supported for this operator (supported: 7 to 21)");
 
   // An Identity of an initializer (torch's exporter shares equal initializers this way) is
   // resolved lazily, so each consumer decides between the parameter and the constant form.

@@ -142,7 +142,11 @@ using ImporterTable = llvm::StringMap<OpImporter>;
 /// comparisons, which then fold) are listed by foldsInitializers.
 const ImporterTable &opImporters();
 void registerCoreImporters(ImporterTable &table);
+void registerElementwiseImporters(ImporterTable &table);
 bool foldsInitializers(llvm::StringRef opType);
+/// Operators whose definition is the same in opsets 1..6 as in opset 7 (their latest version
+/// predates 7), so a model declaring an opset below 7 imports them with the opset-7 importer.
+bool importsOpsetsBelow7(llvm::StringRef opType);
 
 } // namespace colossal::onnx_import
 

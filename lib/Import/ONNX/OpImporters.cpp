@@ -71,6 +71,20 @@ LogicalResult importPow(Ctx &c) {
     return failure();
   Value exp = c.in[1];
   auto bt = c.typeOf(0), et = c.typeOf(1);
+  if (!llvm::isa<FloatType>(bt.getElementType()) && llvm::isa<FloatType>(et.getElementType())) {
+    // Integer base, float exponent: the power is taken in f64 and truncated to the base's type.
+    Type f64 = c.b.getF64Type();
+    auto base = c.makeTyped1<CastOp>(bt.clone(f64), c.in[0]);
+    auto e64 = c.makeTyped1<CastOp>(et.clone(f64), exp);
+    if (failed(base) || failed(e64))
+      return failure();
+    auto p = c.make<PowOp>(*base, *e64);
+    if (failed(p))
+      return failure();
+    return setOut(c, c.makeTyped1<CastOp>(llvm::cast<RankedTensorType>(p->getType()).clone(
+                                              bt.getElementType()),
+                                          *p));
+  }
   if (bt.getElementType() != et.getElementType()) {
     auto cast = c.makeTyped1<CastOp>(withShape(et, et.getShape()).clone(bt.getElementType()), exp);
     if (failed(cast))
@@ -851,6 +865,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerElementwiseImporters(t);
     return t;
   }();
   return table;
@@ -863,6 +878,16 @@ bool foldsInitializers(StringRef opType) {
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
                                         "Flatten", "ConstantOfShape", "Range", "Size"};
+  return ops.contains(opType);
+}
+
+bool importsOpsetsBelow7(StringRef opType) {
+  // Latest versions: Elu, HardSigmoid, Selu, InstanceNormalization 6; Not, Softplus, Softsign,
+  // GlobalAveragePool, GlobalMaxPool 1.
+  static const llvm::StringSet<> ops = {"Elu",     "HardSigmoid",       "Selu",
+                                        "Not",     "Softplus",          "Softsign",
+                                        "InstanceNormalization", "GlobalAveragePool",
+                                        "GlobalMaxPool"};
   return ops.contains(opType);
 }
 

@@ -18,6 +18,8 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
+constexpr StringLiteral kBinaryFn[] = {"fn"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -71,6 +73,10 @@ const OpLowering kTable[] = {
     KERNEL("split", false, kAxis),
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
+
+    // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
+    KERNEL("unary", true, kUnaryFn),
+    KERNEL("binary", true, kBinaryFn),
 };
 #undef KERNEL
 } // namespace
