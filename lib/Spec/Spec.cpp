@@ -188,8 +188,8 @@ template <> struct MappingTraits<RawSpec> {
   static std::string validate(IO &, RawSpec &s) {
     for (auto &[name, shape] : s.inputs)
       for (int64_t d : shape)
-        if (d <= 0)
-          return "inputs." + name + ": dimensions must be positive";
+        if (d < 0)
+          return "inputs." + name + ": dimensions must be >= 0";
     return "";
   }
 };

@@ -143,10 +143,12 @@ using ImporterTable = llvm::StringMap<OpImporter>;
 const ImporterTable &opImporters();
 void registerCoreImporters(ImporterTable &table);
 void registerElementwiseImporters(ImporterTable &table);
+
+/// The oldest opset at which `opType` means what the importer implements. Most operators are
+/// supported from opset 7 (the first with NumPy broadcasting); a few whose definition has not
+/// changed since an earlier version are accepted from that version.
+int64_t oldestOpset(llvm::StringRef opType);
 bool foldsInitializers(llvm::StringRef opType);
-/// Operators whose definition is the same in opsets 1..6 as in opset 7 (their latest version
-/// predates 7), so a model declaring an opset below 7 imports them with the opset-7 importer.
-bool importsOpsetsBelow7(llvm::StringRef opType);
 
 } // namespace colossal::onnx_import
 

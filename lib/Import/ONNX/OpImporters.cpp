@@ -207,13 +207,57 @@ template <typename OpTy> LogicalResult importSoftmax(Ctx &c) {
 LogicalResult importLayerNorm(Ctx &c) {
   if (failed(c.requireInputs(2)) || failed(requireFloat(c, 0)))
     return failure();
-  if (c.outputUsed(1) || c.outputUsed(2))
-    return c.error("outputs Mean and InvStdDev are not supported");
   auto t = c.typeOf(0);
   auto axis = c.normAxis(c.attrInt("axis", -1), t.getRank());
   if (failed(axis))
     return failure();
   float eps = c.attrFloat("epsilon", 1e-5f);
+  // The optional Mean and InvStdDev outputs (shape x.shape[:axis] + [1]...) are computed from
+  // primitives; the normalized output still uses the fused op.
+  Value mean, invStdDev;
+  if (c.outputUsed(1) || c.outputUsed(2)) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = *axis; d < t.getRank(); ++d)
+      axes.push_back(d);
+    auto axesAttr = c.b.getDenseI64ArrayAttr(axes);
+    auto m = c.make<ReduceMeanOp>(c.in[0], axesAttr, c.b.getBoolAttr(true));
+    if (failed(m))
+      return failure();
+    auto d = c.make<SubOp>(c.in[0], *m);
+    if (failed(d))
+      return failure();
+    auto sq = c.make<MulOp>(*d, *d);
+    if (failed(sq))
+      return failure();
+    auto var = c.make<ReduceMeanOp>(*sq, axesAttr, c.b.getBoolAttr(true));
+    if (failed(var))
+      return failure();
+    auto epsV = c.constant(DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                                                  c.b.getFloatAttr(t.getElementType(), eps)));
+    auto ve = c.make<AddOp>(*var, epsV);
+    if (failed(ve))
+      return failure();
+    auto sd = c.makeTyped1<SqrtOp>(ve->getType(), *ve);
+    if (failed(sd))
+      return failure();
+    auto inv = c.makeTyped1<ReciprocalOp>(sd->getType(), *sd);
+    if (failed(inv))
+      return failure();
+    mean = *m;
+    invStdDev = *inv;
+    // stash_type 1 (the default) keeps the statistics in float32.
+    if (c.attrInt("stash_type", 1) == 1 && !t.getElementType().isF32()) {
+      auto f32 = [&](Value v) -> FailureOr<Value> {
+        auto vt = llvm::cast<RankedTensorType>(v.getType());
+        return c.makeTyped1<CastOp>(vt.clone(c.b.getF32Type()), v);
+      };
+      auto m32 = f32(mean), i32 = f32(invStdDev);
+      if (failed(m32) || failed(i32))
+        return failure();
+      mean = *m32;
+      invStdDev = *i32;
+    }
+  }
   // Scale and bias may be given with fewer leading dims; reshape them to x.shape[axis:].
   SmallVector<int64_t> normShape(t.getShape().drop_front(*axis));
   auto norm = [&](size_t i) -> FailureOr<Value> {
@@ -236,8 +280,14 @@ LogicalResult importLayerNorm(Ctx &c) {
       return failure();
     bias = *bv;
   }
-  return setOut(c, c.make<LayerNormOp>(c.in[0], *scale, bias, c.b.getI64IntegerAttr(*axis),
-                                       c.b.getF32FloatAttr(eps)));
+  if (failed(setOut(c, c.make<LayerNormOp>(c.in[0], *scale, bias, c.b.getI64IntegerAttr(*axis),
+                                            c.b.getF32FloatAttr(eps)))))
+    return failure();
+  if (mean) {
+    c.out.push_back(mean);
+    c.out.push_back(invStdDev);
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -871,6 +921,29 @@ const ImporterTable &opImporters() {
   return table;
 }
 
+int64_t oldestOpset(StringRef opType) {
+  // Operator versions whose semantics equal every later version up to the one implemented
+  // (https://onnx.ai/onnx/operators/, "Changelog"): later versions only added types.
+  static const llvm::StringMap<int64_t> since = {
+      {"Elu", 6},         {"HardSigmoid", 6}, {"Selu", 6},     {"LeakyRelu", 6},
+      {"Relu", 6},        {"Sigmoid", 6},     {"Tanh", 6},     {"Exp", 6},
+      {"Log", 6},         {"Sqrt", 6},        {"Neg", 6},      {"Abs", 6},
+      {"Reciprocal", 6},  {"Floor", 6},       {"Ceil", 6},     {"InstanceNormalization", 6},
+      {"Not", 1},         {"Softplus", 1},    {"Softsign", 1}, {"GlobalAveragePool", 1},
+      {"GlobalMaxPool", 1}, {"Identity", 1},  {"Transpose", 1}, {"Shape", 1},
+      {"Size", 1},        {"ReduceLogSum", 1}, {"ReduceMean", 1}, {"ReduceSum", 1},
+      {"ReduceMax", 1},   {"ReduceMin", 1},   {"ReduceProd", 1}, {"ReduceL1", 1},
+      {"ReduceL2", 1},    {"ReduceLogSumExp", 1}, {"ReduceSumSquare", 1}, {"ArgMax", 1},
+      {"ArgMin", 1},      {"Softmax", 1},     {"LogSoftmax", 1}, {"Hardmax", 1},
+      {"Constant", 1},    {"Squeeze", 1},     {"Unsqueeze", 1}, {"Flatten", 1},
+      {"Gather", 1},      {"Concat", 4},      {"Split", 2},    {"Slice", 1},
+      {"Reshape", 5},     {"Tile", 6},        {"MatMul", 1},   {"Cast", 6},
+      {"LpNormalization", 1}, {"GlobalLpPool", 2}, {"Xor", 7},
+  };
+  auto it = since.find(opType);
+  return it == since.end() ? 7 : it->second;
+}
+
 bool foldsInitializers(StringRef opType) {
   // Data movement and comparisons: with constant operands they fold, so a float initializer they
   // read (a registered buffer such as a causal-mask table or RoPE cos/sin) is taken as a constant.
@@ -878,16 +951,6 @@ bool foldsInitializers(StringRef opType) {
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
                                         "Flatten", "ConstantOfShape", "Range", "Size"};
-  return ops.contains(opType);
-}
-
-bool importsOpsetsBelow7(StringRef opType) {
-  // Latest versions: Elu, HardSigmoid, Selu, InstanceNormalization 6; Not, Softplus, Softsign,
-  // GlobalAveragePool, GlobalMaxPool 1.
-  static const llvm::StringSet<> ops = {"Elu",     "HardSigmoid",       "Selu",
-                                        "Not",     "Softplus",          "Softsign",
-                                        "InstanceNormalization", "GlobalAveragePool",
-                                        "GlobalMaxPool"};
   return ops.contains(opType);
 }
 

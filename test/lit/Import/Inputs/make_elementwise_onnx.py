@@ -20,11 +20,6 @@ def activations_opset6():
     return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])], opset=6, ir=3)
 
 
-def relu_opset6():
-    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
-    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])], opset=6, ir=3)
-
-
 def clip_forms():
     """Clip-6 with attribute bounds next to Clip-13 with only a max input: two models."""
     nodes = [helper.make_node("Clip", ["x"], ["y"], min=-1.0, max=2.0, name="clip")]
