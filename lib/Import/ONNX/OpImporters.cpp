@@ -491,6 +491,8 @@ LogicalResult importRange(Ctx &c) {
     if (d == 0)
       return c.error("delta is zero");
     int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
+    if (n > kMaxFoldElements)
+      return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
     HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
     for (int64_t k = 0; k < n; ++k)
       out.f[k] = s + k * d;
@@ -501,6 +503,8 @@ LogicalResult importRange(Ctx &c) {
   if (d == 0)
     return c.error("delta is zero");
   int64_t n = std::max<int64_t>(0, d > 0 ? (l - s + d - 1) / d : (s - l - d - 1) / (-d));
+  if (n > kMaxFoldElements)
+    return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
   HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
   for (int64_t k = 0; k < n; ++k)
     out.i[k] = s + k * d;
