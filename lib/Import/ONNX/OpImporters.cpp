@@ -130,8 +130,17 @@ LogicalResult importDropout(Ctx &c) {
     auto mode = c.constInput(2, "training_mode");
     if (failed(mode))
       return failure();
-    if (mode->numel() && mode->asInt(0) != 0)
-      return c.error("training_mode = true is not supported in inference");
+    bool training = mode->numel() && mode->asInt(0) != 0;
+    // In training mode only ratio 0 is deterministic (and then Dropout is the identity).
+    double ratio = 0.5;
+    if (training && c.has(1)) {
+      auto r = c.constInput(1, "ratio");
+      if (failed(r))
+        return failure();
+      ratio = r->numel() ? r->asDouble(0) : 0.5;
+    }
+    if (training && ratio != 0.0)
+      return c.error("training_mode = true with a nonzero ratio (random masks) is not supported");
   }
   c.out.push_back(c.in[0]);
   if (c.outputUsed(1)) {
