@@ -71,6 +71,20 @@ LogicalResult importPow(Ctx &c) {
     return failure();
   Value exp = c.in[1];
   auto bt = c.typeOf(0), et = c.typeOf(1);
+  if (!llvm::isa<FloatType>(bt.getElementType()) && llvm::isa<FloatType>(et.getElementType())) {
+    // Integer base, float exponent: the power is taken in f64 and truncated to the base's type.
+    Type f64 = c.b.getF64Type();
+    auto base = c.makeTyped1<CastOp>(bt.clone(f64), c.in[0]);
+    auto e64 = c.makeTyped1<CastOp>(et.clone(f64), exp);
+    if (failed(base) || failed(e64))
+      return failure();
+    auto p = c.make<PowOp>(*base, *e64);
+    if (failed(p))
+      return failure();
+    return setOut(c, c.makeTyped1<CastOp>(llvm::cast<RankedTensorType>(p->getType()).clone(
+                                              bt.getElementType()),
+                                          *p));
+  }
   if (bt.getElementType() != et.getElementType()) {
     auto cast = c.makeTyped1<CastOp>(withShape(et, et.getShape()).clone(bt.getElementType()), exp);
     if (failed(cast))
@@ -116,8 +130,17 @@ LogicalResult importDropout(Ctx &c) {
     auto mode = c.constInput(2, "training_mode");
     if (failed(mode))
       return failure();
-    if (mode->numel() && mode->asInt(0) != 0)
-      return c.error("training_mode = true is not supported in inference");
+    bool training = mode->numel() && mode->asInt(0) != 0;
+    // In training mode only ratio 0 is deterministic (and then Dropout is the identity).
+    double ratio = 0.5;
+    if (training && c.has(1)) {
+      auto r = c.constInput(1, "ratio");
+      if (failed(r))
+        return failure();
+      ratio = r->numel() ? r->asDouble(0) : 0.5;
+    }
+    if (training && ratio != 0.0)
+      return c.error("training_mode = true with a nonzero ratio (random masks) is not supported");
   }
   c.out.push_back(c.in[0]);
   if (c.outputUsed(1)) {
@@ -477,6 +500,8 @@ LogicalResult importRange(Ctx &c) {
     if (d == 0)
       return c.error("delta is zero");
     int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
+    if (n > kMaxFoldElements)
+      return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
     HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
     for (int64_t k = 0; k < n; ++k)
       out.f[k] = s + k * d;
@@ -487,6 +512,8 @@ LogicalResult importRange(Ctx &c) {
   if (d == 0)
     return c.error("delta is zero");
   int64_t n = std::max<int64_t>(0, d > 0 ? (l - s + d - 1) / d : (s - l - d - 1) / (-d));
+  if (n > kMaxFoldElements)
+    return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
   HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
   for (int64_t k = 0; k < n; ++k)
     out.i[k] = s + k * d;
@@ -902,6 +929,7 @@ const ImporterTable &opImporters() {
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
     registerIndexingImporters(t);
+    registerElementwiseImporters(t);
     return t;
   }();
   return table;

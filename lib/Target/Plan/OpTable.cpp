@@ -27,6 +27,8 @@ constexpr StringLiteral kScatterElements[] = {"axis", "reduction"};
 constexpr StringLiteral kScatterND[] = {"reduction"};
 constexpr StringLiteral kTopK[] = {"axis", "largest", "sorted"};
 constexpr StringLiteral kPad[] = {"pads", "mode"};
+constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
+constexpr StringLiteral kBinaryFn[] = {"fn"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -93,6 +95,9 @@ const OpLowering kTable[] = {
     KERNEL("one_hot", false, kAxis),
     KERNEL("topk", false, kTopK),
     KERNEL("pad", false, kPad),
+    // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
+    KERNEL("unary", true, kUnaryFn),
+    KERNEL("binary", true, kBinaryFn),
 };
 #undef KERNEL
 } // namespace

@@ -120,6 +120,17 @@ def bad_reshape():
     return model(nodes, [vi("x", F, [2, 6])], [vi("y", F, None)], inits=[c_i64("shape", [5, -1])])
 
 
+def huge_range():
+    """Position ids as Range(0, seq): a billion-token spec must fail fast, not fold 8 GB."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+        helper.make_node("Gather", ["shp", "one"], ["t"], axis=0, name="g1"),
+        helper.make_node("Range", ["zero", "t", "one"], ["pos"], name="range"),
+    ]
+    return model(nodes, [vi("x", F, ["batch", "seq"])], [vi("pos", I64, None)],
+                 inits=[c_i64("zero", 0), c_i64("one", 1)])
+
+
 def old_opset():
     """Add-6 broadcast only with an explicit attribute: not what the importer implements."""
     nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="add")]
