@@ -245,6 +245,12 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
   auto type = llvm::cast<RankedTensorType>(getType());
   HostTensor out = HostTensor::zeros(type);
   bool toBool = type.getElementType().isInteger(1);
+  // A float outside int64's range (or NaN) has no int64 to narrow from (e.g. 2^63 and above for
+  // ui64 results): left to the runtime kernel.
+  if (in->isFloat() && !out.isFloat() && !toBool)
+    for (double v : in->f)
+      if (!(std::trunc(v) >= -0x1p63 && std::trunc(v) < 0x1p63))
+        return {};
   for (int64_t k = 0; k < in->numel(); ++k) {
     if (out.isFloat())
       out.f[k] = in->asDouble(k);

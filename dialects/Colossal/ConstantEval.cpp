@@ -25,8 +25,14 @@ std::optional<HostTensor> HostTensor::from(Attribute attr) {
   } else if (auto it = llvm::dyn_cast<IntegerType>(et)) {
     t.i.reserve(type.getNumElements());
     bool zext = it.getWidth() == 1 || it.isUnsigned();
-    for (APInt v : dense.getValues<APInt>())
+    for (APInt v : dense.getValues<APInt>()) {
+      // A ui64 value above INT64_MAX has no int64 the folders could compute with: such a
+      // constant is not read, and the ops that use it are left to the runtime (which computes
+      // unsigned dtypes in uint64).
+      if (it.isUnsigned() && it.getWidth() == 64 && v.isNegative())
+        return std::nullopt;
       t.i.push_back(zext ? int64_t(v.getZExtValue()) : v.getSExtValue());
+    }
   } else {
     return std::nullopt;
   }

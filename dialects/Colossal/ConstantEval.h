@@ -6,6 +6,9 @@
 //
 // Values are held widened — integers (and i1) as int64, floats as double — and narrowed back to
 // the result's element type, so an f32 result is the correctly rounded f32 of the double result.
+// Unsigned integers are zero-extended, so ui8/ui16/ui32 compare, divide and shift as unsigned, and
+// narrowing wraps modulo 2^bits. A ui64 constant holding a value above INT64_MAX is not read
+// (HostTensor::from gives nullopt): ops on it are evaluated by the runtime, not folded.
 //===----------------------------------------------------------------------===//
 #ifndef COLOSSAL_DIALECTS_COLOSSAL_CONSTANTEVAL_H
 #define COLOSSAL_DIALECTS_COLOSSAL_CONSTANTEVAL_H

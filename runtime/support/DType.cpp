@@ -3,13 +3,13 @@
 
 namespace colossal::runtime {
 
-bool isValidDType(int64_t value) { return value >= 1 && value <= 10; }
+bool isValidDType(int64_t value) { return value >= 1 && value <= kLastDType; }
 
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
-  case DType::F32: case DType::I32: return 4;
-  case DType::F16: case DType::BF16: case DType::I16: return 2;
-  case DType::F64: case DType::I64: return 8;
+  case DType::F32: case DType::I32: case DType::U32: return 4;
+  case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+  case DType::F64: case DType::I64: case DType::U64: return 8;
   case DType::I8: case DType::U8: case DType::Bool: return 1;
   case DType::Invalid: return 0;
   }
@@ -28,6 +28,9 @@ llvm::StringRef dtypeName(DType dtype) {
   case DType::I8: return "i8";
   case DType::U8: return "u8";
   case DType::Bool: return "bool";
+  case DType::U16: return "u16";
+  case DType::U32: return "u32";
+  case DType::U64: return "u64";
   case DType::Invalid: return "invalid";
   }
   return "invalid";
@@ -45,13 +48,16 @@ llvm::StringRef safetensorsDTypeName(DType dtype) {
   case DType::I8: return "I8";
   case DType::U8: return "U8";
   case DType::Bool: return "BOOL";
+  case DType::U16: return "U16";
+  case DType::U32: return "U32";
+  case DType::U64: return "U64";
   case DType::Invalid: return "";
   }
   return "";
 }
 
 std::optional<DType> dtypeFromSafetensorsName(llvm::StringRef name) {
-  for (int v = 1; v <= 10; ++v)
+  for (int v = 1; v <= kLastDType; ++v)
     if (safetensorsDTypeName(static_cast<DType>(v)) == name) return static_cast<DType>(v);
   return std::nullopt;
 }
@@ -67,6 +73,9 @@ llvm::StringRef npyDescr(DType dtype) {
   case DType::I8: return "|i1";
   case DType::U8: return "|u1";
   case DType::Bool: return "|b1";
+  case DType::U16: return "<u2";
+  case DType::U32: return "<u4";
+  case DType::U64: return "<u8";
   case DType::BF16: case DType::Invalid: return "";
   }
   return "";
@@ -76,7 +85,7 @@ std::optional<DType> dtypeFromNpyDescr(llvm::StringRef descr) {
   if (descr.size() < 2) return std::nullopt;
   char order = descr[0];
   llvm::StringRef kind = descr.drop_front();
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     DType d = static_cast<DType>(v);
     llvm::StringRef canon = npyDescr(d);
     if (canon.empty() || canon.drop_front() != kind) continue;

@@ -348,6 +348,32 @@ func.func @forward(%x: tensor<3xi64> {colossal.input = "x"}) -> (tensor<3xi64> {
   EXPECT_EQ(p.programs(0).buffers(0).dtype(), plan::I64);
 }
 
+TEST_F(PlanEmitterTest, UnsignedIntegersLowerToUnsignedDTypes) {
+  constexpr const char *src = R"mlir(
+func.func @forward(%a: tensor<3xui16> {colossal.input = "a"}, %b: tensor<3xui32> {colossal.input = "b"},
+                   %c: tensor<3xui64> {colossal.input = "c"})
+    -> (tensor<3xui16> {colossal.output = "y"}, tensor<3xui32> {colossal.output = "z"},
+        tensor<3xui64> {colossal.output = "w"}) {
+  %y = colossal.add %a, %a : (tensor<3xui16>, tensor<3xui16>) -> tensor<3xui16>
+  %z = colossal.add %b, %b : (tensor<3xui32>, tensor<3xui32>) -> tensor<3xui32>
+  %w = colossal.add %c, %c : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+  return %y, %z, %w : tensor<3xui16>, tensor<3xui32>, tensor<3xui64>
+}
+)mlir";
+  ASSERT_TRUE(succeeded(emit(src))) << diagnostics;
+  plan::Plan p = readPlan();
+  const plan::Program &prog = p.programs(0);
+  ASSERT_EQ(prog.inputs_size(), 3);
+  ASSERT_EQ(prog.outputs_size(), 3);
+  EXPECT_EQ(buffer(prog, prog.inputs(0).buffer()).dtype(), plan::U16);
+  EXPECT_EQ(buffer(prog, prog.inputs(1).buffer()).dtype(), plan::U32);
+  EXPECT_EQ(buffer(prog, prog.inputs(2).buffer()).dtype(), plan::U64);
+  EXPECT_EQ(buffer(prog, prog.inputs(0).buffer()).size_bytes(), 6u);
+  EXPECT_EQ(buffer(prog, prog.inputs(1).buffer()).size_bytes(), 12u);
+  EXPECT_EQ(buffer(prog, prog.inputs(2).buffer()).size_bytes(), 24u);
+  EXPECT_EQ(buffer(prog, prog.outputs(2).buffer()).dtype(), plan::U64);
+}
+
 TEST_F(PlanEmitterTest, ErrorsLeaveNoFiles) {
   struct Case {
     const char *src;
@@ -365,11 +391,11 @@ func.func @forward(%x: tensor<?xf32> {colossal.input = "x"}) -> (tensor<?xf32> {
 })mlir",
        "dynamic shape"},
       {R"mlir(
-func.func @forward(%x: tensor<4xf32> {colossal.input = "x"}) -> (tensor<4xui16> {colossal.output = "y"}) {
-  %y = colossal.cast %x : tensor<4xf32> -> tensor<4xui16>
-  return %y : tensor<4xui16>
+func.func @forward(%x: tensor<4xf32> {colossal.input = "x"}) -> (tensor<4xsi16> {colossal.output = "y"}) {
+  %y = colossal.cast %x : tensor<4xf32> -> tensor<4xsi16>
+  return %y : tensor<4xsi16>
 })mlir",
-       "element type ui16 is not supported"},
+       "element type si16 is not supported"},
       {R"mlir(
 func.func @forward(%x: tensor<4xf32>) -> (tensor<4xf32> {colossal.output = "y"}) {
   return %x : tensor<4xf32>

@@ -28,13 +28,19 @@ enum class DType : uint8_t {
   I8 = 8,
   U8 = 9,
   Bool = 10,
+  U16 = 11,
+  U32 = 12,
+  U64 = 13,
 };
+
+/// The largest enumerator, for loops over every dtype: `for (int v = 1; v <= kLastDType; ++v)`.
+inline constexpr int kLastDType = 13;
 
 /// True when `value` is one of the non-invalid enumerators above (e.g. read from a plan).
 bool isValidDType(int64_t value);
 
-/// Bytes per element: F32 4, F16 2, BF16 2, F64 8, I64 8, I32 4, I16 2, I8 1, U8 1, Bool 1;
-/// 0 for Invalid.
+/// Bytes per element: F32 4, F16 2, BF16 2, F64 8, I64 8, I32 4, I16 2, I8 1, U8 1, Bool 1, U16 2,
+/// U32 4, U64 8; 0 for Invalid.
 size_t dtypeSize(DType dtype);
 
 /// Short lower-case name for messages: "f32", "i64", "bool", ...

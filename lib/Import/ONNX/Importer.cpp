@@ -42,6 +42,12 @@ Type elementTypeFor(int t, MLIRContext *ctx) {
     return IntegerType::get(ctx, 8);
   case onnx::TensorProto::UINT8:
     return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT16:
+    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT32:
+    return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT64:
+    return IntegerType::get(ctx, 64, IntegerType::Unsigned);
   case onnx::TensorProto::BOOL:
     return IntegerType::get(ctx, 1);
   default:
@@ -196,7 +202,8 @@ FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &
     }
     return DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(raw.data(), raw.size()));
   }
-  // Typed fields (ONNX stores 8/16-bit types, bool and half floats in int32_data).
+  // Typed fields (ONNX stores 8/16-bit types, bool and half floats in int32_data, uint32 and uint64
+  // in uint64_data).
   auto count = [&](int64_t n) -> LogicalResult {
     if (n == numel)
       return success();
@@ -216,6 +223,16 @@ FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &
     if (failed(count(t.int64_data_size())))
       return failure();
     return DenseElementsAttr::get(type, ArrayRef<int64_t>(t.int64_data().data(), numel));
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64: {
+    if (failed(count(t.uint64_data_size())))
+      return failure();
+    unsigned w = et.getIntOrFloatBitWidth();
+    SmallVector<APInt> v;
+    for (uint64_t x : t.uint64_data())
+      v.push_back(APInt(w, x, /*isSigned=*/false, /*implicitTrunc=*/true));
+    return DenseElementsAttr::get(type, v);
+  }
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16: {
     if (failed(count(t.int32_data_size())))
@@ -369,9 +386,13 @@ LogicalResult GraphImporter::importInputs() {
       auto atype = RankedTensorType::get(ashape, aet);
       size_t expectBytes = size_t(atype.getNumElements()) * runtime::dtypeSize(arr->dtype);
       bool dtypeOk = (aet.isF32() && arr->dtype == runtime::DType::F32) ||
-                     (aet.isInteger(64) && arr->dtype == runtime::DType::I64) ||
-                     (aet.isInteger(32) && arr->dtype == runtime::DType::I32) ||
-                     (aet.isInteger(1) && arr->dtype == runtime::DType::Bool);
+                     (aet.isSignlessInteger(64) && arr->dtype == runtime::DType::I64) ||
+                     (aet.isSignlessInteger(32) && arr->dtype == runtime::DType::I32) ||
+                     (aet.isInteger(1) && arr->dtype == runtime::DType::Bool) ||
+                     (aet.isUnsignedInteger(8) && arr->dtype == runtime::DType::U8) ||
+                     (aet.isUnsignedInteger(16) && arr->dtype == runtime::DType::U16) ||
+                     (aet.isUnsignedInteger(32) && arr->dtype == runtime::DType::U32) ||
+                     (aet.isUnsignedInteger(64) && arr->dtype == runtime::DType::U64);
       if (!dtypeOk) {
         fileError("input '" + name + "': spec values file '" + vf->second + "' has dtype " +
                   runtime::dtypeName(arr->dtype) + ", the model expects " +

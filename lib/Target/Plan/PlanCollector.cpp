@@ -39,8 +39,15 @@ std::optional<plan::DType> toPlanDType(Type type) {
   if (type.isF64())
     return plan::F64;
   if (auto it = llvm::dyn_cast<IntegerType>(type)) {
-    if (it.isUnsigned())
-      return it.getWidth() == 8 ? std::optional(plan::U8) : std::nullopt;
+    if (it.isUnsigned()) {
+      switch (it.getWidth()) {
+      case 8: return plan::U8;
+      case 16: return plan::U16;
+      case 32: return plan::U32;
+      case 64: return plan::U64;
+      default: return std::nullopt;
+      }
+    }
     if (!it.isSignless())
       return std::nullopt;
     switch (it.getWidth()) {
@@ -75,7 +82,7 @@ std::optional<TensorType> toTensorType(Type type, std::string &why) {
   if (!dtype) {
     llvm::raw_string_ostream(why) << "element type " << ranked.getElementType()
                                   << " is not supported by the plan (f32, f16, bf16, f64, i64, "
-                                     "i32, i16, i8, ui8, i1)";
+                                     "i32, i16, i8, ui8, ui16, ui32, ui64, i1)";
     return std::nullopt;
   }
   TensorType t;

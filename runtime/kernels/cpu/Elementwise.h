@@ -41,7 +41,8 @@ template <> struct Elem<BF16> {
 /// The storage type of each dtype, for registration tables: X(DTYPE, STORAGE).
 #define COLOSSAL_FLOAT_DTYPES(X) X(F32, float) X(F64, double) X(F16, F16)
 #define COLOSSAL_INT_DTYPES(X)                                                                  \
-  X(I64, int64_t) X(I32, int32_t) X(I16, int16_t) X(I8, int8_t) X(U8, uint8_t)
+  X(I64, int64_t) X(I32, int32_t) X(I16, int16_t) X(I8, int8_t) X(U8, uint8_t)                \
+  X(U16, uint16_t) X(U32, uint32_t) X(U64, uint64_t)
 #define COLOSSAL_NUMERIC_DTYPES(X) COLOSSAL_FLOAT_DTYPES(X) COLOSSAL_INT_DTYPES(X)
 
 /// Calls f(S*) with a null pointer of dtype `d`'s storage type (bool as uint8_t); false when the

@@ -2,7 +2,8 @@
 //
 // Kernels that compare or accumulate (reduce, argmax, cumsum, topk, scatter reductions) are
 // written once over a storage type S and its accumulator Num<S>::Acc: f32 → float, f64 → double,
-// f16 → float (converted on load/store, Half.h), integers → int64_t. dispatchNumeric calls
+// f16 → float (converted on load/store, Half.h), signed integers → int64_t, unsigned integers →
+// uint64_t (so u64 values above INT64_MAX compare and add correctly). dispatchNumeric calls
 // f(S{}) for the dtype. Internal to runtime/kernels/cpu.
 //
 //===----------------------------------------------------------------------------------------===//
@@ -25,7 +26,8 @@ struct F16Bits {
 };
 
 template <typename S> struct Num {
-  using Acc = std::conditional_t<std::is_floating_point_v<S>, S, int64_t>;
+  using Acc = std::conditional_t<std::is_floating_point_v<S>, S,
+                                 std::conditional_t<std::is_unsigned_v<S>, uint64_t, int64_t>>;
   static constexpr bool isFloat = std::is_floating_point_v<S>;
   static Acc load(const S *p, int64_t i) { return static_cast<Acc>(p[i]); }
   static void store(S *p, int64_t i, Acc v) { p[i] = static_cast<S>(v); }
@@ -47,7 +49,7 @@ template <typename A> inline bool isNaN(A v) {
 inline bool isNumeric(DType d) {
   switch (d) {
   case DType::F32: case DType::F64: case DType::F16: case DType::I64: case DType::I32:
-  case DType::I16: case DType::I8: case DType::U8:
+  case DType::I16: case DType::I8: case DType::U8: case DType::U16: case DType::U32: case DType::U64:
     return true;
   default:
     return false;
@@ -65,13 +67,17 @@ template <typename F> bool dispatchNumeric(DType d, F &&f) {
   case DType::I16: f(int16_t{}); return true;
   case DType::I8: f(int8_t{}); return true;
   case DType::U8: f(uint8_t{}); return true;
+  case DType::U16: f(uint16_t{}); return true;
+  case DType::U32: f(uint32_t{}); return true;
+  case DType::U64: f(uint64_t{}); return true;
   default: return false;
   }
 }
 
 /// Every dtype dispatchNumeric accepts, for registration loops.
 inline constexpr DType kNumericDTypes[] = {DType::F32, DType::F64, DType::F16, DType::I64,
-                                           DType::I32, DType::I16, DType::I8,  DType::U8};
+                                           DType::I32, DType::I16, DType::I8,  DType::U8,
+                                           DType::U16, DType::U32, DType::U64};
 
 }  // namespace colossal::runtime::cpu
 

@@ -1,7 +1,7 @@
 //===- cast.cpp - copy and cast CPU kernels -------------------------------------------------===//
 //
-// copy: any dtype, y = x (bytes). cast: ONNX Cast between f32, f16, bf16, f64, i64, i32, i16, i8, u8
-// and bool:
+// copy: any dtype, y = x (bytes). cast: ONNX Cast between f32, f16, bf16, f64, i64, i32, i16, i8, u8,
+// u16, u32, u64 and bool (integer -> integer wraps modulo 2^bits, as C++ and NumPy's astype):
 // float -> int truncates toward zero (out-of-range values are undefined in ONNX; here they give
 // whatever the hardware conversion gives, never a trap), -> bool is x != 0, bool -> number is 0/1,
 // f16 and bf16 conversions round to nearest even. The kernel is keyed by the output dtype and dispatches on
@@ -31,6 +31,11 @@ template <typename To, typename From> To convert(From v) {
     return BF16{floatToBfloat16(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_unsigned_v<To>) {
+    // A negative float wraps as through int64 (NumPy's astype on x86) instead of the undefined
+    // direct conversion; beyond that range ONNX leaves the result undefined.
+    return v < From(0) ? static_cast<To>(static_cast<int64_t>(v))
+                       : static_cast<To>(static_cast<uint64_t>(v));
   } else {
     return static_cast<To>(v);
   }
@@ -55,6 +60,9 @@ template <typename To> bool castFrom(DType from, const void *src, void *dst, int
   case DType::I32: castLoop<To, int32_t>(src, dst, n); return true;
   case DType::I8: castLoop<To, int8_t>(src, dst, n); return true;
   case DType::U8: castLoop<To, uint8_t>(src, dst, n); return true;
+  case DType::U16: castLoop<To, uint16_t>(src, dst, n); return true;
+  case DType::U32: castLoop<To, uint32_t>(src, dst, n); return true;
+  case DType::U64: castLoop<To, uint64_t>(src, dst, n); return true;
   case DType::Bool: castLoop<To, uint8_t>(src, dst, n); return true;  // 0/1 bytes
   default: return false;
   }
@@ -71,6 +79,9 @@ bool castInto(DType to, DType from, const void *src, void *dst, int64_t n) {
   case DType::I32: return castFrom<int32_t>(from, src, dst, n);
   case DType::I8: return castFrom<int8_t>(from, src, dst, n);
   case DType::U8: return castFrom<uint8_t>(from, src, dst, n);
+  case DType::U16: return castFrom<uint16_t>(from, src, dst, n);
+  case DType::U32: return castFrom<uint32_t>(from, src, dst, n);
+  case DType::U64: return castFrom<uint64_t>(from, src, dst, n);
   case DType::Bool: {
     // bool output: x != 0 as 0/1 bytes (convert<bool> then stored as uint8_t).
     static_assert(sizeof(bool) == 1, "bool must be one byte");
@@ -83,7 +94,8 @@ bool castInto(DType to, DType from, const void *src, void *dst, int64_t n) {
 bool castable(DType d) {
   switch (d) {
   case DType::F32: case DType::F64: case DType::F16: case DType::BF16: case DType::I64:
-  case DType::I32: case DType::I16: case DType::I8: case DType::U8: case DType::Bool: return true;
+  case DType::I32: case DType::I16: case DType::I8: case DType::U8: case DType::U16: case DType::U32:
+  case DType::U64: case DType::Bool: return true;
   default: return false;
   }
 }
@@ -125,7 +137,7 @@ llvm::Error runCopy(const KernelCall &c) {
 }  // namespace
 
 void registerCastKernels(KernelRegistry &r) {
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     DType d = static_cast<DType>(v);
     KernelDesc copy;
     copy.op = "copy";

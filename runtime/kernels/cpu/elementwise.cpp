@@ -1,6 +1,7 @@
 //===- elementwise.cpp - Elementwise CPU kernels: arithmetic, compare, where, unary ----------===//
 //
-// add sub mul div pow min max (every numeric dtype: f32, f64, f16, i64, i32, i16, i8, u8),
+// add sub mul div pow min max (every numeric dtype: f32, f64, f16, i64, i32, i16, i8, u8, u16, u32,
+// u64; unsigned ones compare, divide and wrap as unsigned),
 // equal less greater (-> bool; inputs any numeric dtype or bool), where (every dtype: it moves
 // bytes), unary neg abs relu (every numeric dtype), sqrt reciprocal exp log erf tanh sigmoid silu
 // gelu (f32, f64, f16). f16 computes in f32 (Elementwise.h). Semantics: docs/plan.md;
@@ -28,7 +29,13 @@ namespace {
 // ---------------------------------------------------------------- binary arithmetic
 struct Add { template <typename T> static T f(T a, T b) { return a + b; } };
 struct Sub { template <typename T> static T f(T a, T b) { return a - b; } };
-struct Mul { template <typename T> static T f(T a, T b) { return a * b; } };
+struct Mul {
+  // u16 * u16 promotes to int, which the product can overflow: multiply as uint32 instead.
+  template <typename T> static T f(T a, T b) {
+    if constexpr (std::is_same_v<T, uint16_t>) return static_cast<T>(uint32_t(a) * b);
+    else return a * b;
+  }
+};
 struct Div {
   // Integers truncate toward zero (C++ semantics); x/0 and MIN/-1 give 0 instead of trapping.
   template <typename T> static T f(T a, T b) {
@@ -50,12 +57,13 @@ struct Pow {
       using U = std::make_unsigned_t<T>;
       if constexpr (std::is_signed_v<T>)
         if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
-      U r = 1, x = static_cast<U>(a);
+      // Modular products in uint64 (narrow unsigned types would promote to int and overflow it).
+      uint64_t r = 1, x = static_cast<U>(a);
       for (U e = static_cast<U>(b); e; e >>= 1) {
-        if (e & 1) r = static_cast<U>(r * x);
-        x = static_cast<U>(x * x);
+        if (e & 1) r *= x;
+        x *= x;
       }
-      return static_cast<T>(r);
+      return static_cast<T>(static_cast<U>(r));
     }
   }
 };
@@ -219,7 +227,7 @@ void registerElementwiseKernels(KernelRegistry &r) {
   addKernel(r, "less", DType::Bool, 2, verifyCompare, runCompare<Less>);
   addKernel(r, "greater", DType::Bool, 2, verifyCompare, runCompare<Greater>);
   // where moves bytes: one instantiation per element size.
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     DType d = static_cast<DType>(v);
     switch (dtypeSize(d)) {
     case 1: addKernel(r, "where", d, 3, verifyWhere, runWhere<uint8_t>); break;

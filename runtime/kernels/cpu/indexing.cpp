@@ -557,7 +557,8 @@ KernelDesc desc(const char *op, DType dtype, int minIn, int maxIn, std::vector<A
 
 void registerIndexingKernels(KernelRegistry &r) {
   const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32,
-                       DType::I16, DType::I8,  DType::U8,   DType::Bool};
+                       DType::I16, DType::I8,  DType::U8,   DType::Bool, DType::U16, DType::U32,
+                       DType::U64};
   for (DType d : all) {
     r.add(desc("gather_elements", d, 2, 2, {{"axis", AttrKind::Int}}, verifyGatherElements, runGatherElements));
     r.add(desc("gather_nd", d, 2, 2, {{"batch_dims", AttrKind::Int}}, verifyGatherND, runGatherND));

@@ -22,7 +22,8 @@ enum Domain : unsigned { kFloat = 1, kInt = 2, kBool = 4 };
 unsigned domainOf(DType d) {
   switch (d) {
   case DType::F32: case DType::F64: case DType::F16: case DType::BF16: return kFloat;
-  case DType::I64: case DType::I32: case DType::I16: case DType::I8: case DType::U8: return kInt;
+  case DType::I64: case DType::I32: case DType::I16: case DType::I8: case DType::U8:
+  case DType::U16: case DType::U32: case DType::U64: return kInt;
   case DType::Bool: return kBool;
   default: return 0;
   }
@@ -200,13 +201,19 @@ template <typename T> T truncMod(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
+// Shifts on the unsigned bits widened to uint64 (narrow types would promote to int, which a left
+// shift can overflow).
 template <typename T> T shiftLeft(T a, T b) {
   using U = std::make_unsigned_t<T>;
-  return (b < 0 || uint64_t(b) >= sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U>(a) << b);
+  return (b < 0 || uint64_t(b) >= sizeof(T) * 8)
+             ? T(0)
+             : static_cast<T>(static_cast<U>(uint64_t(static_cast<U>(a)) << b));
 }
 template <typename T> T shiftRight(T a, T b) {
   using U = std::make_unsigned_t<T>;
-  return (b < 0 || uint64_t(b) >= sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U>(a) >> b);
+  return (b < 0 || uint64_t(b) >= sizeof(T) * 8)
+             ? T(0)
+             : static_cast<T>(static_cast<U>(uint64_t(static_cast<U>(a)) >> b));
 }
 
 #define BFN(Name, expr)                                                                       \
@@ -304,7 +311,7 @@ llvm::Error runBinaryFn(const KernelCall &c) {
 }  // namespace
 
 void registerMathKernels(KernelRegistry &r) {
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     DType d = static_cast<DType>(v);
     if (!domainOf(d)) continue;
     KernelDesc u;

@@ -316,7 +316,7 @@ llvm::Error runTrilu(const KernelCall &c) {
 void add(KernelRegistry &r, const char *op, int minIn, int maxIn, int minOut, int maxOut,
          std::vector<AttrSpec> attrs, llvm::Error (*verify)(const KernelCall &),
          llvm::Error (*run)(const KernelCall &)) {
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     KernelDesc d;
     d.op = op;
     d.dtype = static_cast<DType>(v);
