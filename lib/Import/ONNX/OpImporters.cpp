@@ -851,6 +851,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerNNImporters(t);
     return t;
   }();
   return table;
@@ -862,7 +863,8 @@ bool foldsInitializers(StringRef opType) {
   static const llvm::StringSet<> ops = {"Shape",  "Slice",   "Equal",     "Less",    "Greater",
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
-                                        "Flatten", "ConstantOfShape", "Range", "Size"};
+                                        "Flatten", "ConstantOfShape", "Range", "Size",
+                                        "Resize", "Upsample"};
   return ops.contains(opType);
 }
 
