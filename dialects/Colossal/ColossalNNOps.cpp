@@ -287,6 +287,13 @@ LogicalResult MaxUnpoolOp::verify() {
   if (r.getElementType() != x.getElementType() || r.getRank() != x.getRank() || r.getRank() < 3 ||
       r.getDimSize(0) != x.getDimSize(0) || r.getDimSize(1) != x.getDimSize(1))
     return emitOpError("result must be [N, C, ...] of x's element type");
+  auto is = getIndexShape();
+  if (int64_t(is.size()) != r.getRank())
+    return emitOpError("index_shape must have one entry per result dim");
+  for (int64_t d = 0; d < r.getRank(); ++d)
+    if (is[d] < 1 || is[d] > r.getDimSize(d))
+      return emitOpError("index_shape ") << shapeStr(is) << " must fit in the result "
+                                         << shapeStr(r.getShape());
   return success();
 }
 
@@ -381,13 +388,20 @@ static LogicalResult checkQuantParams(std::optional<Location> loc, RankedTensorT
   return success();
 }
 
-LogicalResult QuantizeLinearOp::verify() {
-  auto x = getX().getType(), r = getType();
+LogicalResult QuantizeLinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  Type q = rankedType(adaptor.getZeroPoint()).getElementType();
   if (!llvm::isa<FloatType>(x.getElementType()))
-    return emitOpError("x must be float");
-  if (!isQuantType(r.getElementType()) || r.getShape() != x.getShape())
-    return emitOpError("result must be ui8 or i8 with the shape of x");
-  return checkQuantParams(getLoc(), x, getScale(), getZeroPoint(), r.getElementType(), getAxis());
+    return emitOptionalError(loc, "x must be float");
+  if (!isQuantType(q))
+    return emitOptionalError(loc, "zero_point must be ui8 or i8, got ", q);
+  if (failed(checkQuantParams(loc, x, adaptor.getScale(), adaptor.getZeroPoint(), q,
+                              adaptor.getAxis())))
+    return failure();
+  inferred.push_back(x.clone(q));
+  return success();
 }
 
 LogicalResult DequantizeLinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

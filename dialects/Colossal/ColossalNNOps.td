@@ -117,12 +117,16 @@ def Colossal_MaxPoolWithIndicesOp : Colossal_Op<"max_pool_with_indices", [InferT
 def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool"> {
   let summary = "Scatter pooled values back to the positions their indices name (ONNX MaxUnpool)";
   let description = [{
-    x: [N, C, d...] values, indices: same shape, i64 flat indices into the result (as produced
-    by `max_pool_with_indices` with storage_order 0). The result (explicit type, same element type
-    as x, [N, C, O...]) is zero except at the indexed positions. An index outside the result is an
-    error at run time.
+    x: [N, C, d...] values, indices: same shape, i64 flat row-major indices into a tensor of
+    shape `index_shape` ([N, C, I...], the unpooled shape MaxPool's input had; as produced by
+    `max_pool_with_indices` with storage_order 0). The result (explicit type, same element type as
+    x, [N, C, O...] with O ≥ I) is zero except that x[j] lands at the position whose coordinates
+    indices[j] names in `index_shape` (ONNX MaxUnpool with output_shape places the unpooled
+    tensor at the start of the larger output). An index outside `index_shape` is an error at
+    run time.
   }];
-  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$indices);
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$indices,
+                   DenseI64ArrayAttr:$index_shape);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -187,18 +191,17 @@ def Colossal_NllLossOp : Colossal_Op<"nll_loss", [InferTypeOpAdaptor]> {
 // Quantization
 //===----------------------------------------------------------------------===//
 
-def Colossal_QuantizeLinearOp : Colossal_Op<"quantize_linear"> {
+def Colossal_QuantizeLinearOp : Colossal_Op<"quantize_linear", [InferTypeOpAdaptor]> {
   let summary = "Affine quantization to ui8/i8 (ONNX QuantizeLinear)";
   let description = [{
     x: float [D...], scale: float scalar, [1], or [D_axis] (per-axis), zero_point: like scale's
-    shape, of the result's element type (ui8 or i8; explicit). Result: x's shape,
+    shape, ui8 or i8. Result: x's shape, zero_point's element type:
     y = saturate(round_half_to_even(x / scale) + zero_point) along `axis` (non-negative).
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$scale,
                    AnyRankedTensor:$zero_point, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 def Colossal_DequantizeLinearOp : Colossal_Op<"dequantize_linear", [InferTypeOpAdaptor]> {

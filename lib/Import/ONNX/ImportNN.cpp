@@ -474,7 +474,12 @@ LogicalResult importMaxUnpool(Ctx &c) {
   auto win = readWindow(c, x, *k, /*hasDilations=*/false);
   if (failed(win))
     return failure();
-  SmallVector<int64_t> shape;
+  int64_t n = x.getRank() - 2;
+  SmallVector<int64_t> defaultShape{x.getDimSize(0), x.getDimSize(1)};
+  for (int64_t i = 0; i < n; ++i)
+    defaultShape.push_back((x.getDimSize(2 + i) - 1) * win->strides[i] + (*k)[i] - win->pads[i] -
+                           win->pads[n + i]);
+  SmallVector<int64_t> shape = defaultShape;
   if (c.has(2)) {
     auto s = c.constInts(2, "output_shape");
     if (failed(s))
@@ -482,19 +487,17 @@ LogicalResult importMaxUnpool(Ctx &c) {
     shape = *s;
     if (shape.size() != size_t(x.getRank()))
       return c.error("output_shape must have " + Twine(x.getRank()) + " entries");
-  } else {
-    int64_t n = x.getRank() - 2;
-    shape = {x.getDimSize(0), x.getDimSize(1)};
-    for (int64_t i = 0; i < n; ++i)
-      shape.push_back((x.getDimSize(2 + i) - 1) * win->strides[i] + (*k)[i] - win->pads[i] -
-                      win->pads[n + i]);
+    for (int64_t d = 0; d < x.getRank(); ++d)
+      if (shape[d] < defaultShape[d])
+        return c.error("output_shape is smaller than the unpooled shape");
   }
   Value idx = c.in[1];
   auto i64 = castTo(c, idx, c.b.getI64Type());
   if (failed(i64))
     return failure();
   return setOut(c, c.makeTyped1<MaxUnpoolOp>(RankedTensorType::get(shape, x.getElementType()),
-                                             c.in[0], *i64));
+                                             c.in[0], *i64,
+                                             c.b.getDenseI64ArrayAttr(defaultShape)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -962,8 +965,7 @@ LogicalResult importQuantizeLinear(Ctx &c) {
   auto zp = quantParam(c, c.has(2) ? c.in[2] : scalar(c, out, 0));
   if (failed(s) || failed(zp))
     return failure();
-  return setOut(c, c.makeTyped1<QuantizeLinearOp>(x.clone(out), c.in[0], *s, *zp,
-                                                  c.b.getI64IntegerAttr(*axis)));
+  return setOut(c, c.make<QuantizeLinearOp>(c.in[0], *s, *zp, c.b.getI64IntegerAttr(*axis)));
 }
 
 LogicalResult importDequantizeLinear(Ctx &c) {
@@ -1034,8 +1036,7 @@ FailureOr<Value> requantize(Ctx &c, Value acc, Value inScale, Value wScale, Valu
     return failure();
   if (llvm::cast<RankedTensorType>((*ys).getType()).getNumElements() != 1)
     return FailureOr<Value>(c.error("y_scale must be a scalar"));
-  Type out = llvm::cast<RankedTensorType>(yZp.getType()).getElementType();
-  return c.makeTyped1<QuantizeLinearOp>(at.clone(out), *y, *ys, *yz, c.b.getI64IntegerAttr(0));
+  return c.make<QuantizeLinearOp>(*y, *ys, *yz, c.b.getI64IntegerAttr(0));
 }
 
 LogicalResult importQLinearMatMul(Ctx &c) {

@@ -27,6 +27,7 @@ constexpr StringLiteral kMaxPoolIdx[] = {"kernel_shape", "strides", "pads", "dil
 constexpr StringLiteral kResize[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
                                      "cubic_coeff_a", "exclude_outside", "extrapolation_value",
                                      "scales", "roi"};
+constexpr StringLiteral kMaxUnpool[] = {"index_shape"};
 constexpr StringLiteral kNllLoss[] = {"reduction", "ignore_index"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
@@ -88,7 +89,7 @@ const OpLowering kTable[] = {
     KERNEL("matmul_integer", false, {}),
     KERNEL("pool", false, kPool),
     KERNEL("max_pool_with_indices", false, kMaxPoolIdx),
-    KERNEL("max_unpool", false, {}),
+    KERNEL("max_unpool", false, kMaxUnpool),
     KERNEL("resize", false, kResize),
     KERNEL("nll_loss", false, kNllLoss),
     KERNEL("quantize_linear", false, kAxis),

@@ -7,7 +7,8 @@
 // max_pool_with_indices: max pooling plus the flat index (i64) of each maximum in x, row-major or
 //   (storage_order 1) column-major over the spatial dims; ties keep the first (ONNX MaxPool's
 //   Indices).
-// max_unpool: y = 0 except y.flat[indices[i]] = x[i] (ONNX MaxUnpool); f32.
+// max_unpool: y = 0 except x[i] lands at the coordinates indices[i] names in `index_shape` (ONNX
+//   MaxUnpool); f32.
 // Parallel over the N·C planes (and over output rows when there are few planes).
 //
 //===----------------------------------------------------------------------------------------===//
@@ -217,6 +218,10 @@ llvm::Error verifyMaxUnpool(const KernelCall &c) {
   if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
   if (llvm::Error e = verifyDType(I, DType::I64, "indices")) return e;
   if (I.shape != X.shape) return kernelError("indices must have the input's shape");
+  auto is = c.attrInts("index_shape");
+  if (int64_t(is.size()) != Y.rank()) return kernelError("index_shape must have one entry per output dim");
+  for (int64_t d = 0; d < Y.rank(); ++d)
+    if (is[d] < 1 || is[d] > Y.shape[d]) return kernelError("index_shape must fit in the output");
   return llvm::Error::success();
 }
 
@@ -226,12 +231,19 @@ llvm::Error runMaxUnpool(const KernelCall &c) {
   const float *x = X.as<const float>();
   const int64_t *idx = I.as<const int64_t>();
   std::memset(y, 0, Y.bytes());
-  int64_t n = X.numel(), total = Y.numel();
+  auto is = c.attrInts("index_shape");
+  int64_t n = X.numel(), total = numElements(is);
   for (int64_t i = 0; i < n; ++i) {
     if (idx[i] < 0 || idx[i] >= total)
-      return kernelError("index " + llvm::Twine(idx[i]) + " is outside the output of " + llvm::Twine(total) +
-                         " elements");
-    y[idx[i]] = x[i];
+      return kernelError("index " + llvm::Twine(idx[i]) + " is outside the unpooled shape " + shapeToString(is));
+    // coordinates in index_shape -> offset in the (possibly larger) output
+    int64_t rest = idx[i], off = 0, stride = 1;
+    for (int64_t d = Y.rank() - 1; d >= 0; --d) {
+      off += (rest % is[d]) * stride;
+      rest /= is[d];
+      stride *= Y.shape[d];
+    }
+    y[off] = x[i];
   }
   return llvm::Error::success();
 }
@@ -263,6 +275,7 @@ void registerPoolKernels(KernelRegistry &r) {
   KernelDesc unpool;
   unpool.op = "max_unpool";
   unpool.minInputs = unpool.maxInputs = 2;
+  unpool.attrs = {{"index_shape", AttrKind::Ints}};
   unpool.verify = verifyMaxUnpool;
   unpool.run = runMaxUnpool;
   r.add(unpool);
