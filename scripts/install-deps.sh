@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
   python3-onnx python3-torch python3-numpy
+  libonnx-testdata
 )
 command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

@@ -43,6 +43,11 @@ std::string shapeStr(ArrayRef<int64_t> s) {
 
 std::optional<HostTensor> constantOperand(Attribute a) { return HostTensor::from(a); }
 
+/// Results above kMaxFoldElements stay ops: folding is for shape arithmetic, not bulk data.
+bool tooLargeToFold(Type t) {
+  return llvm::cast<RankedTensorType>(t).getNumElements() > kMaxFoldElements;
+}
+
 /// Folds an elementwise op whose operands are all constants.
 OpFoldResult foldElementwise(Operation *op, ArrayRef<Attribute> operands,
                              const std::function<double(ArrayRef<double>)> &ffn,
@@ -535,6 +540,8 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  if (tooLargeToFold(getType()))
+    return {};
   auto data = constantOperand(a.getData()), indices = constantOperand(a.getIndices());
   if (!data || !indices)
     return {};
@@ -628,6 +635,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 OpFoldResult ConcatOp::fold(FoldAdaptor a) {
   if (getInputs().size() == 1)
     return getInputs()[0];
+  if (tooLargeToFold(getType()))
+    return {};
   SmallVector<HostTensor> ins;
   for (Attribute attr : a.getInputs()) {
     auto h = constantOperand(attr);
@@ -696,6 +705,8 @@ OpFoldResult ExpandOp::fold(FoldAdaptor a) {
     return {};
   if (dense.isSplat())
     return DenseElementsAttr::get(llvm::cast<ShapedType>(getType()), dense.getSplatValue<Attribute>());
+  if (tooLargeToFold(getType()))
+    return {};
   auto in = constantOperand(dense);
   if (!in)
     return {};

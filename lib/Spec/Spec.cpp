@@ -10,6 +10,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/YAMLTraits.h"
 
 #include <map>
@@ -45,8 +46,11 @@ struct Mode {
 struct MeshSize {
   int64_t value = 1;
 };
+struct Dim {
+  int64_t value = 0;
+};
 
-using ShapeMap = std::map<std::string, std::vector<int64_t>>;
+using ShapeMap = std::map<std::string, std::vector<Dim>>;
 using ValueMap = std::map<std::string, std::string>;
 using MeshMap = std::map<std::string, MeshSize>;
 
@@ -64,6 +68,8 @@ struct RawSpec {
 
 } // namespace
 
+LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Dim)
+
 namespace llvm::yaml {
 
 template <> struct ScalarTraits<Mode> {
@@ -75,6 +81,18 @@ template <> struct ScalarTraits<Mode> {
     if (scalar == "train" || scalar == "generate")
       return "this mode is not supported yet (only 'inference' is implemented)";
     return "mode must be inference, train or generate";
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+
+template <> struct ScalarTraits<Dim> {
+  static void output(const Dim &d, void *, raw_ostream &os) { os << d.value; }
+  static StringRef input(StringRef scalar, void *, Dim &d) {
+    if (scalar.getAsInteger(10, d.value))
+      return "a dimension must be an integer";
+    if (d.value < 0)
+      return "a dimension must be >= 0";
+    return {};
   }
   static QuotingType mustQuote(StringRef) { return QuotingType::None; }
 };
@@ -186,10 +204,6 @@ template <> struct MappingTraits<RawSpec> {
     }
   }
   static std::string validate(IO &, RawSpec &s) {
-    for (auto &[name, shape] : s.inputs)
-      for (int64_t d : shape)
-        if (d <= 0)
-          return "inputs." + name + ": dimensions must be positive";
     return "";
   }
 };
@@ -212,6 +226,29 @@ Expected<Spec> parseSpecFile(StringRef path) {
     os << d.getFilename() << ":" << d.getLineNo() << ":" << (d.getColumnNo() + 1) << ": "
        << d.getMessage();
   };
+  // The document must be one YAML mapping (yaml::Input assumes a mapping at the root).
+  {
+    SourceMgr sm;
+    sm.setDiagHandler([](const SMDiagnostic &, void *) {}, nullptr); // reported below instead
+    yaml::Stream stream((*buffer)->getMemBufferRef(), sm);
+    std::string where;
+    auto at = [&](yaml::Node *node) {
+      SMLoc loc = node ? node->getSourceRange().Start : SMLoc::getFromPointer((*buffer)->getBufferStart());
+      auto [line, col] = sm.getLineAndColumn(loc);
+      return (path + ":" + Twine(line) + ":" + Twine(col) + ": ").str();
+    };
+    auto doc = stream.begin();
+    if (doc == stream.end() || !doc->getRoot() ||
+        !llvm::isa<yaml::MappingNode>(doc->getRoot()))
+      return createStringError(inconvertibleErrorCode(),
+                               path + ": the spec must be a YAML mapping with at least `mode:` "
+                                      "(e.g. `mode: inference`)");
+    if (++doc != stream.end() && doc->getRoot() && !llvm::isa<yaml::NullNode>(doc->getRoot()))
+      return createStringError(inconvertibleErrorCode(),
+                               at(doc->getRoot()) + "the spec must be a single YAML document");
+    if (stream.failed())
+      return createStringError(inconvertibleErrorCode(), path + ": invalid YAML");
+  }
   RawSpec raw;
   {
     yaml::Input in((*buffer)->getMemBufferRef(), nullptr, handler, &diag);
@@ -224,8 +261,12 @@ Expected<Spec> parseSpecFile(StringRef path) {
   }
   Spec spec;
   spec.mode = raw.mode.value;
-  for (auto &[name, shape] : raw.inputs)
-    spec.inputs.emplace_back(name, shape);
+  for (auto &[name, shape] : raw.inputs) {
+    std::vector<int64_t> dims;
+    for (Dim d : shape)
+      dims.push_back(d.value);
+    spec.inputs.emplace_back(name, dims);
+  }
   SmallString<256> dir = path;
   sys::path::remove_filename(dir);
   for (auto &[name, file] : raw.values) {

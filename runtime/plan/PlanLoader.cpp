@@ -214,6 +214,8 @@ llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path, const
   if (!buf) return fail(path + ": cannot read plan: " + buf.getError().message());
   auto loaded = std::make_unique<LoadedPlan>();
   loaded->path = path.str();
+  if ((*buf)->getBufferSize() == 0)
+    return fail(path + ": the plan file is empty (an interrupted copy?)");
   if ((*buf)->getBufferSize() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
       !loaded->plan.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize())))
     return fail(path + ": not a valid plan file (protobuf parse failed: corrupt or truncated)");
@@ -224,6 +226,8 @@ llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path, const
   llvm::SmallString<256> weightsPath = llvm::sys::path::parent_path(path);
   llvm::sys::path::append(weightsPath, p.weights_file());
   uint64_t size = 0;
+  if (llvm::sys::fs::is_directory(weightsPath))
+    return fail(weightsPath + ": is a folder, not the weights file named by " + path);
   if (std::error_code ec = llvm::sys::fs::file_size(weightsPath, size))
     return fail(weightsPath + ": cannot open weights file named by " + path + ": " + ec.message());
   if (size != p.weights_size())

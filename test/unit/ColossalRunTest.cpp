@@ -87,6 +87,13 @@ TEST_F(ColossalRunTest, Errors) {
 
   EXPECT_EQ(run(planPath + " --input x", out), 1);
   EXPECT_NE(out.find("error: --input expects NAME=FILE.npy"), std::string::npos) << out;
+
+  EXPECT_EQ(run(planPath + " --input x=" + path("x.npy") + " --threads 65536", out), 1);
+  EXPECT_EQ(out, "error: --threads 65536 is above the limit of 1024\n");
+
+  { std::error_code ec; llvm::raw_fd_ostream os(path("empty.cplan"), ec); }
+  EXPECT_EQ(run(path("empty.cplan") + " --input x=" + path("x.npy"), out), 1);
+  EXPECT_EQ(out, "error: " + path("empty.cplan") + ": the plan file is empty (an interrupted copy?)\n");
 }
 
 #endif

@@ -60,8 +60,34 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   if (emitKind == "plan" && (output.empty() || output == "-"))
     return fail("compiling to a plan needs -o MODEL.cplan");
 
+  // Never write over the inputs: the plan (or its weights file) must not be the model or spec.
+  if (emitKind == "plan") {
+    llvm::SmallString<256> weights = llvm::sys::path::parent_path(output);
+    llvm::sys::path::append(weights, llvm::sys::path::stem(output) + ".safetensors");
+    for (StringRef target : {output, StringRef(weights)})
+      for (StringRef source : {input, StringRef(specPath)})
+        if (!source.empty() && llvm::sys::fs::equivalent(target, source))
+          return fail(target + " is the input file " + source + "; choose another -o");
+  }
+
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false); // a whole-module dump helps nobody reading an error
+  // Diagnostics read like the importer's: `error: MODEL.onnx: node 'NAME': message` for an op
+  // that came from an ONNX node, `error: message` otherwise (messages name their file).
+  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &d) {
+    const char *severity = d.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                           : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                           : d.getSeverity() == DiagnosticSeverity::Note    ? "note"
+                                                                             : "remark";
+    llvm::errs() << severity << ": ";
+    if (auto name = llvm::dyn_cast<NameLoc>(d.getLocation()))
+      llvm::errs() << input << ": node '" << name.getName().getValue() << "': ";
+    llvm::errs() << d.str() << "\n";
+    for (Diagnostic &note : d.getNotes())
+      llvm::errs() << "note: " << note.str() << "\n";
+    return success();
+  });
   colossal::ImportOptions importOptions;
   for (auto &[name, shape] : spec.inputs)
     importOptions.inputShapes[name] = shape;

@@ -87,6 +87,11 @@ int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (threads < 0) return fail("--threads must be >= 0");
+  // More threads than this only oversubscribes the machine (and exhausts OpenMP's thread limits).
+  constexpr int kMaxThreads = 1024;
+  if (threads > kMaxThreads)
+    return fail("--threads " + llvm::Twine(int(threads)) + " is above the limit of " +
+                llvm::Twine(kMaxThreads));
   if (repeat < 1) return fail("--repeat must be >= 1");
   if (warmup < 0) return fail("--warmup must be >= 0");
 

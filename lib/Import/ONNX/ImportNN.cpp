@@ -512,6 +512,8 @@ LogicalResult importBatchNorm(Ctx &c) {
     return c.error("input must be [N, C, ...]");
   Type et = x.getElementType();
   int64_t rank = x.getRank();
+  if (c.opset < 7 && c.attrInt("is_test", 0) == 0)
+    return c.error("is_test = 0 (training) is not supported");
   if (c.opset < 9 && c.attrInt("spatial", 1) == 0)
     return c.error("spatial = 0 (per-activation statistics) is not supported");
   double eps = c.attrFloat("epsilon", 1e-5f);

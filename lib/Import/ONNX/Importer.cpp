@@ -256,13 +256,24 @@ LogicalResult GraphImporter::loadModel() {
     fileError("model has no graph");
     return failure();
   }
-  for (const auto &os : model.opset_import())
+  bool otherDomains = false;
+  for (const auto &os : model.opset_import()) {
     if (os.domain().empty() || os.domain() == "ai.onnx")
       opset = os.version();
-  if (opset == 0)
-    opset = model.ir_version() >= 3 ? 0 : 1;
-  if (opset < 7 || opset > 21) {
-    fileError("default-domain opset " + Twine(opset) + " is not supported (supported: 7 to 21)");
+    else
+      otherDomains = true;
+  }
+  if (opset == 0 && model.opset_import_size() == 0)
+    opset = 1; // IR version < 3 models carry no opset_import: opset 1
+  if (opset == 0) {
+    fileError(otherDomains ? "the model imports no default-domain (ai.onnx) opset; only the "
+                             "default domain is supported"
+                           : "default-domain opset 0 is not valid");
+    return failure();
+  }
+  if (opset > 21) {
+    fileError("default-domain opset " + Twine(opset) + " is not supported (supported: 1 to 21; "
+              "most operators from opset 7)");
     return failure();
   }
   return success();
@@ -437,6 +448,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   auto it = table.find(node.op_type());
   if (it == table.end())
     return report("unsupported operator");
+  if (opset < 7 && opset < oldestOpset(node.op_type()))
+    return report("this operator is supported from opset " + Twine(oldestOpset(node.op_type())) +
+                  " (its earlier versions have other semantics)");
 
   // An Identity of an initializer (torch's exporter shares equal initializers this way) is
   // resolved lazily, so each consumer decides between the parameter and the constant form.

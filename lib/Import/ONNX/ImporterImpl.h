@@ -143,6 +143,11 @@ using ImporterTable = llvm::StringMap<OpImporter>;
 const ImporterTable &opImporters();
 void registerCoreImporters(ImporterTable &table);
 void registerNNImporters(ImporterTable &table);
+
+/// The oldest opset at which `opType` means what the importer implements. Most operators are
+/// supported from opset 7 (the first with NumPy broadcasting); a few whose definition has not
+/// changed since an earlier version are accepted from that version.
+int64_t oldestOpset(llvm::StringRef opType);
 bool foldsInitializers(llvm::StringRef opType);
 
 } // namespace colossal::onnx_import

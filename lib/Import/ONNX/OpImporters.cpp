@@ -193,13 +193,57 @@ template <typename OpTy> LogicalResult importSoftmax(Ctx &c) {
 LogicalResult importLayerNorm(Ctx &c) {
   if (failed(c.requireInputs(2)) || failed(requireFloat(c, 0)))
     return failure();
-  if (c.outputUsed(1) || c.outputUsed(2))
-    return c.error("outputs Mean and InvStdDev are not supported");
   auto t = c.typeOf(0);
   auto axis = c.normAxis(c.attrInt("axis", -1), t.getRank());
   if (failed(axis))
     return failure();
   float eps = c.attrFloat("epsilon", 1e-5f);
+  // The optional Mean and InvStdDev outputs (shape x.shape[:axis] + [1]...) are computed from
+  // primitives; the normalized output still uses the fused op.
+  Value mean, invStdDev;
+  if (c.outputUsed(1) || c.outputUsed(2)) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = *axis; d < t.getRank(); ++d)
+      axes.push_back(d);
+    auto axesAttr = c.b.getDenseI64ArrayAttr(axes);
+    auto m = c.make<ReduceMeanOp>(c.in[0], axesAttr, c.b.getBoolAttr(true));
+    if (failed(m))
+      return failure();
+    auto d = c.make<SubOp>(c.in[0], *m);
+    if (failed(d))
+      return failure();
+    auto sq = c.make<MulOp>(*d, *d);
+    if (failed(sq))
+      return failure();
+    auto var = c.make<ReduceMeanOp>(*sq, axesAttr, c.b.getBoolAttr(true));
+    if (failed(var))
+      return failure();
+    auto epsV = c.constant(DenseElementsAttr::get(RankedTensorType::get({}, t.getElementType()),
+                                                  c.b.getFloatAttr(t.getElementType(), eps)));
+    auto ve = c.make<AddOp>(*var, epsV);
+    if (failed(ve))
+      return failure();
+    auto sd = c.makeTyped1<SqrtOp>(ve->getType(), *ve);
+    if (failed(sd))
+      return failure();
+    auto inv = c.makeTyped1<ReciprocalOp>(sd->getType(), *sd);
+    if (failed(inv))
+      return failure();
+    mean = *m;
+    invStdDev = *inv;
+    // stash_type 1 (the default) keeps the statistics in float32.
+    if (c.attrInt("stash_type", 1) == 1 && !t.getElementType().isF32()) {
+      auto f32 = [&](Value v) -> FailureOr<Value> {
+        auto vt = llvm::cast<RankedTensorType>(v.getType());
+        return c.makeTyped1<CastOp>(vt.clone(c.b.getF32Type()), v);
+      };
+      auto m32 = f32(mean), i32 = f32(invStdDev);
+      if (failed(m32) || failed(i32))
+        return failure();
+      mean = *m32;
+      invStdDev = *i32;
+    }
+  }
   // Scale and bias may be given with fewer leading dims; reshape them to x.shape[axis:].
   SmallVector<int64_t> normShape(t.getShape().drop_front(*axis));
   auto norm = [&](size_t i) -> FailureOr<Value> {
@@ -222,8 +266,14 @@ LogicalResult importLayerNorm(Ctx &c) {
       return failure();
     bias = *bv;
   }
-  return setOut(c, c.make<LayerNormOp>(c.in[0], *scale, bias, c.b.getI64IntegerAttr(*axis),
-                                       c.b.getF32FloatAttr(eps)));
+  if (failed(setOut(c, c.make<LayerNormOp>(c.in[0], *scale, bias, c.b.getI64IntegerAttr(*axis),
+                                            c.b.getF32FloatAttr(eps)))))
+    return failure();
+  if (mean) {
+    c.out.push_back(mean);
+    c.out.push_back(invStdDev);
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -427,6 +477,8 @@ LogicalResult importRange(Ctx &c) {
     if (d == 0)
       return c.error("delta is zero");
     int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
+    if (n > kMaxFoldElements)
+      return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
     HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
     for (int64_t k = 0; k < n; ++k)
       out.f[k] = s + k * d;
@@ -437,6 +489,8 @@ LogicalResult importRange(Ctx &c) {
   if (d == 0)
     return c.error("delta is zero");
   int64_t n = std::max<int64_t>(0, d > 0 ? (l - s + d - 1) / d : (s - l - d - 1) / (-d));
+  if (n > kMaxFoldElements)
+    return c.error("Range of " + Twine(n) + " elements is too large to evaluate at compile time");
   HostTensor out = HostTensor::zeros(RankedTensorType::get({n}, et));
   for (int64_t k = 0; k < n; ++k)
     out.i[k] = s + k * d;
@@ -855,6 +909,31 @@ const ImporterTable &opImporters() {
     return t;
   }();
   return table;
+}
+
+int64_t oldestOpset(StringRef opType) {
+  // Operator versions whose semantics equal every later version up to the one implemented
+  // (https://onnx.ai/onnx/operators/, "Changelog"): later versions only added types.
+  static const llvm::StringMap<int64_t> since = {
+      {"Elu", 6},         {"HardSigmoid", 6}, {"Selu", 6},     {"LeakyRelu", 6},
+      {"Relu", 6},        {"Sigmoid", 6},     {"Tanh", 6},     {"Exp", 6},
+      {"Log", 6},         {"Sqrt", 6},        {"Neg", 6},      {"Abs", 6},
+      {"Reciprocal", 6},  {"Floor", 6},       {"Ceil", 6},     {"InstanceNormalization", 6},
+      {"Not", 1},         {"Softplus", 1},    {"Softsign", 1}, {"GlobalAveragePool", 1},
+      {"GlobalMaxPool", 1}, {"Identity", 1},  {"Transpose", 1}, {"Shape", 1},
+      {"Size", 1},        {"ReduceLogSum", 1}, {"ReduceMean", 1}, {"ReduceSum", 1},
+      {"ReduceMax", 1},   {"ReduceMin", 1},   {"ReduceProd", 1}, {"ReduceL1", 1},
+      {"ReduceL2", 1},    {"ReduceLogSumExp", 1}, {"ReduceSumSquare", 1}, {"ArgMax", 1},
+      {"ArgMin", 1},      {"Softmax", 1},     {"LogSoftmax", 1}, {"Hardmax", 1},
+      {"Constant", 1},    {"Squeeze", 1},     {"Unsqueeze", 1}, {"Flatten", 1},
+      {"Gather", 1},      {"Concat", 4},      {"Split", 2},    {"Slice", 1},
+      {"Reshape", 5},     {"Tile", 6},        {"MatMul", 1},   {"Cast", 6},
+      {"LpNormalization", 1}, {"GlobalLpPool", 2}, {"Xor", 7},
+      {"Conv", 1},        {"ConvTranspose", 1}, {"MaxPool", 1}, {"AveragePool", 1},
+      {"LpPool", 2},      {"BatchNormalization", 6},
+  };
+  auto it = since.find(opType);
+  return it == since.end() ? 7 : it->second;
 }
 
 bool foldsInitializers(StringRef opType) {

@@ -188,6 +188,14 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   llvm::sys::path::append(weightsPath, weightsFile);
   if (weightsPath == planPath)
     return module.emitError() << planPath << ": the plan cannot be named like its weights file";
+  // Only regular files (or nothing) may be replaced: never a device, FIFO, socket or folder.
+  for (llvm::StringRef target : {planPath, llvm::StringRef(weightsPath)}) {
+    llvm::sys::fs::file_status st;
+    if (!llvm::sys::fs::status(target, st) && llvm::sys::fs::exists(st) &&
+        st.type() != llvm::sys::fs::file_type::regular_file)
+      return module.emitError() << target
+                                << ": exists and is not a regular file; refusing to replace it";
+  }
   auto fail = [&](llvm::Error err) {
     return module.emitError() << llvm::toString(std::move(err));
   };

@@ -105,10 +105,9 @@ def unsupported_dtype():
 
 
 def unsupported_output():
-    nodes = [helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean"], name="ln")]
-    inits = [numpy_helper.from_array(np.ones(4, np.float32), "s")]
-    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 4]), vi("mean", F, None)],
-                 opset=17, inits=inits)
+    """A node asked for more outputs than its operator produces."""
+    nodes = [helper.make_node("Relu", ["x"], ["y", "extra"], name="relu")]
+    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 4]), vi("extra", F, None)])
 
 
 def bad_broadcast():
@@ -121,9 +120,43 @@ def bad_reshape():
     return model(nodes, [vi("x", F, [2, 6])], [vi("y", F, None)], inits=[c_i64("shape", [5, -1])])
 
 
+def huge_range():
+    """Position ids as Range(0, seq): a billion-token spec must fail fast, not fold 8 GB."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+        helper.make_node("Gather", ["shp", "one"], ["t"], axis=0, name="g1"),
+        helper.make_node("Range", ["zero", "t", "one"], ["pos"], name="range"),
+    ]
+    return model(nodes, [vi("x", F, ["batch", "seq"])], [vi("pos", I64, None)],
+                 inits=[c_i64("zero", 0), c_i64("one", 1)])
+
+
 def old_opset():
+    """Add-6 broadcast only with an explicit attribute: not what the importer implements."""
+    nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])], opset=6, ir=3)
+
+
+def old_opset_same_semantics():
+    """Relu-6 means what Relu-14 means: accepted."""
     nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
     return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])], opset=6, ir=3)
+
+
+def future_opset():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])], opset=23, ir=10)
+
+
+def layer_norm_stats():
+    """LayerNormalization with its optional Mean and InvStdDev outputs."""
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv"],
+                              axis=1, epsilon=1e-3, name="ln")]
+    inits = [numpy_helper.from_array(np.linspace(0.5, 1.5, 4, dtype=np.float32), "s"),
+             numpy_helper.from_array(np.linspace(-1, 1, 4, dtype=np.float32), "b")]
+    return model(nodes, [vi("x", F, [2, 4])],
+                 [vi("y", F, [2, 4]), vi("mean", F, [2, 1]), vi("inv", F, [2, 1])],
+                 opset=17, inits=inits)
 
 
 def missing_input():
