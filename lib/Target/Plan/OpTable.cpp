@@ -29,6 +29,8 @@ constexpr StringLiteral kResize[] = {"mode", "coordinate_transformation_mode", "
                                      "scales", "roi"};
 constexpr StringLiteral kMaxUnpool[] = {"index_shape"};
 constexpr StringLiteral kNllLoss[] = {"reduction", "ignore_index"};
+constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
+constexpr StringLiteral kBinaryFn[] = {"fn"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -95,6 +97,9 @@ const OpLowering kTable[] = {
     KERNEL("quantize_linear", false, kAxis),
     KERNEL("dequantize_linear", false, kAxis),
     KERNEL("dynamic_quantize_linear", false, {}),
+    // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
+    KERNEL("unary", true, kUnaryFn),
+    KERNEL("binary", true, kBinaryFn),
 };
 #undef KERNEL
 } // namespace
