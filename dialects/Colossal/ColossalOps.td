@@ -295,6 +295,7 @@ def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
 }
 
 include "dialects/Colossal/ColossalNNOps.td"
+include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
 
 #endif // COLOSSAL_OPS_TD

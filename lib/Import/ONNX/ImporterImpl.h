@@ -143,6 +143,7 @@ using ImporterTable = llvm::StringMap<OpImporter>;
 const ImporterTable &opImporters();
 void registerCoreImporters(ImporterTable &table);
 void registerNNImporters(ImporterTable &table);
+void registerIndexingImporters(ImporterTable &table);
 void registerElementwiseImporters(ImporterTable &table);
 
 /// The oldest opset at which `opType` means what the importer implements. Most operators are

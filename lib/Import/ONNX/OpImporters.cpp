@@ -929,6 +929,7 @@ const ImporterTable &opImporters() {
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
     registerNNImporters(t);
+    registerIndexingImporters(t);
     registerElementwiseImporters(t);
     return t;
   }();
@@ -967,6 +968,7 @@ bool foldsInitializers(StringRef opType) {
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
                                         "Flatten", "ConstantOfShape", "Range", "Size",
+                                        "NonZero", "Unique", "Compress",
                                         "Resize", "Upsample"};
   return ops.contains(opType);
 }

@@ -29,6 +29,15 @@ constexpr StringLiteral kResize[] = {"mode", "coordinate_transformation_mode", "
                                      "scales", "roi"};
 constexpr StringLiteral kMaxUnpool[] = {"index_shape"};
 constexpr StringLiteral kNllLoss[] = {"reduction", "ignore_index"};
+// indexing family (docs/plan.md)
+constexpr StringLiteral kReduceKind[] = {"axes", "keepdims", "kind"};
+constexpr StringLiteral kArgReduce[] = {"axis", "keepdims", "select_last_index"};
+constexpr StringLiteral kCumSum[] = {"axis", "exclusive", "reverse"};
+constexpr StringLiteral kGatherND[] = {"batch_dims"};
+constexpr StringLiteral kScatterElements[] = {"axis", "reduction"};
+constexpr StringLiteral kScatterND[] = {"reduction"};
+constexpr StringLiteral kTopK[] = {"axis", "largest", "sorted"};
+constexpr StringLiteral kPad[] = {"pads", "mode"};
 constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
 constexpr StringLiteral kBinaryFn[] = {"fn"};
 
@@ -97,6 +106,18 @@ const OpLowering kTable[] = {
     KERNEL("quantize_linear", false, kAxis),
     KERNEL("dequantize_linear", false, kAxis),
     KERNEL("dynamic_quantize_linear", false, {}),
+    // indexing family
+    KERNEL("reduce", false, kReduceKind),
+    KERNEL("argmax", false, kArgReduce),
+    KERNEL("argmin", false, kArgReduce),
+    KERNEL("cumsum", false, kCumSum),
+    KERNEL("gather_elements", false, kAxis),
+    KERNEL("gather_nd", false, kGatherND),
+    KERNEL("scatter_elements", false, kScatterElements),
+    KERNEL("scatter_nd", false, kScatterND),
+    KERNEL("one_hot", false, kAxis),
+    KERNEL("topk", false, kTopK),
+    KERNEL("pad", false, kPad),
     // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
     KERNEL("unary", true, kUnaryFn),
     KERNEL("binary", true, kBinaryFn),

@@ -14,6 +14,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerAttentionKernels(r);
   cpu::registerShapeKernels(r);
   cpu::registerNNKernels(r);
+  cpu::registerReduceKindKernels(r);
+  cpu::registerIndexingKernels(r);
 }
 
 namespace cpu {

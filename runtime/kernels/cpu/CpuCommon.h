@@ -124,6 +124,8 @@ void registerMatmulKernels(KernelRegistry &r);
 void registerAttentionKernels(KernelRegistry &r);
 void registerShapeKernels(KernelRegistry &r);
 void registerNNKernels(KernelRegistry &r);
+void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
+void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
 
 }  // namespace colossal::runtime::cpu
 
