@@ -294,4 +294,6 @@ def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
+include "dialects/Colossal/ColossalMiscOps.td"
+
 #endif // COLOSSAL_OPS_TD

@@ -905,6 +905,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerMiscImporters(t);
     return t;
   }();
   return table;

@@ -18,6 +18,10 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kReverseSequence[] = {"batch_axis", "time_axis"};
+constexpr StringLiteral kGridSample[] = {"mode", "padding_mode", "align_corners"};
+constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
+                                       "sampling_ratio", "spatial_scale", "half_pixel"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -71,6 +75,11 @@ const OpLowering kTable[] = {
     KERNEL("split", false, kAxis),
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
+
+    KERNEL("det", false, {}),
+    KERNEL("reverse_sequence", false, kReverseSequence),
+    KERNEL("grid_sample", false, kGridSample),
+    KERNEL("roi_align", false, kRoiAlign),
 };
 #undef KERNEL
 } // namespace

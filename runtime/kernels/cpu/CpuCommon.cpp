@@ -12,6 +12,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerMatmulKernels(r);
   cpu::registerAttentionKernels(r);
   cpu::registerShapeKernels(r);
+  cpu::registerMiscKernels(r);
 }
 
 namespace cpu {

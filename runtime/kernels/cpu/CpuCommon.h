@@ -122,6 +122,7 @@ void registerSoftmaxKernels(KernelRegistry &r);
 void registerMatmulKernels(KernelRegistry &r);
 void registerAttentionKernels(KernelRegistry &r);
 void registerShapeKernels(KernelRegistry &r);
+void registerMiscKernels(KernelRegistry &r);
 
 }  // namespace colossal::runtime::cpu
 
