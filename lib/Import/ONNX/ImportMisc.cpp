@@ -1058,6 +1058,11 @@ LogicalResult importRoiAlign(Ctx &c) {
 // ai.onnx.preview.training optimizers
 //===----------------------------------------------------------------------===//
 
+/// The gradient with the L2 regularization term: norm·X + G (G alone when norm is 0).
+Value regularized(Emit &e, Value X, Value G, double norm) {
+  return norm == 0 ? G : e.add(e.mul(X, e.scalar(norm, Emit::type(X).getElementType())), G);
+}
+
 /// Inputs (R, T, then `groups` lists of n tensors each): n, or an error.
 FailureOr<int64_t> optimizerArity(Ctx &c, int64_t groups) {
   int64_t rest = int64_t(c.in.size()) - 2;
@@ -1089,7 +1094,7 @@ LogicalResult importAdagrad(Ctx &c) {
   SmallVector<Value> xs, hs;
   for (int64_t k = 0; k < *n; ++k) {
     Value X = c.in[2 + k], G = c.in[2 + *n + k], H = c.in[2 + 2 * *n + k];
-    Value g = e.add(e.mul(X, s(c.attrFloat("norm_coefficient", 0.0f))), G);
+    Value g = regularized(e, X, G, c.attrFloat("norm_coefficient", 0.0f));
     Value h = e.add(H, e.mul(g, g));
     Value adaptive = e.add(e.un<SqrtOp>(h), s(c.attrFloat("epsilon", 1e-6f)));
     xs.push_back(e.sub(X, e.div(e.mul(g, r), adaptive)));
@@ -1126,7 +1131,7 @@ LogicalResult importMomentum(Ctx &c) {
   SmallVector<Value> xs, vs;
   for (int64_t k = 0; k < *n; ++k) {
     Value X = c.in[2 + k], G = c.in[2 + *n + k], V = c.in[2 + 2 * *n + k];
-    Value g = e.add(e.mul(X, s(norm)), G);
+    Value g = regularized(e, X, G, norm);
     Value v = e.add(e.mul(V, s(alpha)), e.mul(g, betaAdj));
     Value step = mode == "nesterov" ? e.add(g, e.mul(v, s(alpha))) : v;
     xs.push_back(e.sub(X, e.mul(step, R)));
@@ -1163,7 +1168,7 @@ LogicalResult importAdam(Ctx &c) {
   for (int64_t k = 0; k < *n; ++k) {
     Value X = c.in[2 + k], G = c.in[2 + *n + k], V = c.in[2 + 2 * *n + k],
           H = c.in[2 + 3 * *n + k];
-    Value g = e.add(e.mul(X, s(norm)), G);
+    Value g = regularized(e, X, G, norm);
     Value v = e.add(e.mul(V, s(alpha)), e.mul(g, s(1 - alpha)));
     Value h = e.add(e.mul(H, s(beta)), e.mul(e.mul(g, g), s(1 - beta)));
     Value x = e.sub(X, e.mul(r, e.div(v, e.add(e.un<SqrtOp>(h), s(eps)))));

@@ -465,7 +465,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     if (!failed_)
       llvm::errs() << "error: " << path << ": node '" << label << "' ("
                    << (training ? node.domain() + "." : std::string()) << node.op_type()
-                   << ", opset " << nodeOpset << "): " << msg << "\n";
+                   << (nodeOpset ? ", opset " + std::to_string(nodeOpset) : std::string())
+                   << "): " << msg << "\n";
     failed_ = true;
     return failure();
   };
