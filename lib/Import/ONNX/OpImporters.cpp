@@ -71,6 +71,20 @@ LogicalResult importPow(Ctx &c) {
     return failure();
   Value exp = c.in[1];
   auto bt = c.typeOf(0), et = c.typeOf(1);
+  if (!llvm::isa<FloatType>(bt.getElementType()) && llvm::isa<FloatType>(et.getElementType())) {
+    // Integer base, float exponent: the power is taken in f64 and truncated to the base's type.
+    Type f64 = c.b.getF64Type();
+    auto base = c.makeTyped1<CastOp>(bt.clone(f64), c.in[0]);
+    auto e64 = c.makeTyped1<CastOp>(et.clone(f64), exp);
+    if (failed(base) || failed(e64))
+      return failure();
+    auto p = c.make<PowOp>(*base, *e64);
+    if (failed(p))
+      return failure();
+    return setOut(c, c.makeTyped1<CastOp>(llvm::cast<RankedTensorType>(p->getType()).clone(
+                                              bt.getElementType()),
+                                          *p));
+  }
   if (bt.getElementType() != et.getElementType()) {
     auto cast = c.makeTyped1<CastOp>(withShape(et, et.getShape()).clone(bt.getElementType()), exp);
     if (failed(cast))
@@ -116,8 +130,17 @@ LogicalResult importDropout(Ctx &c) {
     auto mode = c.constInput(2, "training_mode");
     if (failed(mode))
       return failure();
-    if (mode->numel() && mode->asInt(0) != 0)
-      return c.error("training_mode = true is not supported in inference");
+    bool training = mode->numel() && mode->asInt(0) != 0;
+    // In training mode only ratio 0 is deterministic (and then Dropout is the identity).
+    double ratio = 0.5;
+    if (training && c.has(1)) {
+      auto r = c.constInput(1, "ratio");
+      if (failed(r))
+        return failure();
+      ratio = r->numel() ? r->asDouble(0) : 0.5;
+    }
+    if (training && ratio != 0.0)
+      return c.error("training_mode = true with a nonzero ratio (random masks) is not supported");
   }
   c.out.push_back(c.in[0]);
   if (c.outputUsed(1)) {
@@ -905,6 +928,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerElementwiseImporters(t);
     registerMiscImporters(t);
     return t;
   }();

@@ -18,6 +18,8 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
+constexpr StringLiteral kBinaryFn[] = {"fn"};
 constexpr StringLiteral kReverseSequence[] = {"batch_axis", "time_axis"};
 constexpr StringLiteral kGridSample[] = {"mode", "padding_mode", "align_corners"};
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
@@ -76,6 +78,11 @@ const OpLowering kTable[] = {
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
 
+    // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
+    KERNEL("unary", true, kUnaryFn),
+    KERNEL("binary", true, kBinaryFn),
+
+    // Misc family (runtime/kernels/cpu/misc.cpp).
     KERNEL("det", false, {}),
     KERNEL("reverse_sequence", false, kReverseSequence),
     KERNEL("grid_sample", false, kGridSample),

@@ -5,6 +5,7 @@ namespace colossal::runtime {
 
 void registerCpuKernels(KernelRegistry &r) {
   cpu::registerElementwiseKernels(r);
+  cpu::registerMathKernels(r);
   cpu::registerCastKernels(r);
   cpu::registerReduceKernels(r);
   cpu::registerNormKernels(r);

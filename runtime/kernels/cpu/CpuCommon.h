@@ -115,6 +115,7 @@ inline void splitAxis(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &oute
 
 /// Registration helpers of the kernel families (each in its own .cpp).
 void registerElementwiseKernels(KernelRegistry &r);
+void registerMathKernels(KernelRegistry &r);
 void registerCastKernels(KernelRegistry &r);
 void registerReduceKernels(KernelRegistry &r);
 void registerNormKernels(KernelRegistry &r);

@@ -1,9 +1,10 @@
 //===- cast.cpp - copy and cast CPU kernels -------------------------------------------------===//
 //
-// copy: any dtype, y = x (bytes). cast: ONNX Cast between f32, f16, f64, i64, i32, bool (and u8, i8):
+// copy: any dtype, y = x (bytes). cast: ONNX Cast between f32, f16, bf16, f64, i64, i32, i16, i8, u8
+// and bool:
 // float -> int truncates toward zero (out-of-range values are undefined in ONNX; here they give
 // whatever the hardware conversion gives, never a trap), -> bool is x != 0, bool -> number is 0/1,
-// f16 conversions round to nearest even. The kernel is keyed by the output dtype and dispatches on
+// f16 and bf16 conversions round to nearest even. The kernel is keyed by the output dtype and dispatches on
 // the input dtype. copy is in-place safe (a no-op then).
 //
 //===----------------------------------------------------------------------------------------===//
@@ -17,12 +18,17 @@ namespace {
 
 // Storage types: f16 is carried as uint16_t bits, bool as uint8_t.
 struct F16 { uint16_t bits; };
+struct BF16 { uint16_t bits; };
 
 template <typename To, typename From> To convert(From v) {
   if constexpr (std::is_same_v<From, F16>) {
     return convert<To, float>(halfToFloat(v.bits));
+  } else if constexpr (std::is_same_v<From, BF16>) {
+    return convert<To, float>(bfloat16ToFloat(v.bits));
   } else if constexpr (std::is_same_v<To, F16>) {
     return F16{floatToHalf(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<To, BF16>) {
+    return BF16{floatToBfloat16(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else {
@@ -43,6 +49,8 @@ template <typename To> bool castFrom(DType from, const void *src, void *dst, int
   case DType::F32: castLoop<To, float>(src, dst, n); return true;
   case DType::F64: castLoop<To, double>(src, dst, n); return true;
   case DType::F16: castLoop<To, F16>(src, dst, n); return true;
+  case DType::BF16: castLoop<To, BF16>(src, dst, n); return true;
+  case DType::I16: castLoop<To, int16_t>(src, dst, n); return true;
   case DType::I64: castLoop<To, int64_t>(src, dst, n); return true;
   case DType::I32: castLoop<To, int32_t>(src, dst, n); return true;
   case DType::I8: castLoop<To, int8_t>(src, dst, n); return true;
@@ -57,6 +65,8 @@ bool castInto(DType to, DType from, const void *src, void *dst, int64_t n) {
   case DType::F32: return castFrom<float>(from, src, dst, n);
   case DType::F64: return castFrom<double>(from, src, dst, n);
   case DType::F16: return castFrom<F16>(from, src, dst, n);
+  case DType::BF16: return castFrom<BF16>(from, src, dst, n);
+  case DType::I16: return castFrom<int16_t>(from, src, dst, n);
   case DType::I64: return castFrom<int64_t>(from, src, dst, n);
   case DType::I32: return castFrom<int32_t>(from, src, dst, n);
   case DType::I8: return castFrom<int8_t>(from, src, dst, n);
@@ -72,8 +82,8 @@ bool castInto(DType to, DType from, const void *src, void *dst, int64_t n) {
 
 bool castable(DType d) {
   switch (d) {
-  case DType::F32: case DType::F64: case DType::F16: case DType::I64: case DType::I32:
-  case DType::I8: case DType::U8: case DType::Bool: return true;
+  case DType::F32: case DType::F64: case DType::F16: case DType::BF16: case DType::I64:
+  case DType::I32: case DType::I16: case DType::I8: case DType::U8: case DType::Bool: return true;
   default: return false;
   }
 }

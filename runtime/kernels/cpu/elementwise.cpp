@@ -1,8 +1,10 @@
 //===- elementwise.cpp - Elementwise CPU kernels: arithmetic, compare, where, unary ----------===//
 //
-// add sub mul div pow min max (f32, i64), equal less greater (-> bool; inputs f32, i64, bool),
-// where (f32, i64, bool), unary neg sqrt reciprocal exp log erf tanh sigmoid relu silu abs (f32;
-// neg abs relu also i64) and gelu (f32). Semantics: docs/plan.md; broadcasting is NumPy's.
+// add sub mul div pow min max (every numeric dtype: f32, f64, f16, i64, i32, i16, i8, u8),
+// equal less greater (-> bool; inputs any numeric dtype or bool), where (every dtype: it moves
+// bytes), unary neg abs relu (every numeric dtype), sqrt reciprocal exp log erf tanh sigmoid silu
+// gelu (f32, f64, f16). f16 computes in f32 (Elementwise.h). Semantics: docs/plan.md;
+// broadcasting is NumPy's.
 // All are in-place safe: element i of the output is written after element i of each input is read,
 // and every input is either read at index i (same shape) or broadcast from an input the output
 // cannot alias (a smaller buffer).
@@ -10,9 +12,11 @@
 // Fast paths: the broadcast layout collapses same-shape operands to one contiguous run and a
 // trailing-vector operand to rows with inner stride 1/0; the inner loops are specialised on those
 // strides so the compiler vectorizes them, and rows (or chunks of one run) are split over threads.
+// float32 exp/erf/tanh/sigmoid use the vectorizable FastMath.h forms; f64 uses libm.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
+#include "Elementwise.h"
 #include "FastMath.h"
 
 #include <cmath>
@@ -26,23 +30,33 @@ struct Add { template <typename T> static T f(T a, T b) { return a + b; } };
 struct Sub { template <typename T> static T f(T a, T b) { return a - b; } };
 struct Mul { template <typename T> static T f(T a, T b) { return a * b; } };
 struct Div {
-  static float f(float a, float b) { return a / b; }
-  // Truncates toward zero (C++ semantics); x/0 and INT64_MIN/-1 give 0 instead of trapping.
-  static int64_t f(int64_t a, int64_t b) {
-    return (b == 0 || (b == -1 && a == INT64_MIN)) ? 0 : a / b;
+  // Integers truncate toward zero (C++ semantics); x/0 and MIN/-1 give 0 instead of trapping.
+  template <typename T> static T f(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return a / b;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+      return static_cast<T>(a / b);
+    }
   }
 };
 struct Pow {
-  static float f(float a, float b) { return std::pow(a, b); }
-  static int64_t f(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
-    int64_t r = 1;
-    while (b) {
-      if (b & 1) r = static_cast<int64_t>(static_cast<uint64_t>(r) * static_cast<uint64_t>(a));
-      a = static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(a));
-      b >>= 1;
+  template <typename T> static T f(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else {
+      using U = std::make_unsigned_t<T>;
+      if constexpr (std::is_signed_v<T>)
+        if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+      U r = 1, x = static_cast<U>(a);
+      for (U e = static_cast<U>(b); e; e >>= 1) {
+        if (e & 1) r = static_cast<U>(r * x);
+        x = static_cast<U>(x * x);
+      }
+      return static_cast<T>(r);
     }
-    return r;
   }
 };
 // NaN propagates (ONNX Min/Max follow numpy.minimum/maximum).
@@ -52,26 +66,8 @@ struct Equal { template <typename T> static uint8_t f(T a, T b) { return a == b;
 struct Less { template <typename T> static uint8_t f(T a, T b) { return a < b; } };
 struct Greater { template <typename T> static uint8_t f(T a, T b) { return a > b; } };
 
-/// y[i] = Op(a[i*SA], b[i*SB]) for compile-time strides 0/1 (vectorizable).
-template <typename Op, typename TIn, typename TOut, int SA, int SB>
-void binaryRun(TOut *y, const TIn *a, const TIn *b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = Op::f(a[i * SA], b[i * SB]);
-}
-
-template <typename Op, typename TIn, typename TOut> llvm::Error runBinary(const KernelCall &c) {
-  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
-  llvm::ArrayRef<int64_t> shapes[2] = {A.shape, B.shape};
-  BroadcastLayout l = makeBroadcastLayout(Y.shape, shapes);
-  const TIn *a = A.as<const TIn>(), *b = B.as<const TIn>();
-  TOut *y = Y.as<TOut>();
-  forEachBroadcastRow(l, [&](int64_t yo, const int64_t *offs, int64_t n, const int64_t *st) {
-    const TIn *pa = a + offs[0], *pb = b + offs[1];
-    TOut *py = y + yo;
-    if (st[0] && st[1]) binaryRun<Op, TIn, TOut, 1, 1>(py, pa, pb, n);
-    else if (st[0]) binaryRun<Op, TIn, TOut, 1, 0>(py, pa, pb, n);
-    else if (st[1]) binaryRun<Op, TIn, TOut, 0, 1>(py, pa, pb, n);
-    else binaryRun<Op, TIn, TOut, 0, 0>(py, pa, pb, n);
-  });
+template <typename Op, typename S> llvm::Error runBinary(const KernelCall &c) {
+  broadcastBinary<Op, S, S>(c);
   return llvm::Error::success();
 }
 
@@ -87,18 +83,17 @@ llvm::Error verifyCompare(const KernelCall &c) {
     return kernelError("operands have different dtypes " + dtypeName(c.inputs[0].dtype).str() +
                        " and " + dtypeName(c.inputs[1].dtype));
   DType d = c.inputs[0].dtype;
-  if (d != DType::F32 && d != DType::I64 && d != DType::Bool && d != DType::I32)
+  if (d == DType::BF16 || !visitDType(d, [](auto *) {}))
     return kernelError("compare of dtype " + dtypeName(d) + " is not implemented");
   return verifyBroadcastTo(c.inputs, c.outputs[0].shape);
 }
 
 template <typename Op> llvm::Error runCompare(const KernelCall &c) {
-  switch (c.inputs[0].dtype) {
-  case DType::F32: return runBinary<Op, float, uint8_t>(c);
-  case DType::I64: return runBinary<Op, int64_t, uint8_t>(c);
-  case DType::I32: return runBinary<Op, int32_t, uint8_t>(c);
-  default: return runBinary<Op, uint8_t, uint8_t>(c);
-  }
+  visitDType(c.inputs[0].dtype, [&](auto *tag) {
+    using S = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<S, BF16>) broadcastBinary<Op, S, uint8_t>(c);
+  });
+  return llvm::Error::success();
 }
 
 // ---------------------------------------------------------------- where
@@ -131,36 +126,42 @@ llvm::Error verifyWhere(const KernelCall &c) {
 }
 
 // ---------------------------------------------------------------- unary
-struct Neg { template <typename T> static T f(T x) { return -x; } };
-struct Abs { template <typename T> static T f(T x) { return x < 0 ? -x : x; } };
+struct Neg { template <typename T> static T f(T x) { return static_cast<T>(-x); } };
+struct Abs { template <typename T> static T f(T x) { return x < 0 ? static_cast<T>(-x) : x; } };
 struct Relu { template <typename T> static T f(T x) { return x > 0 ? x : T(0); } };
-struct Sqrt { static float f(float x) { return std::sqrt(x); } };
-struct Reciprocal { static float f(float x) { return 1.0f / x; } };
-struct Exp { static float f(float x) { return fastExp(x); } };
-struct Log { static float f(float x) { return std::log(x); } };
-struct Erf { static float f(float x) { return fastErf(x); } };
-struct Tanh { static float f(float x) { return fastTanh(x); } };
-struct Sigmoid { static float f(float x) { return fastSigmoid(x); } };
-struct Silu { static float f(float x) { return x * fastSigmoid(x); } };
+struct Sqrt { template <typename T> static T f(T x) { return std::sqrt(x); } };
+struct Reciprocal { template <typename T> static T f(T x) { return T(1) / x; } };
+// float uses the vectorizable FastMath.h forms; double the C library.
+struct Exp {
+  static float f(float x) { return fastExp(x); }
+  static double f(double x) { return std::exp(x); }
+};
+struct Log { template <typename T> static T f(T x) { return std::log(x); } };
+struct Erf {
+  static float f(float x) { return fastErf(x); }
+  static double f(double x) { return std::erf(x); }
+};
+struct Tanh {
+  static float f(float x) { return fastTanh(x); }
+  static double f(double x) { return std::tanh(x); }
+};
+struct Sigmoid {
+  static float f(float x) { return fastSigmoid(x); }
+  static double f(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+};
+struct Silu { template <typename T> static T f(T x) { return x * Sigmoid::f(x); } };
 struct GeluErf {
   static float f(float x) { return 0.5f * x * (1.0f + fastErf(x * 0.70710678118654752f)); }
+  static double f(double x) { return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752)); }
 };
 struct GeluTanh {
-  static float f(float x) {
-    return 0.5f * x * (1.0f + fastTanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  template <typename T> static T f(T x) {
+    return T(0.5) * x * (T(1) + Tanh::f(T(0.79788456080286536) * (x + T(0.044715) * x * x * x)));
   }
 };
 
-template <typename Op, typename T> void unaryLoop(const TensorRef &X, const TensorRef &Y) {
-  const T *x = X.as<const T>();
-  T *y = Y.as<T>();
-  parallelFor(Y.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = Op::f(x[i]);
-  });
-}
-
-template <typename Op, typename T> llvm::Error runUnary(const KernelCall &c) {
-  unaryLoop<Op, T>(c.inputs[0], c.outputs[0]);
+template <typename Op, typename S> llvm::Error runUnary(const KernelCall &c) {
+  mapUnary<Op, S>(c.inputs[0], c.outputs[0]);
   return llvm::Error::success();
 }
 
@@ -178,9 +179,9 @@ llvm::Error verifyGelu(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error runGelu(const KernelCall &c) {
-  if (c.attrString("approximate", "none") == "tanh") unaryLoop<GeluTanh, float>(c.inputs[0], c.outputs[0]);
-  else unaryLoop<GeluErf, float>(c.inputs[0], c.outputs[0]);
+template <typename S> llvm::Error runGelu(const KernelCall &c) {
+  if (c.attrString("approximate", "none") == "tanh") mapUnary<GeluTanh, S>(c.inputs[0], c.outputs[0]);
+  else mapUnary<GeluErf, S>(c.inputs[0], c.outputs[0]);
   return llvm::Error::success();
 }
 
@@ -201,27 +202,45 @@ void addKernel(KernelRegistry &r, const char *op, DType dtype, int nIn,
 }  // namespace
 
 void registerElementwiseKernels(KernelRegistry &r) {
-#define BIN(name, Op)                                                                      \
-  addKernel(r, name, DType::F32, 2, verifyBinary, runBinary<Op, float, float>);            \
-  addKernel(r, name, DType::I64, 2, verifyBinary, runBinary<Op, int64_t, int64_t>);
-  BIN("add", Add) BIN("sub", Sub) BIN("mul", Mul) BIN("div", Div) BIN("pow", Pow)
-  BIN("min", Min) BIN("max", Max)
+#define BIN(D, S)                                                                          \
+  addKernel(r, "add", DType::D, 2, verifyBinary, runBinary<Add, S>);                       \
+  addKernel(r, "sub", DType::D, 2, verifyBinary, runBinary<Sub, S>);                       \
+  addKernel(r, "mul", DType::D, 2, verifyBinary, runBinary<Mul, S>);                       \
+  addKernel(r, "div", DType::D, 2, verifyBinary, runBinary<Div, S>);                       \
+  addKernel(r, "pow", DType::D, 2, verifyBinary, runBinary<Pow, S>);                       \
+  addKernel(r, "min", DType::D, 2, verifyBinary, runBinary<Min, S>);                       \
+  addKernel(r, "max", DType::D, 2, verifyBinary, runBinary<Max, S>);                       \
+  addKernel(r, "neg", DType::D, 1, verifyUnary, runUnary<Neg, S>);                         \
+  addKernel(r, "abs", DType::D, 1, verifyUnary, runUnary<Abs, S>);                         \
+  addKernel(r, "relu", DType::D, 1, verifyUnary, runUnary<Relu, S>);
+  COLOSSAL_NUMERIC_DTYPES(BIN)
 #undef BIN
   addKernel(r, "equal", DType::Bool, 2, verifyCompare, runCompare<Equal>);
   addKernel(r, "less", DType::Bool, 2, verifyCompare, runCompare<Less>);
   addKernel(r, "greater", DType::Bool, 2, verifyCompare, runCompare<Greater>);
-  addKernel(r, "where", DType::F32, 3, verifyWhere, runWhere<float>);
-  addKernel(r, "where", DType::I64, 3, verifyWhere, runWhere<int64_t>);
-  addKernel(r, "where", DType::Bool, 3, verifyWhere, runWhere<uint8_t>);
-#define UN(name, Op) addKernel(r, name, DType::F32, 1, verifyUnary, runUnary<Op, float>);
-  UN("neg", Neg) UN("sqrt", Sqrt) UN("reciprocal", Reciprocal) UN("exp", Exp) UN("log", Log)
-  UN("erf", Erf) UN("tanh", Tanh) UN("sigmoid", Sigmoid) UN("relu", Relu) UN("silu", Silu)
-  UN("abs", Abs)
+  // where moves bytes: one instantiation per element size.
+  for (int v = 1; v <= 10; ++v) {
+    DType d = static_cast<DType>(v);
+    switch (dtypeSize(d)) {
+    case 1: addKernel(r, "where", d, 3, verifyWhere, runWhere<uint8_t>); break;
+    case 2: addKernel(r, "where", d, 3, verifyWhere, runWhere<uint16_t>); break;
+    case 4: addKernel(r, "where", d, 3, verifyWhere, runWhere<uint32_t>); break;
+    case 8: addKernel(r, "where", d, 3, verifyWhere, runWhere<uint64_t>); break;
+    default: break;
+    }
+  }
+#define UN(D, S)                                                                            \
+  addKernel(r, "sqrt", DType::D, 1, verifyUnary, runUnary<Sqrt, S>);                        \
+  addKernel(r, "reciprocal", DType::D, 1, verifyUnary, runUnary<Reciprocal, S>);            \
+  addKernel(r, "exp", DType::D, 1, verifyUnary, runUnary<Exp, S>);                          \
+  addKernel(r, "log", DType::D, 1, verifyUnary, runUnary<Log, S>);                          \
+  addKernel(r, "erf", DType::D, 1, verifyUnary, runUnary<Erf, S>);                          \
+  addKernel(r, "tanh", DType::D, 1, verifyUnary, runUnary<Tanh, S>);                        \
+  addKernel(r, "sigmoid", DType::D, 1, verifyUnary, runUnary<Sigmoid, S>);                  \
+  addKernel(r, "silu", DType::D, 1, verifyUnary, runUnary<Silu, S>);                        \
+  addKernel(r, "gelu", DType::D, 1, verifyGelu, runGelu<S>, {{"approximate", AttrKind::String}});
+  COLOSSAL_FLOAT_DTYPES(UN)
 #undef UN
-  addKernel(r, "neg", DType::I64, 1, verifyUnary, runUnary<Neg, int64_t>);
-  addKernel(r, "abs", DType::I64, 1, verifyUnary, runUnary<Abs, int64_t>);
-  addKernel(r, "relu", DType::I64, 1, verifyUnary, runUnary<Relu, int64_t>);
-  addKernel(r, "gelu", DType::F32, 1, verifyGelu, runGelu, {{"approximate", AttrKind::String}});
 }
 
 }  // namespace colossal::runtime::cpu
