@@ -44,7 +44,7 @@ LogicalResult ReverseSequenceOp::inferReturnTypes(MLIRContext *, std::optional<L
                                                   SmallVectorImpl<Type> &inferred) {
   auto x = rankedType(adaptor.getX());
   auto lens = rankedType(adaptor.getSequenceLens());
-  int64_t batch = adaptor.getBatchAxis(), time = adaptor.getTimeAxis();
+  int64_t batch = int64_t(adaptor.getBatchAxis()), time = int64_t(adaptor.getTimeAxis());
   if (x.getRank() < 2)
     return emitOptionalError(loc, "reverse_sequence needs an input of rank >= 2");
   if ((batch != 0 && batch != 1) || (time != 0 && time != 1) || batch == time)
@@ -95,18 +95,18 @@ LogicalResult RoiAlignOp::inferReturnTypes(MLIRContext *, std::optional<Location
       !isIndexType(idx.getElementType()))
     return emitOptionalError(loc, "batch_indices must be i64 or i32 of shape [",
                              rois.getDimSize(0), "], got ", shapeStr(idx.getShape()));
-  if (adaptor.getOutputHeight() < 1 || adaptor.getOutputWidth() < 1)
+  const int64_t oh = int64_t(adaptor.getOutputHeight()), ow = int64_t(adaptor.getOutputWidth());
+  if (oh < 1 || ow < 1)
     return emitOptionalError(loc, "output_height and output_width must be positive");
-  inferred.push_back(RankedTensorType::get({rois.getDimSize(0), x.getDimSize(1),
-                                            adaptor.getOutputHeight(), adaptor.getOutputWidth()},
-                                           x.getElementType()));
+  inferred.push_back(
+      RankedTensorType::get({rois.getDimSize(0), x.getDimSize(1), oh, ow}, x.getElementType()));
   return success();
 }
 
 LogicalResult RoiAlignOp::verify() {
   if (getMode() != "avg" && getMode() != "max")
     return emitOpError("mode must be avg or max, got '") << getMode() << "'";
-  if (getSamplingRatio() < 0)
+  if (int64_t(getSamplingRatio()) < 0)
     return emitOpError("sampling_ratio must be >= 0");
   return success();
 }

@@ -595,7 +595,7 @@ FailureOr<SmallVector<Value>> GraphImporter::importSubgraph(const onnx::GraphPro
   auto savedValues = values;
   auto savedInitializers = initializers;
   llvm::StringSet<> savedOutputs = graphOutputs;
-  auto restore = llvm::make_scope_exit([&] {
+  llvm::scope_exit restore([&] {
     values = std::move(savedValues);
     initializers = std::move(savedInitializers);
     graphOutputs = std::move(savedOutputs);
