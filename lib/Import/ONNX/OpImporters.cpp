@@ -928,6 +928,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerIndexingImporters(t);
     registerElementwiseImporters(t);
     registerMiscImporters(t);
     return t;
@@ -964,7 +965,8 @@ bool foldsInitializers(StringRef opType) {
   static const llvm::StringSet<> ops = {"Shape",  "Slice",   "Equal",     "Less",    "Greater",
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
-                                        "Flatten", "ConstantOfShape", "Range", "Size"};
+                                        "Flatten", "ConstantOfShape", "Range", "Size",
+                                        "NonZero", "Unique", "Compress"};
   return ops.contains(opType);
 }
 

@@ -18,6 +18,15 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+// indexing family (docs/plan.md)
+constexpr StringLiteral kReduceKind[] = {"axes", "keepdims", "kind"};
+constexpr StringLiteral kArgReduce[] = {"axis", "keepdims", "select_last_index"};
+constexpr StringLiteral kCumSum[] = {"axis", "exclusive", "reverse"};
+constexpr StringLiteral kGatherND[] = {"batch_dims"};
+constexpr StringLiteral kScatterElements[] = {"axis", "reduction"};
+constexpr StringLiteral kScatterND[] = {"reduction"};
+constexpr StringLiteral kTopK[] = {"axis", "largest", "sorted"};
+constexpr StringLiteral kPad[] = {"pads", "mode"};
 constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
 constexpr StringLiteral kBinaryFn[] = {"fn"};
 constexpr StringLiteral kReverseSequence[] = {"batch_axis", "time_axis"};
@@ -78,6 +87,18 @@ const OpLowering kTable[] = {
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
 
+    // indexing family
+    KERNEL("reduce", false, kReduceKind),
+    KERNEL("argmax", false, kArgReduce),
+    KERNEL("argmin", false, kArgReduce),
+    KERNEL("cumsum", false, kCumSum),
+    KERNEL("gather_elements", false, kAxis),
+    KERNEL("gather_nd", false, kGatherND),
+    KERNEL("scatter_elements", false, kScatterElements),
+    KERNEL("scatter_nd", false, kScatterND),
+    KERNEL("one_hot", false, kAxis),
+    KERNEL("topk", false, kTopK),
+    KERNEL("pad", false, kPad),
     // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
     KERNEL("unary", true, kUnaryFn),
     KERNEL("binary", true, kBinaryFn),

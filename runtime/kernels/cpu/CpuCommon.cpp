@@ -13,6 +13,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerMatmulKernels(r);
   cpu::registerAttentionKernels(r);
   cpu::registerShapeKernels(r);
+  cpu::registerReduceKindKernels(r);
+  cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);
 }
 
