@@ -294,6 +294,7 @@ def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
+include "dialects/Colossal/ColossalNNOps.td"
 include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
 include "dialects/Colossal/ColossalMiscOps.td"

@@ -151,6 +151,7 @@ using ImporterTable = llvm::StringMap<OpImporter>;
 /// comparisons, which then fold) are listed by foldsInitializers.
 const ImporterTable &opImporters();
 void registerCoreImporters(ImporterTable &table);
+void registerNNImporters(ImporterTable &table);
 void registerIndexingImporters(ImporterTable &table);
 void registerElementwiseImporters(ImporterTable &table);
 void registerMiscImporters(ImporterTable &table);

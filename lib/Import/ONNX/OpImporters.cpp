@@ -928,6 +928,7 @@ const ImporterTable &opImporters() {
     ImporterTable t;
     // One registration function per op family (files Import<Family>.cpp).
     registerCoreImporters(t);
+    registerNNImporters(t);
     registerIndexingImporters(t);
     registerElementwiseImporters(t);
     registerMiscImporters(t);
@@ -954,6 +955,8 @@ int64_t oldestOpset(StringRef opType) {
       {"Gather", 1},      {"Concat", 4},      {"Split", 2},    {"Slice", 1},
       {"Reshape", 5},     {"Tile", 6},        {"MatMul", 1},   {"Cast", 6},
       {"LpNormalization", 1}, {"GlobalLpPool", 2}, {"Xor", 7},
+      {"Conv", 1},        {"ConvTranspose", 1}, {"MaxPool", 1}, {"AveragePool", 1},
+      {"LpPool", 2},      {"BatchNormalization", 6},
   };
   auto it = since.find(opType);
   return it == since.end() ? 7 : it->second;
@@ -966,7 +969,8 @@ bool foldsInitializers(StringRef opType) {
                                         "Where",  "Cast",    "Reshape",   "Squeeze", "Unsqueeze",
                                         "Expand", "Concat",  "Transpose", "Not",     "Trilu",
                                         "Flatten", "ConstantOfShape", "Range", "Size",
-                                        "NonZero", "Unique", "Compress"};
+                                        "NonZero", "Unique", "Compress",
+                                        "Resize", "Upsample"};
   return ops.contains(opType);
 }
 

@@ -18,6 +18,17 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kConv[] = {"strides", "pads", "dilations", "group"};
+constexpr StringLiteral kConvTranspose[] = {"strides", "pads", "dilations", "output_padding", "group"};
+constexpr StringLiteral kPool[] = {"kind", "kernel_shape", "strides", "pads", "dilations",
+                                   "ceil_mode", "count_include_pad", "p"};
+constexpr StringLiteral kMaxPoolIdx[] = {"kernel_shape", "strides", "pads", "dilations",
+                                         "ceil_mode", "storage_order"};
+constexpr StringLiteral kResize[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
+                                     "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+                                     "scales", "roi"};
+constexpr StringLiteral kMaxUnpool[] = {"index_shape"};
+constexpr StringLiteral kNllLoss[] = {"reduction", "ignore_index"};
 // indexing family (docs/plan.md)
 constexpr StringLiteral kReduceKind[] = {"axes", "keepdims", "kind"};
 constexpr StringLiteral kArgReduce[] = {"axis", "keepdims", "select_last_index"};
@@ -87,6 +98,18 @@ const OpLowering kTable[] = {
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
 
+    KERNEL("conv", false, kConv),
+    KERNEL("conv_transpose", false, kConvTranspose),
+    KERNEL("conv_integer", false, kConv),
+    KERNEL("matmul_integer", false, {}),
+    KERNEL("pool", false, kPool),
+    KERNEL("max_pool_with_indices", false, kMaxPoolIdx),
+    KERNEL("max_unpool", false, kMaxUnpool),
+    KERNEL("resize", false, kResize),
+    KERNEL("nll_loss", false, kNllLoss),
+    KERNEL("quantize_linear", false, kAxis),
+    KERNEL("dequantize_linear", false, kAxis),
+    KERNEL("dynamic_quantize_linear", false, {}),
     // indexing family
     KERNEL("reduce", false, kReduceKind),
     KERNEL("argmax", false, kArgReduce),

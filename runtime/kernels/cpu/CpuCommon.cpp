@@ -13,6 +13,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerMatmulKernels(r);
   cpu::registerAttentionKernels(r);
   cpu::registerShapeKernels(r);
+  cpu::registerNNKernels(r);
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);

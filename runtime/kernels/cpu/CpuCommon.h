@@ -123,6 +123,7 @@ void registerSoftmaxKernels(KernelRegistry &r);
 void registerMatmulKernels(KernelRegistry &r);
 void registerAttentionKernels(KernelRegistry &r);
 void registerShapeKernels(KernelRegistry &r);
+void registerNNKernels(KernelRegistry &r);
 void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
 void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
 void registerMiscKernels(KernelRegistry &r);

@@ -1,0 +1,433 @@
+//===- ColossalNNOps.cpp - type inference and verifiers of the NN ops ------===//
+//
+// Convolution, pooling, resize, losses and quantization (ColossalNNOps.td). The ODS-generated
+// definitions of these ops are emitted by ColossalOps.cpp with the rest of the dialect; this file
+// holds only their hand-written C++.
+//===----------------------------------------------------------------------===//
+#include "dialects/Colossal/ColossalOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace colossal;
+
+namespace {
+
+RankedTensorType rankedType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+std::string shapeStr(ArrayRef<int64_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "x" : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+/// Checks x is [N, C, D1..Dn] with 1 <= n <= 3 and the spatial attributes have n (pads 2n)
+/// entries: strides and dilations >= 1, pads >= 0, kernel sizes >= 1.
+LogicalResult checkWindow(std::optional<Location> loc, RankedTensorType x,
+                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations) {
+  int64_t n = x.getRank() - 2;
+  if (n < 1 || n > 3)
+    return emitOptionalError(loc, "input must be [N, C, D1..Dn] with 1 to 3 spatial dims, got ",
+                             shapeStr(x.getShape()));
+  if (int64_t(kernel.size()) != n || int64_t(strides.size()) != n ||
+      int64_t(dilations.size()) != n || int64_t(pads.size()) != 2 * n)
+    return emitOptionalError(loc, "kernel, strides and dilations need ", n,
+                             " entries and pads ", 2 * n, " for ", n, " spatial dims");
+  for (int64_t i = 0; i < n; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      return emitOptionalError(loc, "kernel sizes, strides and dilations must be positive");
+    if (pads[i] < 0 || pads[n + i] < 0)
+      return emitOptionalError(loc, "pads must be non-negative");
+  }
+  return success();
+}
+
+/// Output size of a window sweep over one spatial dim; < 1 means the window does not fit.
+int64_t windowOutput(int64_t in, int64_t k, int64_t stride, int64_t padBegin, int64_t padEnd,
+                     int64_t dilation, bool ceilMode) {
+  int64_t span = in + padBegin + padEnd - dilation * (k - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // ceil_mode: the last window must start inside the input or its begin padding.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+LogicalResult inferWindowShape(std::optional<Location> loc, RankedTensorType x, int64_t channels,
+                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool ceilMode,
+                               SmallVectorImpl<int64_t> &shape) {
+  if (failed(checkWindow(loc, x, kernel, strides, pads, dilations)))
+    return failure();
+  int64_t n = x.getRank() - 2;
+  shape.assign({x.getDimSize(0), channels});
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t o = windowOutput(x.getDimSize(2 + i), kernel[i], strides[i], pads[i], pads[n + i],
+                             dilations[i], ceilMode);
+    if (o < 1)
+      return emitOptionalError(loc, "window of size ", kernel[i], " (dilation ", dilations[i],
+                               ") does not fit spatial dim ", i, " of size ", x.getDimSize(2 + i),
+                               " with its padding");
+    shape.push_back(o);
+  }
+  return success();
+}
+
+/// The shared part of conv and conv_integer: w is [M, C/group, K...].
+LogicalResult inferConvShape(std::optional<Location> loc, RankedTensorType x, RankedTensorType w,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dilations, int64_t group,
+                             SmallVectorImpl<int64_t> &shape) {
+  if (w.getRank() != x.getRank())
+    return emitOptionalError(loc, "weight ", shapeStr(w.getShape()), " and input ",
+                             shapeStr(x.getShape()), " differ in rank");
+  if (x.getRank() < 3)
+    return emitOptionalError(loc, "input must be [N, C, D1..Dn], got ", shapeStr(x.getShape()));
+  int64_t c = x.getDimSize(1), m = w.getDimSize(0);
+  if (group < 1 || c % group != 0 || m % group != 0)
+    return emitOptionalError(loc, "group ", group, " must divide the input channels (", c,
+                             ") and the output channels (", m, ")");
+  if (w.getDimSize(1) * group != c)
+    return emitOptionalError(loc, "weight has ", w.getDimSize(1), " channels per group; input has ",
+                             c, " channels in ", group, " groups");
+  return inferWindowShape(loc, x, m, w.getShape().drop_front(2), strides, pads, dilations,
+                          /*ceilMode=*/false, shape);
+}
+
+LogicalResult checkBias(std::optional<Location> loc, Value bias, int64_t m, Type elt) {
+  if (!bias)
+    return success();
+  auto b = rankedType(bias);
+  if (b.getRank() != 1 || b.getDimSize(0) != m || b.getElementType() != elt)
+    return emitOptionalError(loc, "bias must be [", m, "] of ", elt, ", got ", b);
+  return success();
+}
+
+bool isQuantType(Type t) {
+  auto it = llvm::dyn_cast<IntegerType>(t);
+  return it && it.getWidth() == 8 && !it.isSigned();
+}
+
+/// A zero point of `elt`: a scalar, [1], or (when perAxis > 0) [perAxis].
+LogicalResult checkZeroPoint(std::optional<Location> loc, Value zp, Type elt, int64_t perAxis,
+                             StringRef what) {
+  auto t = rankedType(zp);
+  if (t.getElementType() != elt)
+    return emitOptionalError(loc, what, " must have element type ", elt, ", got ",
+                             t.getElementType());
+  int64_t n = t.getNumElements();
+  if (t.getRank() > 1 || (n != 1 && (perAxis <= 0 || n != perAxis)))
+    return emitOptionalError(loc, what, " must be a scalar, [1]",
+                             perAxis > 0 ? " or [" + std::to_string(perAxis) + "]" : std::string(),
+                             ", got ", shapeStr(t.getShape()));
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX()), w = rankedType(adaptor.getW());
+  if (!llvm::isa<FloatType>(x.getElementType()) || x.getElementType() != w.getElementType())
+    return emitOptionalError(loc, "x and w must have the same float element type");
+  SmallVector<int64_t> shape;
+  if (failed(inferConvShape(loc, x, w, adaptor.getStrides(), adaptor.getPads(),
+                            adaptor.getDilations(), adaptor.getGroup(), shape)) ||
+      failed(checkBias(loc, adaptor.getBias(), w.getDimSize(0), x.getElementType())))
+    return failure();
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult ConvIntegerOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX()), w = rankedType(adaptor.getW());
+  if (!isQuantType(x.getElementType()) || !isQuantType(w.getElementType()))
+    return emitOptionalError(loc, "x and w must be ui8 or i8");
+  SmallVector<int64_t> shape;
+  if (failed(inferConvShape(loc, x, w, adaptor.getStrides(), adaptor.getPads(),
+                            adaptor.getDilations(), adaptor.getGroup(), shape)) ||
+      failed(checkZeroPoint(loc, adaptor.getXZeroPoint(), x.getElementType(), 0,
+                            "x_zero_point")) ||
+      failed(checkZeroPoint(loc, adaptor.getWZeroPoint(), w.getElementType(), w.getDimSize(0),
+                            "w_zero_point")))
+    return failure();
+  inferred.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX()), w = rankedType(adaptor.getW());
+  if (!llvm::isa<FloatType>(x.getElementType()) || x.getElementType() != w.getElementType())
+    return emitOptionalError(loc, "x and w must have the same float element type");
+  if (w.getRank() != x.getRank() || x.getRank() < 3)
+    return emitOptionalError(loc, "x and w must both be [N, C, D1..Dn], got ",
+                             shapeStr(x.getShape()), " and ", shapeStr(w.getShape()));
+  int64_t group = adaptor.getGroup(), c = x.getDimSize(1);
+  if (group < 1 || c % group != 0 || w.getDimSize(0) != c)
+    return emitOptionalError(loc, "weight ", shapeStr(w.getShape()), " does not fit ", c,
+                             " input channels in ", group, " groups");
+  int64_t m = w.getDimSize(1) * group;
+  auto strides = adaptor.getStrides(), pads = adaptor.getPads(),
+       dilations = adaptor.getDilations(), outPad = adaptor.getOutputPadding();
+  if (failed(checkWindow(loc, x, w.getShape().drop_front(2), strides, pads, dilations)) ||
+      failed(checkBias(loc, adaptor.getBias(), m, x.getElementType())))
+    return failure();
+  int64_t n = x.getRank() - 2;
+  if (int64_t(outPad.size()) != n)
+    return emitOptionalError(loc, "output_padding needs ", n, " entries");
+  SmallVector<int64_t> shape{x.getDimSize(0), m};
+  for (int64_t i = 0; i < n; ++i) {
+    if (outPad[i] < 0)
+      return emitOptionalError(loc, "output_padding must be non-negative");
+    int64_t o = strides[i] * (x.getDimSize(2 + i) - 1) + outPad[i] +
+                dilations[i] * (w.getDimSize(2 + i) - 1) + 1 - pads[i] - pads[n + i];
+    if (o < 1)
+      return emitOptionalError(loc, "spatial dim ", i, " of the result would be ", o);
+    shape.push_back(o);
+  }
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult MatMulIntegerOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  auto a = rankedType(adaptor.getA()), b = rankedType(adaptor.getB());
+  if (!isQuantType(a.getElementType()) || !isQuantType(b.getElementType()))
+    return emitOptionalError(loc, "a and b must be ui8 or i8");
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2");
+  int64_t m = a.getDimSize(a.getRank() - 2), k = a.getShape().back(),
+          n = b.getShape().back();
+  if (b.getDimSize(b.getRank() - 2) != k)
+    return emitOptionalError(loc, "contracting dims differ: ", shapeStr(a.getShape()), " x ",
+                             shapeStr(b.getShape()));
+  auto ab = a.getShape().drop_back(2), bb = b.getShape().drop_back(2);
+  size_t rank = std::max(ab.size(), bb.size());
+  SmallVector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - ab.size() ? 1 : ab[i - (rank - ab.size())];
+    int64_t db = i < rank - bb.size() ? 1 : bb[i - (rank - bb.size())];
+    if (da != db && da != 1 && db != 1)
+      return emitOptionalError(loc, "batch dims do not broadcast: ", shapeStr(a.getShape()),
+                               " x ", shapeStr(b.getShape()));
+    shape[i] = da == 1 ? db : da;
+  }
+  if (failed(checkZeroPoint(loc, adaptor.getAZeroPoint(), a.getElementType(), m,
+                            "a_zero_point")) ||
+      failed(checkZeroPoint(loc, adaptor.getBZeroPoint(), b.getElementType(), n,
+                            "b_zero_point")))
+    return failure();
+  shape.push_back(m);
+  shape.push_back(n);
+  inferred.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  StringRef kind = adaptor.getKind();
+  if (kind != "max" && kind != "avg" && kind != "lp")
+    return emitOptionalError(loc, "kind must be \"max\", \"avg\" or \"lp\", got \"", kind, "\"");
+  if (kind != "max" && !llvm::isa<FloatType>(x.getElementType()))
+    return emitOptionalError(loc, kind, " pooling needs a float input");
+  if (kind == "lp" && adaptor.getP() < 1)
+    return emitOptionalError(loc, "p must be positive");
+  SmallVector<int64_t> shape;
+  if (x.getRank() < 3)
+    return emitOptionalError(loc, "input must be [N, C, D1..Dn], got ", shapeStr(x.getShape()));
+  if (failed(inferWindowShape(loc, x, x.getDimSize(1), adaptor.getKernelShape(),
+                              adaptor.getStrides(), adaptor.getPads(), adaptor.getDilations(),
+                              adaptor.getCeilMode(), shape)))
+    return failure();
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPoolWithIndicesOp::inferReturnTypes(MLIRContext *ctx,
+                                                     std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  if (adaptor.getStorageOrder() != 0 && adaptor.getStorageOrder() != 1)
+    return emitOptionalError(loc, "storage_order must be 0 or 1");
+  SmallVector<int64_t> shape;
+  if (x.getRank() < 3)
+    return emitOptionalError(loc, "input must be [N, C, D1..Dn], got ", shapeStr(x.getShape()));
+  if (failed(inferWindowShape(loc, x, x.getDimSize(1), adaptor.getKernelShape(),
+                              adaptor.getStrides(), adaptor.getPads(), adaptor.getDilations(),
+                              adaptor.getCeilMode(), shape)))
+    return failure();
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult MaxUnpoolOp::verify() {
+  auto x = getX().getType(), idx = getIndices().getType(), r = getType();
+  if (idx.getShape() != x.getShape() || !idx.getElementType().isInteger(64))
+    return emitOpError("indices must be i64 with the shape of x");
+  if (r.getElementType() != x.getElementType() || r.getRank() != x.getRank() || r.getRank() < 3 ||
+      r.getDimSize(0) != x.getDimSize(0) || r.getDimSize(1) != x.getDimSize(1))
+    return emitOpError("result must be [N, C, ...] of x's element type");
+  auto is = getIndexShape();
+  if (int64_t(is.size()) != r.getRank())
+    return emitOpError("index_shape must have one entry per result dim");
+  for (int64_t d = 0; d < r.getRank(); ++d)
+    if (is[d] < 1 || is[d] > r.getDimSize(d))
+      return emitOpError("index_shape ") << shapeStr(is) << " must fit in the result "
+                                         << shapeStr(r.getShape());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+LogicalResult ResizeOp::verify() {
+  auto x = getX().getType(), r = getType();
+  if (!llvm::isa<FloatType>(x.getElementType()) || r.getElementType() != x.getElementType())
+    return emitOpError("input and result must have the same float element type");
+  if (r.getRank() != x.getRank())
+    return emitOpError("result rank ") << r.getRank() << " differs from the input's "
+                                       << x.getRank();
+  for (int64_t d : r.getShape())
+    if (d < 1)
+      return emitOpError("result dims must be positive, got ") << shapeStr(r.getShape());
+  if (int64_t(getScales().size()) != x.getRank())
+    return emitOpError("scales needs one entry per dim");
+  for (double s : getScales())
+    if (!(s > 0))
+      return emitOpError("scales must be positive");
+  StringRef mode = getMode(), ctm = getCoordinateTransformationMode(), nm = getNearestMode();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return emitOpError("mode must be nearest, linear or cubic, got \"") << mode << "\"";
+  if (!llvm::is_contained({"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                           "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                           "tf_crop_and_resize"},
+                          ctm))
+    return emitOpError("unknown coordinate_transformation_mode \"") << ctm << "\"";
+  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, nm))
+    return emitOpError("unknown nearest_mode \"") << nm << "\"";
+  if (ctm == "tf_crop_and_resize" && int64_t(getRoi().size()) != 2 * x.getRank())
+    return emitOpError("tf_crop_and_resize needs a roi of ") << 2 * x.getRank() << " entries";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult NllLossOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedType(adaptor.getInput()), target = rankedType(adaptor.getTarget());
+  StringRef reduction = adaptor.getReduction();
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return emitOptionalError(loc, "reduction must be none, sum or mean, got \"", reduction, "\"");
+  if (!llvm::isa<FloatType>(in.getElementType()))
+    return emitOptionalError(loc, "input must be float");
+  auto te = llvm::dyn_cast<IntegerType>(target.getElementType());
+  if (!te || !te.isSignless() || (te.getWidth() != 64 && te.getWidth() != 32))
+    return emitOptionalError(loc, "target must be i64 or i32");
+  if (in.getRank() < 2)
+    return emitOptionalError(loc, "input must be [N, C, d1..dk]");
+  SmallVector<int64_t> shape{in.getDimSize(0)};
+  llvm::append_range(shape, in.getShape().drop_front(2));
+  if (target.getShape() != ArrayRef<int64_t>(shape))
+    return emitOptionalError(loc, "target shape ", shapeStr(target.getShape()),
+                             " must be the input's without the class dim: ", shapeStr(shape));
+  if (Value w = adaptor.getWeight()) {
+    auto wt = rankedType(w);
+    if (wt.getRank() != 1 || wt.getDimSize(0) != in.getDimSize(1) ||
+        wt.getElementType() != in.getElementType())
+      return emitOptionalError(loc, "weight must be [", in.getDimSize(1), "] of the input's type");
+  }
+  if (reduction != "none")
+    shape.clear();
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Quantization
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkQuantParams(std::optional<Location> loc, RankedTensorType x,
+                                      Value scale, Value zp, Type zpElt, int64_t axis) {
+  if (x.getRank() > 0 && (axis < 0 || axis >= x.getRank()))
+    return emitOptionalError(loc, "axis ", axis, " out of range for rank ", x.getRank());
+  int64_t perAxis = x.getRank() > 0 ? x.getDimSize(axis) : 1;
+  auto st = rankedType(scale);
+  if (!llvm::isa<FloatType>(st.getElementType()))
+    return emitOptionalError(loc, "scale must be float");
+  int64_t n = st.getNumElements();
+  if (st.getRank() > 1 || (n != 1 && n != perAxis))
+    return emitOptionalError(loc, "scale must be a scalar, [1] or [", perAxis, "], got ",
+                             shapeStr(st.getShape()));
+  if (failed(checkZeroPoint(loc, zp, zpElt, perAxis, "zero_point")))
+    return failure();
+  if (rankedType(zp).getNumElements() != n)
+    return emitOptionalError(loc, "scale and zero_point differ in size");
+  return success();
+}
+
+LogicalResult QuantizeLinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  Type q = rankedType(adaptor.getZeroPoint()).getElementType();
+  if (!llvm::isa<FloatType>(x.getElementType()))
+    return emitOptionalError(loc, "x must be float");
+  if (!isQuantType(q))
+    return emitOptionalError(loc, "zero_point must be ui8 or i8, got ", q);
+  if (failed(checkQuantParams(loc, x, adaptor.getScale(), adaptor.getZeroPoint(), q,
+                              adaptor.getAxis())))
+    return failure();
+  inferred.push_back(x.clone(q));
+  return success();
+}
+
+LogicalResult DequantizeLinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  auto xe = llvm::dyn_cast<IntegerType>(x.getElementType());
+  if (!xe || !(isQuantType(xe) || (xe.getWidth() == 32 && xe.isSignless())))
+    return emitOptionalError(loc, "x must be ui8, i8 or i32");
+  if (failed(checkQuantParams(loc, x, adaptor.getScale(), adaptor.getZeroPoint(), xe,
+                              adaptor.getAxis())))
+    return failure();
+  inferred.push_back(x.clone(rankedType(adaptor.getScale()).getElementType()));
+  return success();
+}
+
+LogicalResult DynamicQuantizeLinearOp::inferReturnTypes(MLIRContext *ctx,
+                                                        std::optional<Location> loc,
+                                                        Adaptor adaptor,
+                                                        SmallVectorImpl<Type> &inferred) {
+  auto x = rankedType(adaptor.getX());
+  if (!x.getElementType().isF32())
+    return emitOptionalError(loc, "x must be f32");
+  auto u8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  inferred.push_back(x.clone(u8));
+  inferred.push_back(RankedTensorType::get({}, x.getElementType()));
+  inferred.push_back(RankedTensorType::get({}, u8));
+  return success();
+}

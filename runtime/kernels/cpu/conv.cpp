@@ -1,0 +1,455 @@
+//===- conv.cpp - conv, conv_transpose, conv_integer, matmul_integer CPU kernels --------------===//
+//
+// conv (f32): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...] (ONNX Conv). Per batch
+//   and group, im2col gathers the receptive fields into cols [C/g·ΠK, ΠO] (zeros in the padding),
+//   then one GEMM y_g [M/g, ΠO] = w_g [M/g, C/g·ΠK] · cols. A 1×1 kernel with stride 1 and no
+//   padding skips im2col (cols is x itself).
+// conv_transpose (f32): x [N, C, D...], w [C, M/g, K...] -> y [N, M, O...] (ONNX ConvTranspose):
+//   cols [M/g·ΠK, ΠD] = w_gᵀ · x_g by GEMM, then col2im scatters each column entry to output
+//   position i·s + k·d − pad_begin (the adjoint of im2col), parallel over output channels.
+// conv_integer (i32 out): ui8/i8 x and w with zero points (ONNX ConvInteger): the same im2col over
+//   x − x_zp into an i32 workspace and an exact i32 GEMM.
+// matmul_integer (i32 out): ui8/i8 a [..., M, K], b [..., K, N] with per-tensor, per-row (a) or
+//   per-column (b) zero points; exact i32 accumulation (ONNX MatMulInteger).
+// Scratch (cols, widened weights) lives in the kernel workspace.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "Gemm.h"
+#include "NN.h"
+
+#include <cstring>
+
+namespace colossal::runtime::cpu {
+
+llvm::Error readWindow(const KernelCall &c, const TensorRef &X, const TensorRef &Y,
+                       llvm::ArrayRef<int64_t> kernel, bool ceilMode, Window3 &w) {
+  int64_t n = X.rank() - 2;
+  if (n < 1 || n > 3)
+    return kernelError("input must be [N, C, D1..Dn] with 1 to 3 spatial dims, got " + shapeToString(X.shape));
+  if (Y.rank() != X.rank()) return kernelError("output rank differs from the input's");
+  llvm::SmallVector<int64_t, 6> k(kernel.begin(), kernel.end());
+  if (k.empty()) k = c.attrInts("kernel_shape");
+  auto strides = c.attrInts("strides"), pads = c.attrInts("pads"), dil = c.attrInts("dilations");
+  if (int64_t(k.size()) != n || int64_t(strides.size()) != n || int64_t(dil.size()) != n ||
+      int64_t(pads.size()) != 2 * n)
+    return kernelError("kernel, strides and dilations need " + llvm::Twine(n) + " entries and pads " +
+                       llvm::Twine(2 * n));
+  int64_t off = 3 - n;
+  for (int64_t i = 0; i < n; ++i) {
+    if (k[i] < 1 || strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[n + i] < 0)
+      return kernelError("kernel sizes, strides and dilations must be positive and pads non-negative");
+    w.in[off + i] = X.shape[2 + i];
+    w.k[off + i] = k[i];
+    w.stride[off + i] = strides[i];
+    w.dil[off + i] = dil[i];
+    w.padBegin[off + i] = pads[i];
+    w.padEnd[off + i] = pads[n + i];
+    int64_t span = X.shape[2 + i] + pads[i] + pads[n + i] - dil[i] * (k[i] - 1) - 1;
+    int64_t o = span < 0 ? 0 : (ceilMode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
+    if (ceilMode && o > 0 && (o - 1) * strides[i] >= X.shape[2 + i] + pads[i]) --o;
+    if (Y.shape[2 + i] != o)
+      return kernelError("output spatial dim " + llvm::Twine(i) + " is " + llvm::Twine(Y.shape[2 + i]) +
+                         ", the window gives " + llvm::Twine(o));
+    w.out[off + i] = o;
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// cols[(c·ΠK + k), o] = x[c, o·s − pb + k·d] (zero outside), for `channels` channels of one image.
+template <typename T, typename Src>
+void im2col(const Src *x, int64_t channels, const Window3 &w, Src zeroPoint, T *cols) {
+  const int64_t K = w.kSize(), O = w.outSize(), S = w.inSize();
+  parallelFor(channels * K, std::max<int64_t>(1, 4096 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t ch = row / K, kk = row % K;
+      int64_t k0 = kk / (w.k[1] * w.k[2]), k1 = (kk / w.k[2]) % w.k[1], k2 = kk % w.k[2];
+      const Src *xc = x + ch * S;
+      T *dst = cols + row * O;
+      for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+        int64_t i0 = o0 * w.stride[0] - w.padBegin[0] + k0 * w.dil[0];
+        for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+          int64_t i1 = o1 * w.stride[1] - w.padBegin[1] + k1 * w.dil[1];
+          T *d = dst + (o0 * w.out[1] + o1) * w.out[2];
+          if (i0 < 0 || i0 >= w.in[0] || i1 < 0 || i1 >= w.in[1]) {
+            for (int64_t o2 = 0; o2 < w.out[2]; ++o2) d[o2] = T(0);
+            continue;
+          }
+          const Src *xr = xc + (i0 * w.in[1] + i1) * w.in[2];
+          int64_t base = -w.padBegin[2] + k2 * w.dil[2];
+          for (int64_t o2 = 0; o2 < w.out[2]; ++o2) {
+            int64_t i2 = o2 * w.stride[2] + base;
+            d[o2] = (i2 >= 0 && i2 < w.in[2]) ? T(xr[i2]) - T(zeroPoint) : T(0);
+          }
+        }
+      }
+    }
+  });
+}
+
+bool isPointwise(const Window3 &w) {
+  for (int i = 0; i < 3; ++i)
+    if (w.k[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
+  return true;
+}
+
+llvm::Error verifyConvCommon(const KernelCall &c, bool integer, Window3 &w) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  if (integer) {
+    for (int i = 0; i < 2; ++i)
+      if (c.inputs[i].dtype != DType::U8 && c.inputs[i].dtype != DType::I8)
+        return kernelError("conv_integer operands must be u8 or i8");
+    if (llvm::Error e = verifyDType(Y, DType::I32, "output")) return e;
+    if (c.inputs[2].dtype != X.dtype || c.inputs[3].dtype != W.dtype)
+      return kernelError("zero points must have the element types of x and w");
+    if (c.inputs[2].numel() != 1) return kernelError("x_zero_point must hold one value");
+    if (c.inputs[3].numel() != 1 && c.inputs[3].numel() != W.shape[0])
+      return kernelError("w_zero_point must hold 1 or M values");
+  } else {
+    for (const TensorRef &t : c.inputs)
+      if (llvm::Error e = verifyDType(t, DType::F32, "operand")) return e;
+  }
+  if (W.rank() != X.rank() || X.rank() < 3) return kernelError("x and w must have the same rank >= 3");
+  int64_t group = c.attrInt("group", 1), C = X.shape[1], M = W.shape[0];
+  if (group < 1 || C % group || M % group || W.shape[1] * group != C)
+    return kernelError("weight " + shapeToString(W.shape) + " does not fit " + llvm::Twine(C) +
+                       " input channels in " + llvm::Twine(group) + " groups");
+  if (Y.shape[0] != X.shape[0] || Y.shape[1] != M) return kernelError("output must be [N, M, ...]");
+  if (!integer && c.inputs.size() > 2 && (c.inputs[2].rank() != 1 || c.inputs[2].shape[0] != M))
+    return kernelError("bias must be [M]");
+  llvm::ArrayRef<int64_t> k = llvm::ArrayRef<int64_t>(W.shape).drop_front(2);
+  return readWindow(c, X, Y, k, /*ceilMode=*/false, w);
+}
+
+llvm::Error verifyConv(const KernelCall &c) {
+  Window3 w;
+  return verifyConvCommon(c, false, w);
+}
+
+size_t convWorkspace(const KernelCall &c, int) {
+  Window3 w;
+  if (llvm::Error e = verifyConvCommon(c, false, w)) {
+    llvm::consumeError(std::move(e));
+    return 0;
+  }
+  if (isPointwise(w)) return 0;
+  int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
+  return size_t(Cg * w.kSize() * w.outSize()) * sizeof(float);
+}
+
+llvm::Error runConv(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  Window3 w;
+  if (llvm::Error e = verifyConvCommon(c, false, w)) return e;
+  const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = c.attrInt("group", 1);
+  const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize();
+  const int64_t rows = Cg * K;
+  const float *x = X.as<const float>(), *wt = W.as<const float>();
+  const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
+  float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
+  const bool pointwise = isPointwise(w);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const float *xg = x + (n * C + g * Cg) * S;
+      const float *src = xg;
+      if (!pointwise) {
+        im2col<float, float>(xg, Cg, w, 0.0f, cols);
+        src = cols;
+      }
+      float *yg = y + (n * M + g * Mg) * O;
+      sgemm(false, false, Mg, O, rows, 1.0f, wt + g * Mg * rows, rows, src, O, 0.0f, yg, O);
+      if (bias)
+        parallelFor(Mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
+          for (int64_t m = b; m < e; ++m) {
+            float bv = bias[g * Mg + m];
+            float *row = yg + m * O;
+#pragma omp simd
+            for (int64_t o = 0; o < O; ++o) row[o] += bv;
+          }
+        });
+    }
+  return llvm::Error::success();
+}
+
+//===------------------------------------------------------------------------------------===//
+// conv_transpose
+//===------------------------------------------------------------------------------------===//
+
+/// Geometry of a transposed conv: `w` describes the forward conv from y to x, i.e. w.in = y's
+/// spatial dims and w.out = x's.
+llvm::Error verifyConvTransposeGeom(const KernelCall &c, Window3 &w) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  for (const TensorRef &t : c.inputs)
+    if (llvm::Error e = verifyDType(t, DType::F32, "operand")) return e;
+  if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
+  int64_t n = X.rank() - 2;
+  if (W.rank() != X.rank() || n < 1 || n > 3 || Y.rank() != X.rank())
+    return kernelError("x, w and y must be [N, C, D1..Dn] with 1 to 3 spatial dims");
+  int64_t group = c.attrInt("group", 1), C = X.shape[1];
+  if (group < 1 || C % group || W.shape[0] != C)
+    return kernelError("weight " + shapeToString(W.shape) + " does not fit " + llvm::Twine(C) +
+                       " input channels in " + llvm::Twine(group) + " groups");
+  int64_t M = W.shape[1] * group;
+  if (Y.shape[0] != X.shape[0] || Y.shape[1] != M) return kernelError("output must be [N, M, ...]");
+  if (c.inputs.size() > 2 && (c.inputs[2].rank() != 1 || c.inputs[2].shape[0] != M))
+    return kernelError("bias must be [M]");
+  auto strides = c.attrInts("strides"), pads = c.attrInts("pads"), dil = c.attrInts("dilations"),
+       outPad = c.attrInts("output_padding");
+  if (int64_t(strides.size()) != n || int64_t(dil.size()) != n || int64_t(pads.size()) != 2 * n ||
+      int64_t(outPad.size()) != n)
+    return kernelError("strides, dilations and output_padding need " + llvm::Twine(n) +
+                       " entries and pads " + llvm::Twine(2 * n));
+  int64_t off = 3 - n;
+  for (int64_t i = 0; i < n; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[n + i] < 0 || outPad[i] < 0)
+      return kernelError("strides and dilations must be positive, pads and output_padding non-negative");
+    int64_t o = strides[i] * (X.shape[2 + i] - 1) + outPad[i] + dil[i] * (W.shape[2 + i] - 1) + 1 -
+                pads[i] - pads[n + i];
+    if (Y.shape[2 + i] != o)
+      return kernelError("output spatial dim " + llvm::Twine(i) + " is " + llvm::Twine(Y.shape[2 + i]) +
+                         ", expected " + llvm::Twine(o));
+    w.in[off + i] = Y.shape[2 + i];
+    w.out[off + i] = X.shape[2 + i];
+    w.k[off + i] = W.shape[2 + i];
+    w.stride[off + i] = strides[i];
+    w.dil[off + i] = dil[i];
+    w.padBegin[off + i] = pads[i];
+    w.padEnd[off + i] = pads[n + i];
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error verifyConvTranspose(const KernelCall &c) {
+  Window3 w;
+  return verifyConvTransposeGeom(c, w);
+}
+
+size_t convTransposeWorkspace(const KernelCall &c, int) {
+  Window3 w;
+  if (llvm::Error e = verifyConvTransposeGeom(c, w)) {
+    llvm::consumeError(std::move(e));
+    return 0;
+  }
+  int64_t Mg = c.inputs[1].shape[1];
+  return size_t(Mg * w.kSize() * w.outSize()) * sizeof(float);
+}
+
+llvm::Error runConvTranspose(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  Window3 w;
+  if (llvm::Error e = verifyConvTransposeGeom(c, w)) return e;
+  const int64_t N = X.shape[0], C = X.shape[1], G = c.attrInt("group", 1), Cg = C / G;
+  const int64_t Mg = W.shape[1], M = Mg * G, K = w.kSize(), D = w.outSize(), O = w.inSize();
+  const float *x = X.as<const float>(), *wt = W.as<const float>();
+  const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
+  float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      // cols [Mg·K, D] = w_gᵀ [Mg·K, Cg] · x_g [Cg, D]
+      sgemm(true, false, Mg * K, D, Cg, 1.0f, wt + g * Cg * Mg * K, Mg * K, x + (n * C + g * Cg) * D, D,
+            0.0f, cols, D);
+      float *yg = y + (n * M + g * Mg) * O;
+      parallelFor(Mg, 1, [&](int64_t b, int64_t e) {
+        for (int64_t m = b; m < e; ++m) {
+          float *ym = yg + m * O;
+          float bv = bias ? bias[g * Mg + m] : 0.0f;
+          for (int64_t o = 0; o < O; ++o) ym[o] = bv;
+          for (int64_t kk = 0; kk < K; ++kk) {
+            int64_t k0 = kk / (w.k[1] * w.k[2]), k1 = (kk / w.k[2]) % w.k[1], k2 = kk % w.k[2];
+            const float *col = cols + (m * K + kk) * D;
+            for (int64_t i0 = 0; i0 < w.out[0]; ++i0) {
+              int64_t p0 = i0 * w.stride[0] - w.padBegin[0] + k0 * w.dil[0];
+              if (p0 < 0 || p0 >= w.in[0]) continue;
+              for (int64_t i1 = 0; i1 < w.out[1]; ++i1) {
+                int64_t p1 = i1 * w.stride[1] - w.padBegin[1] + k1 * w.dil[1];
+                if (p1 < 0 || p1 >= w.in[1]) continue;
+                const float *src = col + (i0 * w.out[1] + i1) * w.out[2];
+                float *dst = ym + (p0 * w.in[1] + p1) * w.in[2];
+                int64_t base = -w.padBegin[2] + k2 * w.dil[2];
+                for (int64_t i2 = 0; i2 < w.out[2]; ++i2) {
+                  int64_t p2 = i2 * w.stride[2] + base;
+                  if (p2 >= 0 && p2 < w.in[2]) dst[p2] += src[i2];
+                }
+              }
+            }
+          }
+        }
+      });
+    }
+  return llvm::Error::success();
+}
+
+//===------------------------------------------------------------------------------------===//
+// conv_integer, matmul_integer
+//===------------------------------------------------------------------------------------===//
+
+int32_t loadInt(const TensorRef &t, int64_t i) {
+  return t.dtype == DType::U8 ? int32_t(t.as<const uint8_t>()[i]) : int32_t(t.as<const int8_t>()[i]);
+}
+
+llvm::Error verifyConvInteger(const KernelCall &c) {
+  Window3 w;
+  return verifyConvCommon(c, true, w);
+}
+
+size_t convIntegerWorkspace(const KernelCall &c, int) {
+  Window3 w;
+  if (llvm::Error e = verifyConvCommon(c, true, w)) {
+    llvm::consumeError(std::move(e));
+    return 0;
+  }
+  int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
+  return size_t(Cg * w.kSize() * w.outSize() + c.inputs[1].numel()) * sizeof(int32_t);
+}
+
+/// y [M, N] = a [M, K] · b [K, N] in i32, parallel over rows, vectorized over N.
+void igemm(int64_t M, int64_t N, int64_t K, const int32_t *a, const int32_t *b, int32_t *y) {
+  parallelFor(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N * K, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t m = lo; m < hi; ++m) {
+      int32_t *row = y + m * N;
+      for (int64_t j = 0; j < N; ++j) row[j] = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        int32_t av = a[m * K + k];
+        if (av == 0) continue;
+        const int32_t *br = b + k * N;
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j) row[j] += av * br[j];
+      }
+    }
+  });
+}
+
+template <typename Src> void im2colInt(const TensorRef &X, int64_t offset, int64_t channels, const Window3 &w,
+                                       int32_t zp, int32_t *cols) {
+  im2col<int32_t, Src>(X.as<const Src>() + offset, channels, w, static_cast<Src>(zp), cols);
+}
+
+llvm::Error runConvInteger(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  Window3 w;
+  if (llvm::Error e = verifyConvCommon(c, true, w)) return e;
+  const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = c.attrInt("group", 1);
+  const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize(), rows = Cg * K;
+  int32_t *cols = static_cast<int32_t *>(c.workspace), *wi = cols + rows * O;
+  const int32_t xzp = loadInt(c.inputs[2], 0);
+  const TensorRef &WZ = c.inputs[3];
+  for (int64_t m = 0; m < M; ++m) {
+    int32_t zp = loadInt(WZ, WZ.numel() == 1 ? 0 : m);
+    for (int64_t r = 0; r < rows; ++r) wi[m * rows + r] = loadInt(W, m * rows + r) - zp;
+  }
+  int32_t *y = Y.as<int32_t>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      int64_t offset = (n * C + g * Cg) * S;
+      if (X.dtype == DType::U8) im2colInt<uint8_t>(X, offset, Cg, w, xzp, cols);
+      else im2colInt<int8_t>(X, offset, Cg, w, xzp, cols);
+      igemm(Mg, O, rows, wi + g * Mg * rows, cols, y + (n * M + g * Mg) * O);
+    }
+  return llvm::Error::success();
+}
+
+llvm::Error verifyMatmulInteger(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &AZ = c.inputs[2], &BZ = c.inputs[3], &Y = c.outputs[0];
+  for (const TensorRef *t : {&A, &B})
+    if (t->dtype != DType::U8 && t->dtype != DType::I8) return kernelError("operands must be u8 or i8");
+  if (AZ.dtype != A.dtype || BZ.dtype != B.dtype)
+    return kernelError("zero points must have the element types of a and b");
+  if (llvm::Error e = verifyDType(Y, DType::I32, "output")) return e;
+  if (A.rank() < 2 || B.rank() < 2) return kernelError("operands must have rank >= 2");
+  int64_t M = A.shape[A.rank() - 2], K = A.shape.back(), N = B.shape.back();
+  if (B.shape[B.rank() - 2] != K) return kernelError("contracting dims differ");
+  if (AZ.numel() != 1 && AZ.numel() != M) return kernelError("a_zero_point must hold 1 or M values");
+  if (BZ.numel() != 1 && BZ.numel() != N) return kernelError("b_zero_point must hold 1 or N values");
+  Shape batch;
+  if (!broadcastShapes(llvm::ArrayRef<int64_t>(A.shape).drop_back(2), llvm::ArrayRef<int64_t>(B.shape).drop_back(2), batch))
+    return kernelError("batch dims do not broadcast");
+  batch.push_back(M);
+  batch.push_back(N);
+  if (batch != Y.shape) return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(batch));
+  return llvm::Error::success();
+}
+
+size_t matmulIntegerWorkspace(const KernelCall &c, int) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1];
+  if (A.rank() < 2 || B.rank() < 2) return 0;
+  int64_t M = A.shape[A.rank() - 2], K = A.shape.back(), N = B.shape.back();
+  return size_t(M * K + K * N) * sizeof(int32_t);
+}
+
+llvm::Error runMatmulInteger(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &AZ = c.inputs[2], &BZ = c.inputs[3], &Y = c.outputs[0];
+  int64_t M = A.shape[A.rank() - 2], K = A.shape.back(), N = B.shape.back();
+  llvm::ArrayRef<int64_t> ys = llvm::ArrayRef<int64_t>(Y.shape).drop_back(2);
+  Shape aBatch(A.shape.begin(), A.shape.end() - 2), bBatch(B.shape.begin(), B.shape.end() - 2);
+  std::vector<int64_t> aStr(ys.size(), 0), bStr(ys.size(), 0);
+  // Batch strides (in matrices) of a and b against the broadcast batch shape.
+  for (int64_t d = int64_t(ys.size()) - 1, sa = 1, sb = 1; d >= 0; --d) {
+    int64_t ia = d - (int64_t(ys.size()) - int64_t(aBatch.size())), ib = d - (int64_t(ys.size()) - int64_t(bBatch.size()));
+    if (ia >= 0) { aStr[d] = aBatch[ia] == 1 ? 0 : sa; sa *= aBatch[ia]; }
+    if (ib >= 0) { bStr[d] = bBatch[ib] == 1 ? 0 : sb; sb *= bBatch[ib]; }
+  }
+  int32_t *ai = static_cast<int32_t *>(c.workspace), *bi = ai + M * K;
+  int64_t batches = numElements(ys);
+  for (int64_t bidx = 0; bidx < batches; ++bidx) {
+    int64_t ao = 0, bo = 0;
+    for (int64_t d = int64_t(ys.size()) - 1, r = bidx; d >= 0; --d) {
+      int64_t i = r % ys[d];
+      r /= ys[d];
+      ao += i * aStr[d];
+      bo += i * bStr[d];
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      int32_t zp = loadInt(AZ, AZ.numel() == 1 ? 0 : m);
+      for (int64_t k = 0; k < K; ++k) ai[m * K + k] = loadInt(A, ao * M * K + m * K + k) - zp;
+    }
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        bi[k * N + n] = loadInt(B, bo * K * N + k * N + n) - loadInt(BZ, BZ.numel() == 1 ? 0 : n);
+    igemm(M, N, K, ai, bi, Y.as<int32_t>() + bidx * M * N);
+  }
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+void registerConvKernels(KernelRegistry &r) {
+  KernelDesc conv;
+  conv.op = "conv";
+  conv.minInputs = 2;
+  conv.maxInputs = 3;
+  conv.attrs = {{"strides", AttrKind::Ints}, {"pads", AttrKind::Ints}, {"dilations", AttrKind::Ints},
+                {"group", AttrKind::Int}};
+  conv.verify = verifyConv;
+  conv.workspace = convWorkspace;
+  conv.run = runConv;
+  r.add(conv);
+
+  KernelDesc ct = conv;
+  ct.op = "conv_transpose";
+  ct.attrs.push_back({"output_padding", AttrKind::Ints});
+  ct.verify = verifyConvTranspose;
+  ct.workspace = convTransposeWorkspace;
+  ct.run = runConvTranspose;
+  r.add(ct);
+
+  KernelDesc ci = conv;
+  ci.op = "conv_integer";
+  ci.dtype = DType::I32;
+  ci.minInputs = ci.maxInputs = 4;
+  ci.verify = verifyConvInteger;
+  ci.workspace = convIntegerWorkspace;
+  ci.run = runConvInteger;
+  r.add(ci);
+
+  KernelDesc mi;
+  mi.op = "matmul_integer";
+  mi.dtype = DType::I32;
+  mi.minInputs = mi.maxInputs = 4;
+  mi.verify = verifyMatmulInteger;
+  mi.workspace = matmulIntegerWorkspace;
+  mi.run = runMatmulInteger;
+  r.add(mi);
+}
+
+}  // namespace colossal::runtime::cpu

@@ -1,0 +1,284 @@
+//===- pool.cpp - pool, max_pool_with_indices, max_unpool CPU kernels ----------------------------===//
+//
+// pool: x [N, C, D...] -> y [N, C, O...], `kind` max / avg / lp over a strided, dilated, padded
+//   window (ONNX MaxPool, AveragePool, LpPool; output size rule in NN.h). Elements in the padding
+//   never take part in max/lp; avg divides by the in-input count, or with count_include_pad by the
+//   count inside the padded input. max: f32, f64, f16, i8, u8; avg and lp: f32.
+// max_pool_with_indices: max pooling plus the flat index (i64) of each maximum in x, row-major or
+//   (storage_order 1) column-major over the spatial dims; ties keep the first (ONNX MaxPool's
+//   Indices).
+// max_unpool: y = 0 except x[i] lands at the coordinates indices[i] names in `index_shape` (ONNX
+//   MaxUnpool); f32.
+// Parallel over the N·C planes (and over output rows when there are few planes).
+//
+//===----------------------------------------------------------------------------------------===//
+#include "Half.h"
+#include "NN.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace colossal::runtime::cpu {
+namespace {
+
+enum class Kind { Max, Avg, Lp };
+
+struct F16 { uint16_t bits; };
+template <typename T> float toF(T v) { return static_cast<float>(v); }
+template <> float toF<F16>(F16 v) { return halfToFloat(v.bits); }
+
+/// Accumulation type per storage type: max compares in the storage domain (exact for integers).
+template <typename T> struct MaxTraits {
+  using Acc = T;
+  static Acc lowest() { return std::numeric_limits<T>::lowest(); }
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+template <> struct MaxTraits<F16> {
+  using Acc = float;
+  static Acc lowest() { return -std::numeric_limits<float>::infinity(); }
+  static Acc load(F16 v) { return halfToFloat(v.bits); }
+  static F16 store(Acc v) { return F16{floatToHalf(v)}; }
+};
+template <> struct MaxTraits<float> {
+  using Acc = float;
+  static Acc lowest() { return -std::numeric_limits<float>::infinity(); }
+  static Acc load(float v) { return v; }
+  static float store(Acc v) { return v; }
+};
+template <> struct MaxTraits<double> {
+  using Acc = double;
+  static Acc lowest() { return -std::numeric_limits<double>::infinity(); }
+  static Acc load(double v) { return v; }
+  static double store(Acc v) { return v; }
+};
+
+/// Calls f(out0, out1, out2, lo[3], hi[3]) for every output position of one plane, where [lo, hi)
+/// are the window's taps (multiples of the dilation) that fall inside the input, per dim.
+template <typename F> void forEachWindow(const Window3 &w, int64_t begin, int64_t end, F &&f) {
+  for (int64_t o = begin; o < end; ++o) {
+    int64_t idx[3] = {o / (w.out[1] * w.out[2]), (o / w.out[2]) % w.out[1], o % w.out[2]};
+    int64_t lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) {
+      int64_t start = idx[d] * w.stride[d] - w.padBegin[d];
+      // first tap t with start + t·dil >= 0, last with start + t·dil < in
+      int64_t t0 = start >= 0 ? 0 : (-start + w.dil[d] - 1) / w.dil[d];
+      int64_t t1 = start >= w.in[d] ? 0 : std::min<int64_t>(w.k[d], (w.in[d] - start + w.dil[d] - 1) / w.dil[d]);
+      lo[d] = t0;
+      hi[d] = std::max(t0, t1);
+    }
+    f(o, idx, lo, hi);
+  }
+}
+
+llvm::Error verifyPoolCommon(const KernelCall &c, Window3 &w) {
+  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+  if (Y.dtype != X.dtype) return kernelError("output dtype differs from the input's");
+  if (X.rank() < 3 || Y.shape[0] != X.shape[0] || Y.shape[1] != X.shape[1])
+    return kernelError("output must be [N, C, ...] like the input");
+  return readWindow(c, X, Y, {}, c.attrInt("ceil_mode", 0) != 0, w);
+}
+
+llvm::Error verifyPool(const KernelCall &c) {
+  Window3 w;
+  if (llvm::Error e = verifyPoolCommon(c, w)) return e;
+  std::string kind = c.attrString("kind", "max");
+  if (kind != "max" && kind != "avg" && kind != "lp")
+    return kernelError("kind must be max, avg or lp, got '" + kind + "'");
+  if (kind != "max" && c.inputs[0].dtype != DType::F32)
+    return kernelError(kind + " pooling is implemented for f32 only");
+  if (kind == "lp" && c.attrInt("p", 2) < 1) return kernelError("p must be positive");
+  return llvm::Error::success();
+}
+
+template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_t *indices, bool colMajor) {
+  using Tr = MaxTraits<T>;
+  const T *x = c.inputs[0].as<const T>();
+  T *y = c.outputs[0].as<T>();
+  const int64_t planes = c.inputs[0].shape[0] * c.inputs[0].shape[1], S = w.inSize(), O = w.outSize();
+  parallelFor(planes * O, 256, [&](int64_t b, int64_t e) {
+    while (b < e) {
+      int64_t p = b / O, o0 = b % O, o1 = std::min(O, o0 + (e - b));
+      const T *xp = x + p * S;
+      forEachWindow(w, o0, o1, [&](int64_t o, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
+        typename Tr::Acc best = Tr::lowest();
+        int64_t where = -1;
+        for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
+          int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
+          for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
+            int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
+            for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) {
+              int64_t i2 = idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2];
+              int64_t off = (i0 * w.in[1] + i1) * w.in[2] + i2;
+              typename Tr::Acc v = Tr::load(xp[off]);
+              if (where < 0 || v > best || (v != v && best == best)) {
+                best = v;
+                where = colMajor ? (i2 * w.in[1] + i1) * w.in[0] + i0 : off;
+              }
+            }
+          }
+        }
+        y[p * O + o] = Tr::store(best);
+        if (indices) indices[p * O + o] = p * S + std::max<int64_t>(where, 0);
+      });
+      b += o1 - o0;
+    }
+  });
+}
+
+template <Kind K> void floatPool(const KernelCall &c, const Window3 &w) {
+  const float *x = c.inputs[0].as<const float>();
+  float *y = c.outputs[0].as<float>();
+  const bool includePad = c.attrInt("count_include_pad", 0) != 0;
+  const double p = double(c.attrInt("p", 2));
+  const int64_t planes = c.inputs[0].shape[0] * c.inputs[0].shape[1], S = w.inSize(), O = w.outSize();
+  parallelFor(planes * O, 256, [&](int64_t b, int64_t e) {
+    while (b < e) {
+      int64_t pl = b / O, o0 = b % O, o1 = std::min(O, o0 + (e - b));
+      const float *xp = x + pl * S;
+      forEachWindow(w, o0, o1, [&](int64_t o, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
+        double acc = 0;
+        for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
+          int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
+          for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
+            int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
+            const float *row = xp + (i0 * w.in[1] + i1) * w.in[2];
+            for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) {
+              float v = row[idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2]];
+              if constexpr (K == Kind::Lp) acc += p == 2 ? double(v) * v : std::pow(std::fabs(double(v)), p);
+              else acc += v;
+            }
+          }
+        }
+        if constexpr (K == Kind::Lp) {
+          y[pl * O + o] = static_cast<float>(p == 2 ? std::sqrt(acc) : std::pow(acc, 1.0 / p));
+        } else {
+          int64_t count = 1;
+          for (int d = 0; d < 3; ++d) {
+            if (!includePad) {
+              count *= hi[d] - lo[d];
+              continue;
+            }
+            // taps inside the padded input [−padBegin, in + padEnd)
+            int64_t start = idx[d] * w.stride[d] - w.padBegin[d], n = 0;
+            for (int64_t t = 0; t < w.k[d]; ++t) {
+              int64_t i = start + t * w.dil[d];
+              n += i >= -w.padBegin[d] && i < w.in[d] + w.padEnd[d];
+            }
+            count *= n;
+          }
+          y[pl * O + o] = count ? static_cast<float>(acc / double(count)) : 0.0f;
+        }
+      });
+      b += o1 - o0;
+    }
+  });
+}
+
+llvm::Error runPool(const KernelCall &c) {
+  Window3 w;
+  if (llvm::Error e = verifyPoolCommon(c, w)) return e;
+  std::string kind = c.attrString("kind", "max");
+  if (kind == "avg") floatPool<Kind::Avg>(c, w);
+  else if (kind == "lp") floatPool<Kind::Lp>(c, w);
+  else
+    switch (c.inputs[0].dtype) {
+    case DType::F32: maxPool<float>(c, w, nullptr, false); break;
+    case DType::F64: maxPool<double>(c, w, nullptr, false); break;
+    case DType::F16: maxPool<F16>(c, w, nullptr, false); break;
+    case DType::I8: maxPool<int8_t>(c, w, nullptr, false); break;
+    case DType::U8: maxPool<uint8_t>(c, w, nullptr, false); break;
+    default: return kernelError("max pooling of " + dtypeName(c.inputs[0].dtype) + " is not implemented");
+    }
+  return llvm::Error::success();
+}
+
+llvm::Error verifyMaxPoolIdx(const KernelCall &c) {
+  Window3 w;
+  if (llvm::Error e = verifyPoolCommon(c, w)) return e;
+  if (llvm::Error e = verifyDType(c.outputs[1], DType::I64, "indices")) return e;
+  if (c.outputs[1].shape != c.outputs[0].shape) return kernelError("indices must have the output's shape");
+  if (c.inputs[0].dtype != DType::F32) return kernelError("max_pool_with_indices is implemented for f32 only");
+  int64_t order = c.attrInt("storage_order", 0);
+  if (order != 0 && order != 1) return kernelError("storage_order must be 0 or 1");
+  return llvm::Error::success();
+}
+
+llvm::Error runMaxPoolIdx(const KernelCall &c) {
+  Window3 w;
+  if (llvm::Error e = verifyPoolCommon(c, w)) return e;
+  maxPool<float>(c, w, c.outputs[1].as<int64_t>(), c.attrInt("storage_order", 0) == 1);
+  return llvm::Error::success();
+}
+
+llvm::Error verifyMaxUnpool(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &I = c.inputs[1], &Y = c.outputs[0];
+  if (llvm::Error e = verifyDType(X, DType::F32, "input")) return e;
+  if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
+  if (llvm::Error e = verifyDType(I, DType::I64, "indices")) return e;
+  if (I.shape != X.shape) return kernelError("indices must have the input's shape");
+  auto is = c.attrInts("index_shape");
+  if (int64_t(is.size()) != Y.rank()) return kernelError("index_shape must have one entry per output dim");
+  for (int64_t d = 0; d < Y.rank(); ++d)
+    if (is[d] < 1 || is[d] > Y.shape[d]) return kernelError("index_shape must fit in the output");
+  return llvm::Error::success();
+}
+
+llvm::Error runMaxUnpool(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &I = c.inputs[1], &Y = c.outputs[0];
+  float *y = Y.as<float>();
+  const float *x = X.as<const float>();
+  const int64_t *idx = I.as<const int64_t>();
+  std::memset(y, 0, Y.bytes());
+  auto is = c.attrInts("index_shape");
+  int64_t n = X.numel(), total = numElements(is);
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= total)
+      return kernelError("index " + llvm::Twine(idx[i]) + " is outside the unpooled shape " + shapeToString(is));
+    // coordinates in index_shape -> offset in the (possibly larger) output
+    int64_t rest = idx[i], off = 0, stride = 1;
+    for (int64_t d = Y.rank() - 1; d >= 0; --d) {
+      off += (rest % is[d]) * stride;
+      rest /= is[d];
+      stride *= Y.shape[d];
+    }
+    y[off] = x[i];
+  }
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+void registerPoolKernels(KernelRegistry &r) {
+  KernelDesc pool;
+  pool.op = "pool";
+  pool.attrs = {{"kind", AttrKind::String},    {"kernel_shape", AttrKind::Ints}, {"strides", AttrKind::Ints},
+                {"pads", AttrKind::Ints},      {"dilations", AttrKind::Ints},    {"ceil_mode", AttrKind::Int},
+                {"count_include_pad", AttrKind::Int}, {"p", AttrKind::Int}};
+  pool.verify = verifyPool;
+  pool.run = runPool;
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::I8, DType::U8}) {
+    pool.dtype = d;
+    r.add(pool);
+  }
+
+  KernelDesc idx;
+  idx.op = "max_pool_with_indices";
+  idx.minOutputs = idx.maxOutputs = 2;
+  idx.attrs = {{"kernel_shape", AttrKind::Ints}, {"strides", AttrKind::Ints}, {"pads", AttrKind::Ints},
+               {"dilations", AttrKind::Ints},    {"ceil_mode", AttrKind::Int}, {"storage_order", AttrKind::Int}};
+  idx.verify = verifyMaxPoolIdx;
+  idx.run = runMaxPoolIdx;
+  r.add(idx);
+
+  KernelDesc unpool;
+  unpool.op = "max_unpool";
+  unpool.minInputs = unpool.maxInputs = 2;
+  unpool.attrs = {{"index_shape", AttrKind::Ints}};
+  unpool.verify = verifyMaxUnpool;
+  unpool.run = runMaxUnpool;
+  r.add(unpool);
+}
+
+}  // namespace colossal::runtime::cpu

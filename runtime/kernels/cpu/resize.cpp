@@ -1,0 +1,229 @@
+//===- resize.cpp - resize CPU kernel (f32) --------------------------------------------------===//
+//
+// x [D0..Dr) -> y [O0..Or), ONNX Resize (and Upsample) with nearest / linear / cubic modes and
+// every coordinate_transformation_mode (formulas in ColossalNNOps.td). Interpolation is separable:
+// per dim and output index we precompute up to 4 taps (input index, weight) — 1 for nearest, 2 for
+// linear, 4 for cubic (Keys 1981, parameter A) — with neighbour indices clamped to the input
+// (edge padding, as the ONNX reference does); each output element is the sum over the tensor
+// product of its dims' taps. tf_crop_and_resize yields extrapolation_value where any dim's source
+// coordinate falls outside [0, D − 1]. Weights are computed in double. Parallel over outputs.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "NN.h"
+
+#include "plan.pb.h"
+
+#include <algorithm>
+
+#include <cmath>
+#include <vector>
+
+namespace colossal::runtime::cpu {
+namespace {
+
+struct Taps {
+  int count = 1;                // taps per output index (same for every index of a dim)
+  std::vector<int64_t> index;   // [O · count]
+  std::vector<float> weight;    // [O · count]
+  std::vector<uint8_t> outside; // [O]: tf_crop_and_resize extrapolation
+};
+
+/// A `floats` attribute (empty when absent).
+std::vector<double> floatsAttr(const KernelCall &c, llvm::StringRef name) {
+  std::vector<double> out;
+  if (!c.instruction) return out;
+  auto it = c.instruction->attrs().find(name.str());
+  if (it != c.instruction->attrs().end() && it->second.has_floats())
+    out.assign(it->second.floats().values().begin(), it->second.floats().values().end());
+  return out;
+}
+
+double sourceCoord(const std::string &ctm, double o, double scale, int64_t in, int64_t out,
+                   double roiStart, double roiEnd) {
+  double len = scale * double(in); // the reference's "output_width": scale·D, not O
+  if (ctm == "asymmetric") return o / scale;
+  if (ctm == "align_corners") return len == 1 ? 0.0 : o * double(in - 1) / (len - 1);
+  if (ctm == "pytorch_half_pixel") return out > 1 ? (o + 0.5) / scale - 0.5 : -0.5;
+  if (ctm == "tf_half_pixel_for_nn") return (o + 0.5) / scale;
+  if (ctm == "half_pixel_symmetric") {
+    double adjustment = double(out) / len, center = double(in) / 2;
+    return center * (1 - adjustment) + (o + 0.5) / scale - 0.5;
+  }
+  if (ctm == "tf_crop_and_resize")
+    return len == 1 ? (roiEnd - roiStart) * double(in - 1) / 2 + roiStart * double(in - 1)
+                    : o * (roiEnd - roiStart) * double(in - 1) / (len - 1) + roiStart * double(in - 1);
+  return (o + 0.5) / scale - 0.5; // half_pixel
+}
+
+Taps makeTaps(const KernelCall &c, int64_t in, int64_t out, double scale, double roiStart, double roiEnd) {
+  const std::string mode = c.attrString("mode", "nearest");
+  const std::string ctm = c.attrString("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest = c.attrString("nearest_mode", "round_prefer_floor");
+  const double A = c.attrFloat("cubic_coeff_a", -0.75);
+  const bool exclude = c.attrInt("exclude_outside", 0) != 0;
+  Taps t;
+  t.count = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+  t.index.resize(out * t.count);
+  t.weight.resize(out * t.count);
+  t.outside.assign(out, 0);
+  auto clampIdx = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1); };
+  // Identity dims copy (the common case of N and C in an image resize).
+  if (in == out && scale == 1.0 && ctm != "tf_crop_and_resize") {
+    t.count = 1;
+    t.index.resize(out);
+    t.weight.assign(out, 1.0f);
+    for (int64_t o = 0; o < out; ++o) t.index[o] = o;
+    return t;
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    double x = sourceCoord(ctm, double(o), scale, in, out, roiStart, roiEnd);
+    if (ctm == "tf_crop_and_resize" && (x < 0 || x > double(in - 1))) t.outside[o] = 1;
+    double x0 = std::floor(x), r = x - x0;
+    int64_t i0 = int64_t(x0);
+    int64_t *idx = &t.index[o * t.count];
+    float *wt = &t.weight[o * t.count];
+    if (mode == "nearest") {
+      int64_t pick = i0;
+      if (r != 0) {
+        if (nearest == "ceil") pick = i0 + 1;
+        else if (nearest == "round_prefer_ceil") pick = r >= 0.5 ? i0 + 1 : i0;
+        else if (nearest == "round_prefer_floor") pick = r > 0.5 ? i0 + 1 : i0;
+      }
+      idx[0] = clampIdx(pick);
+      wt[0] = 1.0f;
+    } else if (mode == "linear") {
+      idx[0] = clampIdx(i0);
+      idx[1] = clampIdx(i0 + 1);
+      wt[0] = float(1 - r);
+      wt[1] = float(r);
+    } else {
+      double s = r, u = 1 - r;
+      double w[4] = {((A * (s + 1) - 5 * A) * (s + 1) + 8 * A) * (s + 1) - 4 * A,
+                     ((A + 2) * s - (A + 3)) * s * s + 1,
+                     ((A + 2) * u - (A + 3)) * u * u + 1,
+                     ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+      if (exclude) {
+        double sum = 0;
+        for (int k = 0; k < 4; ++k) {
+          int64_t i = i0 - 1 + k;
+          if (i < 0 || i >= in) w[k] = 0;
+          sum += w[k];
+        }
+        for (double &v : w) v = sum != 0 ? v / sum : 0;
+      }
+      for (int k = 0; k < 4; ++k) {
+        idx[k] = clampIdx(i0 - 1 + k);
+        wt[k] = float(w[k]);
+      }
+    }
+  }
+  return t;
+}
+
+llvm::Error verifyResize(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+  if (llvm::Error e = verifyDType(X, DType::F32, "input")) return e;
+  if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
+  if (X.rank() != Y.rank() || X.rank() == 0 || X.rank() > kMaxRank)
+    return kernelError("input and output must have the same rank (1 to 8)");
+  std::string mode = c.attrString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return kernelError("unknown mode '" + mode + "'");
+  std::string ctm = c.attrString("coordinate_transformation_mode", "half_pixel");
+  static const char *known[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (std::find(std::begin(known), std::end(known), ctm) == std::end(known))
+    return kernelError("unknown coordinate_transformation_mode '" + ctm + "'");
+  for (int64_t d : X.shape)
+    if (d < 1) return kernelError("input dims must be positive");
+  std::vector<double> scales = floatsAttr(c, "scales");
+  if (int64_t(scales.size()) != X.rank()) return kernelError("scales needs one entry per dim");
+  for (double s : scales)
+    if (!(s > 0)) return kernelError("scales must be positive");
+  if (ctm == "tf_crop_and_resize" && int64_t(floatsAttr(c, "roi").size()) != 2 * X.rank())
+    return kernelError("tf_crop_and_resize needs a roi of 2·rank entries");
+  return llvm::Error::success();
+}
+
+llvm::Error runResize(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+  const int64_t rank = X.rank();
+  std::vector<double> scales = floatsAttr(c, "scales"), roi = floatsAttr(c, "roi");
+  const bool crop = c.attrString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize";
+  if (int64_t(scales.size()) != rank) return kernelError("scales needs one entry per dim");
+  if (crop && int64_t(roi.size()) != 2 * rank) return kernelError("roi needs 2·rank entries");
+  std::vector<Taps> taps;
+  for (int64_t d = 0; d < rank; ++d)
+    taps.push_back(makeTaps(c, X.shape[d], Y.shape[d], scales[d], crop ? roi[d] : 0, crop ? roi[rank + d] : 1));
+  const float extrapolation = static_cast<float>(c.attrFloat("extrapolation_value", 0));
+  int64_t inStride[kMaxRank];
+  for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
+    inStride[d] = s;
+    s *= X.shape[d];
+  }
+  const float *x = X.as<const float>();
+  float *y = Y.as<float>();
+  const int64_t inner = Y.shape[rank - 1], rows = Y.numel() / inner;
+  const Taps &last = taps[rank - 1];
+  parallelFor(rows, std::max<int64_t>(1, 4096 / inner), [&](int64_t b, int64_t e) {
+    int64_t idx[kMaxRank];
+    for (int64_t row = b; row < e; ++row) {
+      bool outside = false;
+      for (int64_t d = rank - 2, r = row; d >= 0; --d) {
+        idx[d] = r % Y.shape[d];
+        r /= Y.shape[d];
+        outside |= taps[d].outside[idx[d]] != 0;
+      }
+      float *yr = y + row * inner;
+      if (outside) {
+        for (int64_t j = 0; j < inner; ++j) yr[j] = extrapolation;
+        continue;
+      }
+      for (int64_t j = 0; j < inner; ++j) yr[j] = 0;
+      // Walk the tap product of the leading dims; the last dim is applied per output element.
+      int tap[kMaxRank] = {0};
+      while (true) {
+        float w = 1;
+        int64_t off = 0;
+        for (int64_t d = 0; d < rank - 1; ++d) {
+          const Taps &t = taps[d];
+          w *= t.weight[idx[d] * t.count + tap[d]];
+          off += t.index[idx[d] * t.count + tap[d]] * inStride[d];
+        }
+        if (w != 0) {
+          const float *xr = x + off;
+          for (int64_t j = 0; j < inner; ++j) {
+            float acc = 0;
+            for (int k = 0; k < last.count; ++k) acc += last.weight[j * last.count + k] * xr[last.index[j * last.count + k]];
+            yr[j] += w * acc;
+          }
+        }
+        int64_t d = rank - 2;
+        for (; d >= 0; --d) {
+          if (++tap[d] < taps[d].count) break;
+          tap[d] = 0;
+        }
+        if (d < 0) break;
+      }
+      for (int64_t j = 0; j < inner; ++j)
+        if (last.outside[j]) yr[j] = extrapolation;
+    }
+  });
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+void registerResizeKernels(KernelRegistry &r) {
+  KernelDesc d;
+  d.op = "resize";
+  d.attrs = {{"mode", AttrKind::String},         {"coordinate_transformation_mode", AttrKind::String},
+             {"nearest_mode", AttrKind::String}, {"cubic_coeff_a", AttrKind::Float},
+             {"exclude_outside", AttrKind::Int}, {"extrapolation_value", AttrKind::Float},
+             {"scales", AttrKind::Floats},       {"roi", AttrKind::Floats}};
+  d.verify = verifyResize;
+  d.run = runResize;
+  r.add(d);
+}
+
+}  // namespace colossal::runtime::cpu
