@@ -297,5 +297,6 @@ def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
 include "dialects/Colossal/ColossalNNOps.td"
 include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
+include "dialects/Colossal/ColossalMiscOps.td"
 
 #endif // COLOSSAL_OPS_TD

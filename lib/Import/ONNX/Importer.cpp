@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -86,6 +87,14 @@ public:
   /// TensorProto (with raw, typed or external data) → DenseElementsAttr. `what` names it in errors.
   FailureOr<DenseElementsAttr> tensorAttr(const onnx::TensorProto &t, const Twine &what);
 
+  /// Imports a control-flow body (If branch, Loop/Scan body) inline at the current insertion
+  /// point: `inputs` bind the subgraph's formal inputs in order; names not defined in the
+  /// subgraph resolve to the enclosing scopes. The subgraph's names are dropped afterwards.
+  /// Errors are printed (naming the node inside the subgraph) and yield failure.
+  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &graph,
+                                               ArrayRef<Value> inputs);
+  bool hasFailed() const { return failed_; }
+
 private:
   LogicalResult loadModel();
   LogicalResult importInputs();
@@ -100,6 +109,8 @@ private:
   OpBuilder b;
   onnx::ModelProto model;
   int64_t opset = 0;
+  /// Opset of the ai.onnx.preview.training domain (0: not imported).
+  int64_t trainingOpset = 0;
   bool failed_ = false;
 
   Block *body = nullptr;
@@ -277,11 +288,22 @@ LogicalResult GraphImporter::loadModel() {
   for (const auto &os : model.opset_import()) {
     if (os.domain().empty() || os.domain() == "ai.onnx")
       opset = os.version();
+    else if (os.domain() == kTrainingDomain)
+      trainingOpset = os.version();
     else
       otherDomains = true;
   }
+  if (trainingOpset != 0 && trainingOpset != 1) {
+    fileError("domain '" + Twine(kTrainingDomain) + "' opset " + Twine(trainingOpset) +
+              " is not supported (supported: 1)");
+    return failure();
+  }
   if (opset == 0 && model.opset_import_size() == 0)
     opset = 1; // IR version < 3 models carry no opset_import: opset 1
+  // A model of training-domain operators alone (ONNX's optimizer tests) imports no default domain;
+  // a default-domain node in it is reported by importNode.
+  if (opset == 0 && trainingOpset != 0 && !otherDomains)
+    return success();
   if (opset == 0) {
     fileError(otherDomains ? "the model imports no default-domain (ai.onnx) opset; only the "
                              "default domain is supported"
@@ -457,19 +479,29 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   std::string label = node.name().empty()
                           ? (node.output_size() ? node.output(0) : std::string("?"))
                           : node.name();
+  bool training = node.domain() == kTrainingDomain;
+  int64_t nodeOpset = training ? trainingOpset : opset;
   auto report = [&](const Twine &msg) {
-    llvm::errs() << "error: " << path << ": node '" << label << "' (" << node.op_type()
-                 << ", opset " << opset << "): " << msg << "\n";
+    // One diagnostic per model: an error inside a subgraph was already printed.
+    if (!failed_)
+      llvm::errs() << "error: " << path << ": node '" << label << "' ("
+                   << (training ? node.domain() + "." : std::string()) << node.op_type()
+                   << (nodeOpset ? ", opset " + std::to_string(nodeOpset) : std::string())
+                   << "): " << msg << "\n";
     failed_ = true;
     return failure();
   };
-  if (!node.domain().empty() && node.domain() != "ai.onnx")
+  if (!node.domain().empty() && node.domain() != "ai.onnx" && !training)
     return report("operator domain '" + node.domain() + "' is not supported");
+  if (nodeOpset == 0)
+    return report(training ? "the model does not import the operator's domain"
+                           : "the model imports no default-domain (ai.onnx) opset");
   const auto &table = opImporters();
-  auto it = table.find(node.op_type());
+  // Operators of other domains are keyed "domain.OpType".
+  auto it = table.find(training ? node.domain() + "." + node.op_type() : node.op_type());
   if (it == table.end())
     return report("unsupported operator");
-  if (opset < 7 && opset < oldestOpset(node.op_type()))
+  if (!training && opset < 7 && opset < oldestOpset(node.op_type()))
     return report("this operator is supported from opset " + Twine(oldestOpset(node.op_type())) +
                   " (its earlier versions have other semantics)");
 
@@ -482,7 +514,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     return success();
   }
 
-  NodeContext nc(*this, node, opset, b, nodeLoc(node));
+  NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
   for (const std::string &name : node.input()) {
     if (name.empty()) {
@@ -570,6 +602,58 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     return nullptr;
   }
   return owned;
+}
+
+FailureOr<SmallVector<Value>> GraphImporter::importSubgraph(const onnx::GraphProto &graph,
+                                                            ArrayRef<Value> inputs) {
+  if (int64_t(inputs.size()) != graph.input_size()) {
+    fileError("subgraph '" + graph.name() + "' declares " + Twine(graph.input_size()) +
+              " inputs, its node gives " + Twine(inputs.size()));
+    return failure();
+  }
+  // Lexical scoping: the subgraph sees the enclosing names; its own (inputs, initializers, node
+  // outputs) shadow them and are dropped afterwards.
+  auto savedValues = values;
+  auto savedInitializers = initializers;
+  llvm::StringSet<> savedOutputs = graphOutputs;
+  llvm::scope_exit restore([&] {
+    values = std::move(savedValues);
+    initializers = std::move(savedInitializers);
+    graphOutputs = std::move(savedOutputs);
+  });
+  for (const auto &init : graph.initializer()) {
+    values.erase(init.name());
+    initializers[init.name()] = &init;
+  }
+  for (int i = 0; i < graph.input_size(); ++i) {
+    initializers.erase(graph.input(i).name());
+    values[graph.input(i).name()] = inputs[i];
+  }
+  for (const auto &output : graph.output())
+    graphOutputs.insert(output.name());
+  for (const auto &node : graph.node())
+    if (failed(importNode(node)))
+      return failure();
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    Value value;
+    if (auto v = values.find(output.name()); v != values.end())
+      value = v->second;
+    else if (initializers.count(output.name()))
+      value = initializer(output.name(), false);
+    if (!value) {
+      fileError("subgraph '" + graph.name() + "' output '" + output.name() +
+                "' is not produced by any node");
+      return failure();
+    }
+    results.push_back(value);
+  }
+  return results;
+}
+
+FailureOr<SmallVector<Value>> importSubgraph(GraphImporter &g, const onnx::GraphProto &graph,
+                                             ArrayRef<Value> inputs) {
+  return g.importSubgraph(graph, inputs);
 }
 
 FailureOr<DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,

@@ -37,6 +37,15 @@ std::string onnxTypeName(int onnxType);
 mlir::FailureOr<mlir::DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,
                                                       const llvm::Twine &what);
 
+/// Imports a control-flow body inline (GraphImporter::importSubgraph): `inputs` bind its formal
+/// inputs, outer names stay visible; returns its outputs. Errors are already printed on failure.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+importSubgraph(GraphImporter &g, const onnx::GraphProto &graph, llvm::ArrayRef<mlir::Value> inputs);
+
+/// The ONNX training-operator domain (Adagrad, Adam, Momentum); its importers are keyed
+/// "ai.onnx.preview.training.<OpType>".
+inline constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
+
 /// Everything an op importer needs about one node.
 class NodeContext {
 public:
@@ -145,6 +154,7 @@ void registerCoreImporters(ImporterTable &table);
 void registerNNImporters(ImporterTable &table);
 void registerIndexingImporters(ImporterTable &table);
 void registerElementwiseImporters(ImporterTable &table);
+void registerMiscImporters(ImporterTable &table);
 
 /// The oldest opset at which `opType` means what the importer implements. Most operators are
 /// supported from opset 7 (the first with NumPy broadcasting); a few whose definition has not

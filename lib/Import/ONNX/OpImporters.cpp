@@ -931,6 +931,7 @@ const ImporterTable &opImporters() {
     registerNNImporters(t);
     registerIndexingImporters(t);
     registerElementwiseImporters(t);
+    registerMiscImporters(t);
     return t;
   }();
   return table;

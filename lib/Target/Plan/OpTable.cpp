@@ -40,6 +40,10 @@ constexpr StringLiteral kTopK[] = {"axis", "largest", "sorted"};
 constexpr StringLiteral kPad[] = {"pads", "mode"};
 constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
 constexpr StringLiteral kBinaryFn[] = {"fn"};
+constexpr StringLiteral kReverseSequence[] = {"batch_axis", "time_axis"};
+constexpr StringLiteral kGridSample[] = {"mode", "padding_mode", "align_corners"};
+constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
+                                       "sampling_ratio", "spatial_scale", "half_pixel"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -121,6 +125,12 @@ const OpLowering kTable[] = {
     // Table-driven elementwise functions (dialects/Colossal/ElementwiseFns.h).
     KERNEL("unary", true, kUnaryFn),
     KERNEL("binary", true, kBinaryFn),
+
+    // Misc family (runtime/kernels/cpu/misc.cpp).
+    KERNEL("det", false, {}),
+    KERNEL("reverse_sequence", false, kReverseSequence),
+    KERNEL("grid_sample", false, kGridSample),
+    KERNEL("roi_align", false, kRoiAlign),
 };
 #undef KERNEL
 } // namespace

@@ -16,6 +16,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerNNKernels(r);
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
+  cpu::registerMiscKernels(r);
 }
 
 namespace cpu {

@@ -126,6 +126,7 @@ void registerShapeKernels(KernelRegistry &r);
 void registerNNKernels(KernelRegistry &r);
 void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
 void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
+void registerMiscKernels(KernelRegistry &r);
 
 }  // namespace colossal::runtime::cpu
 
