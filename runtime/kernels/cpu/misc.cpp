@@ -409,7 +409,7 @@ void registerMiscKernels(KernelRegistry &r) {
   ra.run = runRoiAlign;
   addFloat(r, ra);
 
-  for (int v = 1; v <= 10; ++v) {
+  for (int v = 1; v <= kLastDType; ++v) {
     KernelDesc rs;
     rs.op = "reverse_sequence";
     rs.dtype = static_cast<DType>(v);
