@@ -8,17 +8,20 @@
 #include "TestUtil.h"
 
 #include "colossal/runtime/Npy.h"
+#include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 using namespace colossal::runtime;
 using namespace colossal::runtime::testing;
+namespace plan = colossal::plan;
 
 namespace {
 
@@ -103,6 +106,79 @@ TEST_F(UnsignedFiles, SafetensorsRoundTrip) {
     EXPECT_EQ(0, std::memcmp(r->data, t.data, t.size_bytes));
   }
 }
+
+#ifdef COLOSSAL_RUN_PATH
+/// colossal-run on a hand-built plan: u32 [3] -> cast -> u64 [3] and bf16 [3] -> cast -> f32 [3].
+/// The plan loader accepts the unsigned dtypes, .npy inputs and outputs carry them, and a bf16
+/// input may be given as uint16 raw bits.
+TEST_F(UnsignedFiles, ColossalRunCarriesUnsignedDTypes) {
+  plan::Plan model;
+  model.set_version(kPlanVersion);
+  model.set_producer("unit test");
+  model.set_mode("inference");
+  plan::Program &p = *model.add_programs();
+  p.set_name("forward");
+  p.set_device(plan::CPU);
+  p.set_arena_bytes(256);
+  auto buffer = [&](const char *name, plan::DType d, uint64_t offset, uint64_t bytes) {
+    plan::Buffer *b = p.add_buffers();
+    b->set_id(p.buffers_size() - 1);
+    b->set_name(name);
+    b->set_dtype(d);
+    b->add_shape(3);
+    b->set_storage(plan::ARENA);
+    b->set_offset(offset);
+    b->set_size_bytes(bytes);
+  };
+  buffer("x", plan::U32, 0, 12);
+  buffer("y", plan::U64, 64, 24);
+  buffer("h", plan::BF16, 128, 6);
+  buffer("f", plan::F32, 192, 12);
+  auto cast = [&](uint32_t in, uint32_t out) {
+    plan::Instruction *i = p.add_instructions();
+    i->set_op("cast");
+    i->add_inputs(in);
+    i->add_outputs(out);
+  };
+  cast(0, 1);
+  cast(2, 3);
+  auto bind = [](plan::Binding *b, const char *name, uint32_t id) { b->set_name(name), b->set_buffer(id); };
+  bind(p.add_inputs(), "x", 0);
+  bind(p.add_inputs(), "h", 2);
+  bind(p.add_outputs(), "y", 1);
+  bind(p.add_outputs(), "f", 3);
+  std::string bytes;
+  ASSERT_TRUE(model.SerializeToString(&bytes));
+  {
+    std::FILE *f = std::fopen(path("u.cplan").c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  const uint32_t x[3] = {0xffffffffu, 0x80000000u, 7};
+  const uint16_t h[3] = {0x3f80, 0xc020, 0x4049};  // 1.0, -2.5, 3.140625 as bfloat16 bits
+  ASSERT_NO_ERR(writeNpy(path("x.npy"), DType::U32, {3}, x));
+  ASSERT_NO_ERR(writeNpy(path("h.npy"), DType::U16, {3}, h));
+  std::string cmd = std::string(COLOSSAL_RUN_PATH) + " " + path("u.cplan") + " --input x=" + path("x.npy") +
+                    " --input h=" + path("h.npy") + " --output-dir " + path("out") + " 2>&1";
+  FILE *pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+  ASSERT_EQ(pclose(pipe), 0) << output;
+  auto y = readNpy(path("out/y.npy"));
+  auto f = readNpy(path("out/f.npy"));
+  ASSERT_TRUE(static_cast<bool>(y)) << llvm::toString(y.takeError());
+  ASSERT_TRUE(static_cast<bool>(f)) << llvm::toString(f.takeError());
+  EXPECT_EQ(y->dtype, DType::U64);
+  const uint64_t *yv = static_cast<const uint64_t *>(y->data.data());
+  EXPECT_EQ(std::vector<uint64_t>(yv, yv + 3), (std::vector<uint64_t>{0xffffffffull, 0x80000000ull, 7}));
+  EXPECT_EQ(f->dtype, DType::F32);
+  const float *fv = static_cast<const float *>(f->data.data());
+  EXPECT_EQ(std::vector<float>(fv, fv + 3), (std::vector<float>{1.0f, -2.5f, 3.140625f}));
+}
+#endif
 
 template <typename T> HostTensor tensorOf(DType d, std::vector<T> v) {
   HostTensor t(d, {int64_t(v.size())});

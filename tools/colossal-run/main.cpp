@@ -4,7 +4,8 @@
 //                [--repeat N] [--warmup N] [--program NAME]
 //
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
-// match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary),
+// match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
+// uint16 arrays holding the raw bfloat16 bits, as NumPy-only tools write bfloat16),
 // runs the program and writes each output to DIR/NAME.npy (created atomically; '/' and other
 // characters unsafe in file names become '_'). With --warmup/--repeat it runs the forward that
 // many times and prints "forward: median X ms, min Y ms over N runs" to stderr.
@@ -127,7 +128,8 @@ int runMain(int argc, char **argv) {
     if (!arr) return fail(arr.takeError());
     InputData in{name.str(), want.dtype, arr->shape, AlignedBuffer()};
     bool bf16FromF32 = want.dtype == DType::BF16 && arr->dtype == DType::F32;
-    if (arr->dtype != want.dtype && !bf16FromF32)
+    bool bf16Bits = want.dtype == DType::BF16 && arr->dtype == DType::U16;
+    if (arr->dtype != want.dtype && !bf16FromF32 && !bf16Bits)
       return fail("input '" + name + "' (" + file + "): expected dtype " + dtypeName(want.dtype) +
                   ", got " + dtypeName(arr->dtype));
     if (llvm::ArrayRef<int64_t>(arr->shape) != llvm::ArrayRef<int64_t>(want.shape))
