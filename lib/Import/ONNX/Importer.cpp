@@ -504,6 +504,18 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     return success();
   }
 
+  // Each attribute once; each output name defined once in the graph (SSA form).
+  {
+    llvm::StringSet<> attrs;
+    for (const auto &a : node.attribute())
+      if (!attrs.insert(a.name()).second)
+        return report("attribute '" + a.name() + "' is given more than once");
+    for (const std::string &out : node.output())
+      if (!out.empty() && (values.count(out) || initializers.count(out)))
+        return report("output '" + out + "' is already defined by an input, initializer or "
+                      "earlier node");
+  }
+
   NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
   for (const std::string &name : node.input()) {

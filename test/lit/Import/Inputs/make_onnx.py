@@ -156,6 +156,18 @@ def overflow_fill():
                  inits=[c_i64("shape", [1 << 21, 1 << 21, 1 << 22])])
 
 
+def duplicate_output():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             helper.make_node("Neg", ["x"], ["y"], name="neg")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])])
+
+
+def duplicate_attribute():
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=0, name="softmax")
+    node.attribute.extend([helper.make_attribute("axis", 1)])
+    return model([node], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+
+
 def old_opset():
     """Add-6 broadcast only with an explicit attribute: not what the importer implements."""
     nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="add")]
