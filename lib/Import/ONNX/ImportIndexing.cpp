@@ -511,6 +511,9 @@ LogicalResult importEyeLike(Ctx &c) {
       return c.error("dtype " + onnxTypeName(a->i()) + " is not supported");
   }
   int64_t k = c.attrInt("k", 0), rows = t.getDimSize(0), cols = t.getDimSize(1);
+  if (t.getNumElements() > kMaxFoldElements)
+    return c.error("EyeLike of " + Twine(t.getNumElements()) +
+                   " elements is too large to build at compile time");
   HostTensor out = HostTensor::zeros(RankedTensorType::get(t.getShape(), et));
   for (int64_t i = 0; i < rows; ++i) {
     int64_t j = i + k;

@@ -416,6 +416,13 @@ LogicalResult importPool(Ctx &c, StringRef kind) {
   auto win = readWindow(c, x, *k, c.opset >= dilSince);
   if (failed(win))
     return failure();
+  // A pad as large as the (dilated) window would make windows that see only padding.
+  for (size_t i = 0; i < k->size(); ++i) {
+    int64_t extent = ((*k)[i] - 1) * win->dilations[i] + 1;
+    if (win->pads[i] >= extent || win->pads[k->size() + i] >= extent)
+      return c.error("pads must be smaller than the kernel extent (" + Twine(extent) +
+                     ") in spatial dim " + Twine(i));
+  }
   bool ceilMode = c.attrInt("ceil_mode", 0) != 0;
   auto ka = c.b.getDenseI64ArrayAttr(win->kernel), sa = c.b.getDenseI64ArrayAttr(win->strides),
        pa = c.b.getDenseI64ArrayAttr(win->pads), da = c.b.getDenseI64ArrayAttr(win->dilations);

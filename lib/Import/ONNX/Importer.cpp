@@ -396,6 +396,17 @@ LogicalResult GraphImporter::importInputs() {
         }
       shape.assign(want.begin(), want.end());
     }
+    {
+      int64_t n = 1;
+      for (int64_t d : shape)
+        if (!ShapedType::isDynamic(d)) {
+          if (d != 0 && n > kMaxTensorElements / d) {
+            fileError("input '" + name + "': the shape has more than 2^40 elements");
+            return failure();
+          }
+          n *= d;
+        }
+    }
     auto type = RankedTensorType::get(shape, et);
     if (auto vf = options.inputValues.find(name); vf != options.inputValues.end()) {
       auto arr = runtime::readNpy(vf->second);
@@ -512,6 +523,18 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       !graphOutputs.contains(node.output(0))) {
     initializers[node.output(0)] = initializers.at(node.input(0));
     return success();
+  }
+
+  // Each attribute once; each output name defined once in the graph (SSA form).
+  {
+    llvm::StringSet<> attrs;
+    for (const auto &a : node.attribute())
+      if (!attrs.insert(a.name()).second)
+        return report("attribute '" + a.name() + "' is given more than once");
+    for (const std::string &out : node.output())
+      if (!out.empty() && (values.count(out) || initializers.count(out)))
+        return report("output '" + out + "' is already defined by an input, initializer or "
+                      "earlier node");
   }
 
   NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
@@ -736,6 +759,25 @@ FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   return makeTyped1<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
 }
 
+LogicalResult NodeContext::checkOperands(OperationState &state) {
+  for (auto [i, v] : llvm::enumerate(state.operands))
+    if (!v)
+      return error("operand " + Twine(i) + " is missing (a blank input name where a value is needed)");
+  return success();
+}
+
+LogicalResult NodeContext::checkElementCount(ArrayRef<int64_t> shape, StringRef what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return error(what + " has a negative dimension");
+    if (d != 0 && n > kMaxTensorElements / d)
+      return error(what + " has more than 2^40 elements");
+    n *= d;
+  }
+  return success();
+}
+
 FailureOr<Value> NodeContext::finish(OperationState &state) {
   auto r = finishMulti(state);
   if (failed(r))
@@ -744,6 +786,10 @@ FailureOr<Value> NodeContext::finish(OperationState &state) {
 }
 
 FailureOr<SmallVector<Value>> NodeContext::finishMulti(OperationState &state) {
+  for (Type t : state.types)
+    if (auto rt = llvm::dyn_cast<RankedTensorType>(t))
+      if (failed(checkElementCount(rt.getShape(), "the result")))
+        return failure();
   Operation *op = b.create(state);
   std::string diag;
   {

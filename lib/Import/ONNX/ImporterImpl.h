@@ -32,6 +32,10 @@ mlir::Type elementTypeFor(int onnxType, mlir::MLIRContext *ctx);
 /// The ONNX name of a data type ("FLOAT", "STRING", ...), for messages.
 std::string onnxTypeName(int onnxType);
 
+/// The largest tensor the compiler creates: 2^40 elements (4 TiB of f32) — beyond any plan that
+/// can run, and far from int64 overflow in byte arithmetic.
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
 /// TensorProto (raw, typed or external data) → DenseElementsAttr; file-level errors are printed
 /// by the importer and yield failure. `what` names the tensor in messages.
 mlir::FailureOr<mlir::DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,
@@ -101,6 +105,8 @@ public:
   mlir::FailureOr<mlir::Value> make(Args &&...args) {
     mlir::OperationState state(loc, OpTy::getOperationName());
     OpTy::build(b, state, mlir::TypeRange{b.getNoneType()}, std::forward<Args>(args)...);
+    if (mlir::failed(checkOperands(state)))
+      return mlir::failure();
     llvm::SmallVector<mlir::Type> types;
     std::string diag;
     {
@@ -124,6 +130,8 @@ public:
                                                              Args &&...args) {
     mlir::OperationState state(loc, OpTy::getOperationName());
     OpTy::build(b, state, resultTypes, std::forward<Args>(args)...);
+    if (mlir::failed(checkOperands(state)))
+      return mlir::failure();
     return finishMulti(state);
   }
   template <typename OpTy, typename... Args>
@@ -138,7 +146,12 @@ public:
   /// Reshape (a no-op when the shape already matches).
   mlir::FailureOr<mlir::Value> reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
 
+  /// An error unless `shape` has at most kMaxTensorElements elements (and no int64 overflow).
+  mlir::LogicalResult checkElementCount(llvm::ArrayRef<int64_t> shape, llvm::StringRef what);
+
 private:
+  /// A missing (blank) input where the op needs one is an error, not a null operand.
+  mlir::LogicalResult checkOperands(mlir::OperationState &state);
   mlir::FailureOr<mlir::Value> finish(mlir::OperationState &state);
   mlir::FailureOr<llvm::SmallVector<mlir::Value>> finishMulti(mlir::OperationState &state);
 };

@@ -471,6 +471,8 @@ LogicalResult importConstantOfShape(Ctx &c) {
   for (int64_t d : *shape)
     if (d < 0)
       return c.error("shape has a negative dimension " + Twine(d));
+  if (failed(c.checkElementCount(*shape, "the shape")))
+    return failure();
   DenseElementsAttr value;
   if (const auto *a = c.attr("value")) {
     auto attr = importTensor(c.graph, a->t(), "attribute 'value'");
@@ -494,6 +496,12 @@ LogicalResult importRange(Ctx &c) {
        delta = c.constInput(2, "delta");
   if (failed(start) || failed(limit) || failed(delta))
     return failure();
+  for (auto [what, v] : {std::pair{"start", &*start}, {"limit", &*limit}, {"delta", &*delta}})
+    if (v->numel() != 1)
+      return c.error(Twine(what) + " must be a scalar, got " + Twine(v->numel()) + " elements");
+  if (c.typeOf(1).getElementType() != c.typeOf(0).getElementType() ||
+      c.typeOf(2).getElementType() != c.typeOf(0).getElementType())
+    return c.error("start, limit and delta must have the same type");
   auto et = c.typeOf(0).getElementType();
   if (start->isFloat()) {
     double s = start->f[0], l = limit->f[0], d = delta->f[0];

@@ -190,6 +190,12 @@ std::string Collector::uniqueWeightName(const llvm::Twine &wanted) {
 LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
                                     llvm::function_ref<InFlightDiagnostic()> emitError,
                                     llvm::ArrayRef<char> &data) {
+  // Constants are embedded in the weights file; one larger than this is almost certainly a shape
+  // mistake (a mask or fill over a huge bound dimension), and would need that much memory twice.
+  constexpr uint64_t kMaxConstantBytes = uint64_t(1) << 30;
+  if (type.bytes > kMaxConstantBytes)
+    return emitError() << "constant of " << type.bytes
+                       << " bytes is larger than the 1 GiB limit for embedded constants";
   if (auto dense = llvm::dyn_cast<DenseElementsAttr>(value)) {
     if (type.dtype == plan::BOOL) {
       // i1 is bit-packed in MLIR's storage: write one byte per element, as the plan expects.

@@ -106,6 +106,13 @@ def lpnorm_p3():
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
 
 
+def pool_pad_too_large():
+    """Pads as large as the window: windows that would see only padding."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[0, 10, 0, 10],
+                              name="bigpad")]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [1, 1, 4, 4])], [vi("y", TensorProto.FLOAT, None)])
+
+
 def quantize_int16():
     zp = numpy_helper.from_array(np.array(0, np.int16), "zp")
     s = numpy_helper.from_array(np.array(1.0, np.float32), "s")

@@ -131,6 +131,43 @@ def huge_range():
                  inits=[c_i64("zero", 0), c_i64("one", 1)])
 
 
+def blank_variadic_input():
+    """Sum(x, "") — a blank name where the variadic op needs a value."""
+    nodes = [helper.make_node("Sum", ["x", ""], ["y"], name="sum")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])])
+
+
+def range_not_scalar():
+    nodes = [helper.make_node("Range", ["s", "l", "d"], ["y"], name="range")]
+    inits = [c_i64("s", []), c_i64("l", 5), c_i64("d", 1)]
+    return model(nodes, [], [vi("y", I64, None)], inits=inits)
+
+
+def huge_fill():
+    """ConstantOfShape over [1e9]: 4 GB — too large to embed as a constant."""
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")]
+    return model(nodes, [], [vi("y", F, None)], inits=[c_i64("shape", [1000000000])])
+
+
+def overflow_fill():
+    """ConstantOfShape whose element count overflows int64."""
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")]
+    return model(nodes, [], [vi("y", F, None)],
+                 inits=[c_i64("shape", [1 << 21, 1 << 21, 1 << 22])])
+
+
+def duplicate_output():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             helper.make_node("Neg", ["x"], ["y"], name="neg")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])])
+
+
+def duplicate_attribute():
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=0, name="softmax")
+    node.attribute.extend([helper.make_attribute("axis", 1)])
+    return model([node], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+
+
 def old_opset():
     """Add-6 broadcast only with an explicit attribute: not what the importer implements."""
     nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="add")]
