@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "colossal/Import/ONNX.h"
 #include "ImporterImpl.h"
+#include "SchemaCheck.h"
 
 #include "colossal/runtime/Npy.h"
 
@@ -524,6 +525,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     initializers[node.output(0)] = initializers.at(node.input(0));
     return success();
   }
+
+  if (std::string why = checkNodeAgainstSchema(node, nodeOpset, training ? node.domain() : "");
+      !why.empty())
+    return report(why);
 
   // Each attribute once; each output name defined once in the graph (SSA form).
   {

@@ -168,6 +168,21 @@ def duplicate_attribute():
     return model([node], [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
 
 
+def extra_input():
+    nodes = [helper.make_node("Exp", ["x", "x", "x"], ["y"], name="exp")]
+    return model(nodes, [vi("x", F, [4])], [vi("y", F, [4])])
+
+
+def unknown_attribute():
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axes=[1], name="softmax")]
+    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+
+
+def wrong_attribute_type():
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=1.0, name="softmax")]
+    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+
+
 def old_opset():
     """Add-6 broadcast only with an explicit attribute: not what the importer implements."""
     nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="add")]
