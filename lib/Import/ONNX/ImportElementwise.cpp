@@ -18,19 +18,6 @@ namespace {
 
 using Ctx = NodeContext;
 
-LogicalResult setOut(Ctx &c, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  c.out.push_back(*v);
-  return success();
-}
-
-std::string typeStr(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
 
 bool inDomain(Type t, unsigned domain) {
   if (llvm::isa<FloatType>(t))

@@ -29,19 +29,6 @@ namespace {
 
 using Ctx = NodeContext;
 
-LogicalResult setOut(Ctx &c, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  c.out.push_back(*v);
-  return success();
-}
-
-std::string typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
 
 RankedTensorType withShape(RankedTensorType t, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, t.getElementType());
@@ -68,7 +55,7 @@ FailureOr<Value> indexOperand(Ctx &c, size_t i) {
   if (it && !it.isUnsigned() && (it.getWidth() == 32 || it.getWidth() == 64))
     return c.in[i];
   if (!it && !llvm::isa<FloatType>(et))
-    return FailureOr<Value>(c.error("indices of type " + typeName(et) + " are not supported"));
+    return FailureOr<Value>(c.error("indices of type " + typeStr(et) + " are not supported"));
   return castTo(c, c.in[i], c.b.getI64Type());
 }
 
@@ -96,21 +83,14 @@ LogicalResult importReduceKind(Ctx &c, StringRef kind) {
   bool keepdims = c.attrInt("keepdims", 1) != 0;
   bool floatOnly = kind == "l2" || kind == "log_sum" || kind == "log_sum_exp";
   if (floatOnly && !llvm::isa<FloatType>(t.getElementType()))
-    return c.error("input of type " + typeName(t.getElementType()) +
+    return c.error("input of type " + typeStr(t.getElementType()) +
                    " is not supported (floating-point only)");
   if (!llvm::isa<FloatType, IntegerType>(t.getElementType()) || t.getElementType().isInteger(1))
-    return c.error("input of type " + typeName(t.getElementType()) + " is not supported");
-  SmallVector<int64_t> axes;
-  if (c.opset >= 18) {
-    if (c.has(1)) {
-      auto a = c.constInts(1, "axes");
-      if (failed(a))
-        return failure();
-      axes = *a;
-    }
-  } else if (auto a = c.attrInts("axes")) {
-    axes = *a;
-  }
+    return c.error("input of type " + typeStr(t.getElementType()) + " is not supported");
+  auto axesOr = axesOperand(c, 18, /*required=*/false);
+  if (failed(axesOr))
+    return failure();
+  SmallVector<int64_t> axes = std::move(*axesOr);
   auto make = [&](Value x, ArrayRef<int64_t> ax, bool keep) {
     return c.make<ReduceOp>(x, c.b.getDenseI64ArrayAttr(ax), c.b.getBoolAttr(keep),
                             c.b.getStringAttr(kind));
@@ -151,7 +131,7 @@ template <typename OpTy> LogicalResult importArgReduce(Ctx &c) {
   if (t.getRank() == 0)
     return c.error("input must have rank >= 1");
   if (!llvm::isa<FloatType, IntegerType>(t.getElementType()))
-    return c.error("input of type " + typeName(t.getElementType()) + " is not supported");
+    return c.error("input of type " + typeStr(t.getElementType()) + " is not supported");
   auto axis = c.normAxis(c.attrInt("axis", 0), t.getRank());
   if (failed(axis))
     return failure();
@@ -187,7 +167,7 @@ LogicalResult importHardmax(Ctx &c) {
   if (rank == 0)
     return c.error("input must have rank >= 1");
   if (!llvm::isa<FloatType>(t.getElementType()))
-    return c.error("input of type " + typeName(t.getElementType()) + " is not supported");
+    return c.error("input of type " + typeStr(t.getElementType()) + " is not supported");
   auto axis = c.normAxis(c.attrInt("axis", c.opset < 13 ? 1 : -1), rank);
   if (failed(axis))
     return failure();

@@ -31,12 +31,6 @@ using Ctx = NodeContext;
 /// Unrolled control flow and recurrences stop here, with a diagnostic.
 constexpr int64_t kMaxUnroll = 1024;
 
-std::string typeStr(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
 
 /// Builds core ops through NodeContext (inference, verification, folding). The first failure is
 /// recorded in the context; after it every helper returns a null Value, so sequences of calls

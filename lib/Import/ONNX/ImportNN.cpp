@@ -21,19 +21,6 @@ namespace {
 
 using Ctx = NodeContext;
 
-LogicalResult setOut(Ctx &c, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  c.out.push_back(*v);
-  return success();
-}
-
-std::string typeStr(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
 
 LogicalResult requireFloatInput(Ctx &c, size_t i) {
   if (!llvm::isa<FloatType>(c.typeOf(i).getElementType()))
@@ -147,23 +134,28 @@ struct Window {
 
 /// Reads strides, dilations, pads and auto_pad for `n` spatial dims of `x` with kernel `kernel`.
 /// SAME_UPPER/SAME_LOWER pad so that O = ceil(D / stride), the odd cell at the end (UPPER) or the
+/// Attribute `name` as exactly `count` ints, or `count` copies of `dflt` when absent.
+LogicalResult readIntsAttr(Ctx &c, StringRef name, int64_t count, int64_t dflt,
+                           SmallVectorImpl<int64_t> &out) {
+  if (auto v = c.attrInts(name)) {
+    if (int64_t(v->size()) != count)
+      return c.error("attribute '" + name + "' has " + Twine(v->size()) + " entries, expected " +
+                     Twine(count));
+    out.assign(v->begin(), v->end());
+  } else {
+    out.assign(count, dflt);
+  }
+  return success();
+}
+
 /// beginning (LOWER); VALID pads nothing.
 FailureOr<Window> readWindow(Ctx &c, RankedTensorType x, ArrayRef<int64_t> kernel,
                              bool hasDilations = true) {
   int64_t n = x.getRank() - 2;
   Window w;
   w.kernel.assign(kernel.begin(), kernel.end());
-  auto ints = [&](StringRef name, int64_t count, int64_t dflt,
-                  SmallVectorImpl<int64_t> &out) -> LogicalResult {
-    if (auto v = c.attrInts(name)) {
-      if (int64_t(v->size()) != count)
-        return c.error("attribute '" + name + "' has " + Twine(v->size()) + " entries, expected " +
-                       Twine(count));
-      out.assign(v->begin(), v->end());
-    } else {
-      out.assign(count, dflt);
-    }
-    return success();
+  auto ints = [&](StringRef name, int64_t count, int64_t dflt, SmallVectorImpl<int64_t> &out) {
+    return readIntsAttr(c, name, count, dflt, out);
   };
   if (failed(ints("strides", n, 1, w.strides)) || failed(ints("pads", 2 * n, 0, w.pads)))
     return failure();
@@ -258,17 +250,8 @@ LogicalResult importConvTranspose(Ctx &c) {
   // Strides, dilations and explicit pads; auto_pad and output_shape are resolved below.
   Window win;
   win.kernel = *k;
-  auto ints = [&](StringRef name, int64_t count, int64_t dflt,
-                  SmallVectorImpl<int64_t> &out) -> LogicalResult {
-    if (auto v = c.attrInts(name)) {
-      if (int64_t(v->size()) != count)
-        return c.error("attribute '" + name + "' has " + Twine(v->size()) + " entries, expected " +
-                       Twine(count));
-      out.assign(v->begin(), v->end());
-    } else {
-      out.assign(count, dflt);
-    }
-    return success();
+  auto ints = [&](StringRef name, int64_t count, int64_t dflt, SmallVectorImpl<int64_t> &out) {
+    return readIntsAttr(c, name, count, dflt, out);
   };
   SmallVector<int64_t> outPad;
   if (failed(ints("strides", n, 1, win.strides)) || failed(ints("pads", 2 * n, 0, win.pads)) ||

@@ -755,6 +755,23 @@ FailureOr<int64_t> NodeContext::normAxis(int64_t axis, int64_t rank, StringRef w
   return axis < 0 ? axis + rank : axis;
 }
 
+FailureOr<SmallVector<int64_t>> axesOperand(NodeContext &c, int64_t inputSinceOpset, bool required) {
+  std::optional<SmallVector<int64_t>> axes;
+  if (c.opset >= inputSinceOpset) {
+    if (c.has(1)) {
+      auto a = c.constInts(1, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+  } else {
+    axes = c.attrInts("axes");
+  }
+  if (!axes && required)
+    return FailureOr<SmallVector<int64_t>>(c.error("missing axes"));
+  return axes ? *axes : SmallVector<int64_t>();
+}
+
 Value NodeContext::constant(DenseElementsAttr value) { return ConstantOp::create(b, loc, value); }
 
 FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {

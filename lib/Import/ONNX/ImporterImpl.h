@@ -156,6 +156,27 @@ private:
   mlir::FailureOr<llvm::SmallVector<mlir::Value>> finishMulti(mlir::OperationState &state);
 };
 
+/// Appends `v` to the node's outputs (failure passes through): `return setOut(c, c.make<...>())`.
+inline mlir::LogicalResult setOut(NodeContext &c, mlir::FailureOr<mlir::Value> v) {
+  if (mlir::failed(v))
+    return mlir::failure();
+  c.out.push_back(*v);
+  return mlir::success();
+}
+
+/// A type as MLIR prints it ("f32", "tensor<2x3xi64>"), for messages.
+inline std::string typeStr(mlir::Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// The `axes` of ops that took them as an attribute before `inputSinceOpset` and as input 1 from
+/// then on (Squeeze, Unsqueeze, ReduceX). Empty when absent and not `required`.
+mlir::FailureOr<llvm::SmallVector<int64_t>> axesOperand(NodeContext &c, int64_t inputSinceOpset,
+                                                        bool required);
+
 using OpImporter = mlir::LogicalResult (*)(NodeContext &);
 using ImporterTable = llvm::StringMap<OpImporter>;
 

@@ -21,22 +21,10 @@ RankedTensorType withShape(RankedTensorType t, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
-LogicalResult setOut(Ctx &c, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  c.out.push_back(*v);
-  return success();
-}
-
 LogicalResult requireFloat(Ctx &c, size_t i) {
   if (!llvm::isa<FloatType>(c.typeOf(i).getElementType()))
     return c.error("input " + Twine(i) + " has element type " +
-                   [&] {
-                     std::string s;
-                     llvm::raw_string_ostream os(s);
-                     os << c.typeOf(i).getElementType();
-                     return s;
-                   }() +
+                   typeStr(c.typeOf(i).getElementType()) +
                    "; only floating-point types are supported here");
   return success();
 }
@@ -303,23 +291,16 @@ LogicalResult importLayerNorm(Ctx &c) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
+
 template <typename OpTy> LogicalResult importReduce(Ctx &c, int64_t axesInputOpset) {
   if (failed(c.requireInputs(1)))
     return failure();
   auto t = c.typeOf(0);
   bool keepdims = c.attrInt("keepdims", 1) != 0;
-  std::optional<SmallVector<int64_t>> axes;
-  if (c.opset >= axesInputOpset) {
-    if (c.has(1)) {
-      auto a = c.constInts(1, "axes");
-      if (failed(a))
-        return failure();
-      axes = *a;
-    }
-  } else {
-    axes = c.attrInts("axes");
-  }
-  if (!axes || axes->empty()) {
+  auto axes = axesOperand(c, axesInputOpset, /*required=*/false);
+  if (failed(axes))
+    return failure();
+  if (axes->empty()) {
     if (c.attrInt("noop_with_empty_axes", 0)) {
       c.out.push_back(c.in[0]);
       return success();
@@ -589,22 +570,6 @@ LogicalResult importFlatten(Ctx &c) {
   return setOut(c, c.reshape(c.in[0], {outer, inner}));
 }
 
-FailureOr<SmallVector<int64_t>> axesOperand(Ctx &c, int64_t inputSinceOpset, bool required) {
-  std::optional<SmallVector<int64_t>> axes;
-  if (c.opset >= inputSinceOpset) {
-    if (c.has(1)) {
-      auto a = c.constInts(1, "axes");
-      if (failed(a))
-        return failure();
-      axes = *a;
-    }
-  } else {
-    axes = c.attrInts("axes");
-  }
-  if (!axes && required)
-    return FailureOr<SmallVector<int64_t>>(c.error("missing axes"));
-  return axes ? *axes : SmallVector<int64_t>();
-}
 
 LogicalResult importSqueeze(Ctx &c) {
   if (failed(c.requireInputs(1)))

@@ -11,6 +11,7 @@
 #include "colossal/runtime/Tensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
 #include <algorithm>
@@ -127,6 +128,23 @@ void registerNNKernels(KernelRegistry &r);
 void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
 void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
 void registerMiscKernels(KernelRegistry &r);
+
+/// Reduction layout: merges `shape` into alternating groups of kept and reduced dims (size-1 dims
+/// dropped), so a reduction over sorted `axes` walks at most a few strided loops. Returns the
+/// number of elements reduced into each output element.
+inline int64_t groupReduceDims(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> axes,
+                               llvm::SmallVectorImpl<int64_t> &gdims,
+                               llvm::SmallVectorImpl<bool> &greduced) {
+  int64_t count = 1;
+  for (int64_t d = 0, k = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    bool reduced = k < static_cast<int64_t>(axes.size()) && axes[k] == d;
+    if (reduced) { ++k; count *= shape[d]; }
+    if (shape[d] == 1) continue;
+    if (!gdims.empty() && greduced.back() == reduced) gdims.back() *= shape[d];
+    else { gdims.push_back(shape[d]); greduced.push_back(reduced); }
+  }
+  return count;
+}
 
 }  // namespace colossal::runtime::cpu
 

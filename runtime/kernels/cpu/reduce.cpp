@@ -71,14 +71,7 @@ template <Kind K> llvm::Error runReduce(const KernelCall &c) {
   // Merge dims into groups of alternating kept/reduced (dropping size-1 dims).
   llvm::SmallVector<int64_t, 8> gdims;
   llvm::SmallVector<bool, 8> greduced;
-  int64_t count = 1;
-  for (int64_t d = 0, k = 0; d < X.rank(); ++d) {
-    bool reduced = k < static_cast<int64_t>(axes.size()) && axes[k] == d;
-    if (reduced) { ++k; count *= X.shape[d]; }
-    if (X.shape[d] == 1) continue;
-    if (!gdims.empty() && greduced.back() == reduced) gdims.back() *= X.shape[d];
-    else { gdims.push_back(X.shape[d]); greduced.push_back(reduced); }
-  }
+  const int64_t count = groupReduceDims(X.shape, axes, gdims, greduced);
   const int64_t outN = Y.numel();
   if (outN == 0) return llvm::Error::success();
   const float scale = K == Kind::Mean ? 1.0f / static_cast<float>(count) : 1.0f;

@@ -127,14 +127,7 @@ template <RK K, typename S> void reduceImpl(const KernelCall &c) {
   S *y = Y.as<S>();
   llvm::SmallVector<int64_t, 8> gdims;
   llvm::SmallVector<bool, 8> greduced;
-  int64_t count = 1;
-  for (int64_t d = 0, k = 0; d < X.rank(); ++d) {
-    bool reduced = k < static_cast<int64_t>(axes.size()) && axes[k] == d;
-    if (reduced) { ++k; count *= X.shape[d]; }
-    if (X.shape[d] == 1) continue;
-    if (!gdims.empty() && greduced.back() == reduced) gdims.back() *= X.shape[d];
-    else { gdims.push_back(X.shape[d]); greduced.push_back(reduced); }
-  }
+  const int64_t count = groupReduceDims(X.shape, axes, gdims, greduced);
   const int64_t outN = Y.numel();
   if (outN == 0) return;
   int numReducedGroups = 0;
