@@ -147,18 +147,6 @@ std::string domainNames(unsigned d) {
   return s;
 }
 
-bool broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> b, SmallVectorImpl<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
 
 } // namespace
 
@@ -236,7 +224,7 @@ LogicalResult BinaryFnOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locat
     return emitOptionalError(loc, "operand element types differ: ", lhs.getElementType(), " vs ",
                              rhs.getElementType());
   SmallVector<int64_t> shape;
-  if (!broadcast(lhs.getShape(), rhs.getShape(), shape))
+  if (!broadcastShapes(lhs.getShape(), rhs.getShape(), shape))
     return emitOptionalError(loc, "operand shapes do not broadcast");
   inferred.push_back(RankedTensorType::get(
       shape, info->boolResult ? IntegerType::get(ctx, 1) : lhs.getElementType()));

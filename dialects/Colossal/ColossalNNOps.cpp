@@ -5,6 +5,7 @@
 // holds only their hand-written C++.
 //===----------------------------------------------------------------------===//
 #include "dialects/Colossal/ColossalOps.h"
+#include "dialects/Colossal/ConstantEval.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -14,14 +15,6 @@ using namespace colossal;
 
 namespace {
 
-RankedTensorType rankedType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-std::string shapeStr(ArrayRef<int64_t> s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "x" : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 /// Checks x is [N, C, D1..Dn] with 1 <= n <= 3 and the spatial attributes have n (pads 2n)
 /// entries: strides and dilations >= 1, pads >= 0, kernel sizes >= 1.

@@ -18,28 +18,8 @@ using namespace colossal;
 
 namespace {
 
-RankedTensorType rankedType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-/// NumPy broadcast of two static shapes; false when incompatible.
-bool broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b, SmallVectorImpl<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
 
-std::string shapeStr(ArrayRef<int64_t> s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "x" : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 std::optional<HostTensor> constantOperand(Attribute a) { return HostTensor::from(a); }
 

@@ -15,7 +15,9 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Value.h"
 #include <functional>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -58,6 +60,18 @@ HostTensor evalBroadcast(mlir::RankedTensorType resultType, llvm::ArrayRef<const
 /// index(k); used by transpose, slice, gather, expand, concat.
 HostTensor evalPermute(mlir::RankedTensorType resultType, const HostTensor &src,
                        const std::function<int64_t(llvm::ArrayRef<int64_t>)> &sourceIndex);
+
+/// NumPy broadcast of two static shapes into `out`; false when they are incompatible.
+bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+                     llvm::SmallVectorImpl<int64_t> &out);
+
+/// "[2x3x4]", for diagnostics.
+std::string shapeStr(llvm::ArrayRef<int64_t> shape);
+
+/// The ranked tensor type of `v` (every colossal operand is one).
+inline mlir::RankedTensorType rankedType(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
 
 /// Multi-index of flat index `k` in `shape`.
 void unflatten(int64_t k, llvm::ArrayRef<int64_t> shape, llvm::SmallVectorImpl<int64_t> &idx);
