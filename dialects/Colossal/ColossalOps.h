@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Colossal/ColossalInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Colossal/ColossalOps.h.inc"
 

@@ -2,6 +2,7 @@
 #define COLOSSAL_OPS_TD
 
 include "dialects/Colossal/ColossalDialect.td"
+include "dialects/Colossal/ColossalInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
