@@ -1,5 +1,6 @@
 // Times the fused attention kernel and its backward (attention_grad) through the kernel registry
-// on a GPT-style shape: median milliseconds of N runs, the backward/forward ratio.
+// on a GPT-style shape: median wall-clock and process-CPU milliseconds of N runs (CPU time is the
+// steadier figure on a shared machine with one thread), and the backward/forward ratio.
 //
 //   colossal-attention-bench [B H T D [causal [runs]]]     (defaults: 8 6 256 64 1 20)
 // Threads: OMP_NUM_THREADS.
@@ -15,24 +16,35 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <ctime>
 #include <random>
+#include <utility>
 #include <vector>
 
 using namespace colossal::runtime;
 
 namespace {
 
-double medianMs(const std::function<void()> &fn, int runs) {
+double cpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/// Median (wall, CPU) milliseconds of `runs` calls after one warm-up call.
+std::pair<double, double> medianMs(const std::function<void()> &fn, int runs) {
   fn();  // warm-up (oneDNN JIT, page faults)
-  std::vector<double> ms;
+  std::vector<double> wall, cpu;
   for (int i = 0; i < runs; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpuMs();
     fn();
-    auto t1 = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    cpu.push_back(cpuMs() - c0);
+    wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
 }
 
 struct Buf {
@@ -86,11 +98,12 @@ int main(int argc, char **argv) {
   g.inputs = {q.ref(), k.ref(), v.ref(), y.ref(), dy.ref()};
   g.outputs = {dq.ref(), dk.ref(), dv.ref()};
   AlignedBuffer wf, wg;
-  const double fwdMs = medianMs([&] { runOnce(*fwd, f, wf); }, runs);
-  const double bwdMs = medianMs([&] { runOnce(*bwd, g, wg); }, runs);
-  std::printf("B%lld H%lld T%lld D%lld causal %d, %d threads: attention %.3f ms, attention_grad %.3f ms "
-              "(backward/forward %.2f)\n",
+  const auto [fwdWall, fwdCpu] = medianMs([&] { runOnce(*fwd, f, wf); }, runs);
+  const auto [bwdWall, bwdCpu] = medianMs([&] { runOnce(*bwd, g, wg); }, runs);
+  std::printf("B%lld H%lld T%lld D%lld causal %d, %d threads: attention %.2f ms (cpu %.2f), attention_grad "
+              "%.2f ms (cpu %.2f); backward/forward %.2f wall, %.2f cpu\n",
               static_cast<long long>(B), static_cast<long long>(H), static_cast<long long>(T),
-              static_cast<long long>(D), causal, omp_get_max_threads(), fwdMs, bwdMs, bwdMs / fwdMs);
+              static_cast<long long>(D), causal, omp_get_max_threads(), fwdWall, fwdCpu, bwdWall, bwdCpu,
+              bwdWall / fwdWall, bwdCpu / fwdCpu);
   return 0;
 }
