@@ -26,7 +26,8 @@ Executor::~Executor() {
 llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loaded,
                                                            const KernelRegistry &registry,
                                                            Device &device,
-                                                           llvm::StringRef programName) {
+                                                           llvm::StringRef programName,
+                                                           CommContext *comm) {
   const plan::Program *prog = loaded.program(programName);
   if (!prog) return fail(loaded.path + ": no program named '" + programName + "'");
   DeviceKind kind = static_cast<DeviceKind>(prog->device());
@@ -63,6 +64,7 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
     step.index = i;
     step.call.instruction = &inst;
     step.call.threads = threads;
+    step.call.comm = comm;
     for (uint32_t id : inst.inputs()) step.call.inputs.push_back(ex->buffers_[id]);
     for (uint32_t id : inst.outputs()) step.call.outputs.push_back(ex->buffers_[id]);
     step.kernel = registry.find(inst.op(), step.call.outputs[0].dtype, kind);

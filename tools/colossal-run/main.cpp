@@ -2,6 +2,7 @@
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME]
+//                [--nproc N] [--comm-timeout S]
 //
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
 // match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
@@ -11,10 +12,19 @@
 // many times and prints "forward: median X ms, min Y ms over N runs" to stderr.
 // Any failure prints one line "error: ..." and exits with status 1.
 //
+// Several ranks (docs/parallelism.md): `mpirun -np N colossal-run ...`, or `--nproc N`, which
+// re-executes the same command under mpirun. N must equal the plan's mesh size. Errors that every
+// rank meets alike are printed by rank 0; an error on one rank while running prints
+// "error: rank R: ..." and aborts the job. Rank 0 writes the outputs. Kernel threads per rank
+// default to the cores divided by the ranks on this machine.
+//
 //===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/Plan.h"
+
+#include "Parallel.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
@@ -51,9 +61,14 @@ cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl
                     cl::cat(category));
 cl::opt<std::string> programName("program", cl::desc("Program of the plan to run"),
                                  cl::init("forward"), cl::cat(category));
+cl::opt<int> nproc("nproc", cl::desc("Run on N ranks: re-executes this command under mpirun -np N"),
+                   cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<double> commTimeout("comm-timeout",
+                            cl::desc("Seconds a collective may take before the job is aborted"),
+                            cl::value_desc("S"), cl::init(300.0), cl::cat(category));
 
 int fail(const llvm::Twine &msg) {
-  llvm::errs() << "error: " << msg << "\n";
+  if (isPrintingRank()) llvm::errs() << "error: " << msg << "\n";  // every rank meets it alike
   return 1;
 }
 int fail(llvm::Error err) { return fail(llvm::toString(std::move(err))); }
@@ -90,6 +105,9 @@ struct InputData {
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
+  if (nproc.getNumOccurrences())
+    if (llvm::Error e = relaunchUnderMpirun(argc, argv, nproc)) return fail(std::move(e));
+  if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");
   if (threads < 0) return fail("--threads must be >= 0");
   // More threads than this only oversubscribes the machine (and exhausts OpenMP's thread limits).
   constexpr int kMaxThreads = 1024;
@@ -102,9 +120,17 @@ int runMain(int argc, char **argv) {
   const KernelRegistry &registry = KernelRegistry::cpu();
   auto loaded = loadPlan(planPath, registry);
   if (!loaded) return fail(loaded.takeError());
+  auto comm = startCommunication(**loaded, programName, commTimeout);
+  if (!comm) return fail(comm.takeError());
+  // An error on one rank alone ends the whole job (the others would wait in a collective).
+  auto failHere = [&](llvm::Error e) {
+    if ((*comm)->worldSize() == 1) return fail(std::move(e));
+    llvm::errs() << "error: rank " << (*comm)->rank() << ": " << llvm::toString(std::move(e)) << "\n";
+    (*comm)->abort(1);
+  };
   std::unique_ptr<Device> device = createCpuDevice();
-  device->setThreads(threads);
-  auto executor = Executor::create(**loaded, registry, *device, programName);
+  device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
+  auto executor = Executor::create(**loaded, registry, *device, programName, comm->get());
   if (!executor) return fail(executor.takeError());
   Executor &ex = **executor;
 
@@ -157,22 +183,23 @@ int runMain(int argc, char **argv) {
     return ex.run();
   };
   for (int i = 0; i < warmup; ++i)
-    if (llvm::Error e = runOnce()) return fail(std::move(e));
+    if (llvm::Error e = runOnce()) return failHere(std::move(e));
   std::vector<double> ms;
   for (int i = 0; i < repeat; ++i) {
     for (const InputData &in : inputs)
       if (llvm::Error e = ex.setInput(in.name, in.dtype, in.shape, in.bytes.data())) return fail(std::move(e));
     auto t0 = std::chrono::steady_clock::now();
-    if (llvm::Error e = ex.run()) return fail(std::move(e));
+    if (llvm::Error e = ex.run()) return failHere(std::move(e));
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (repeat > 1 || warmup > 0) {
+  if ((repeat > 1 || warmup > 0) && (*comm)->rank() == 0) {
     std::sort(ms.begin(), ms.end());
     llvm::errs() << llvm::format("%s: median %.3f ms, min %.3f ms over %d runs\n", programName.c_str(),
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
 
-  if (outputDir.empty()) return 0;
+  // Rank 0 writes the outputs (each rank holds them whole until plans carry output shardings).
+  if (outputDir.empty() || (*comm)->rank() != 0) return 0;
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail(outputDir + ": cannot create output directory: " + ec.message());
   for (const BindingInfo &out : ex.outputs()) {

@@ -31,11 +31,13 @@ struct BindingInfo {
 class Executor {
 public:
   /// Prepares program `programName` of `plan` (which must outlive the executor) on `device`.
+  /// `comm` (optional; must outlive the executor) is what collective instructions communicate
+  /// through; without it they fail when run.
   /// Errors: no such program, program for another device, no kernel (should not happen after
   /// loadPlan), allocation failure.
   static llvm::Expected<std::unique_ptr<Executor>>
   create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
-         llvm::StringRef programName = "forward");
+         llvm::StringRef programName = "forward", CommContext *comm = nullptr);
   ~Executor();
 
   llvm::ArrayRef<BindingInfo> inputs() const { return inputs_; }
