@@ -492,6 +492,7 @@ TEST_F(ColossalRunParallel, StalledRankTimesOut) {
       << out;
   EXPECT_GE(seconds, 2.0);
   EXPECT_LT(seconds, 30.0);
+  std::printf("the job ended %.2f s after it started (timeout 2 s)\n", seconds);
   EXPECT_TRUE(processesWith(job.marker).empty()) << "processes left behind";
 }
 
@@ -519,6 +520,7 @@ TEST_F(ColossalRunParallel, KilledRankEndsTheJob) {
   if (!ended) killAll(job);
   ASSERT_TRUE(ended) << out;
   EXPECT_LT(seconds, 30.0) << out;
+  std::printf("the job ended %.2f s after rank 1 was killed\n", seconds);
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_NE(out.find("process rank 1 with PID"), std::string::npos) << out;
   EXPECT_NE(out.find("exited on signal 9 (Killed)"), std::string::npos) << out;

@@ -58,7 +58,8 @@ bool isReducibleDType(DType dtype);
 struct CommShared {
   int worldRank = 0;
   double timeoutSeconds = 300;
-  /// Test hook (COLOSSAL_TEST_STALL_RANK): this world rank sleeps before its first collective.
+  /// Test hook (COLOSSAL_TEST_STALL_RANK): this world rank sleeps `stallSeconds` (from
+  /// COLOSSAL_TEST_STALL_SECONDS) before each collective.
   int stallRank = -1;
   double stallSeconds = 3600;
 };
