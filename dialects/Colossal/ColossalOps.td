@@ -299,5 +299,6 @@ include "dialects/Colossal/ColossalNNOps.td"
 include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
 include "dialects/Colossal/ColossalMiscOps.td"
+include "dialects/Colossal/ColossalTrainOps.td"
 
 #endif // COLOSSAL_OPS_TD
