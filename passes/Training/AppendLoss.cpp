@@ -209,7 +209,7 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
          b.getNamedAttr("vocab_size", b.getI64IntegerAttr(vocab)),
          b.getNamedAttr("global_batch", b.getI64IntegerAttr(globalType.getDimSize(0))),
          b.getNamedAttr("seq_len", b.getI64IntegerAttr(globalType.getDimSize(1))),
-         b.getNamedAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex))});
+         b.getNamedAttr("ignore_index", b.getI64IntegerAttr(int64_t(ignoreIndex)))});
     return success();
   }
 };

@@ -55,6 +55,7 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
       return module.emitError("colossal-autodiff needs @train_step (run colossal-append-loss "
                               "first)");
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    int64_t gradAccum = this->gradAccum;
     if (gradAccum < 1)
       return module.emitError() << "colossal-autodiff: grad-accum must be >= 1, got " << gradAccum;
 

@@ -60,7 +60,7 @@ struct OptimizerPass : colossal::impl::OptimizerBase<OptimizerPass> {
       return bad() << "lr-schedule must be constant or cosine, got '" << lrSchedule << "'";
     if (warmupSteps < 0 || totalSteps < 0 || (lrSchedule == "cosine" && totalSteps < warmupSteps))
       return bad() << "the cosine schedule needs 0 <= warmup-steps <= total-steps, got "
-                   << warmupSteps << " and " << totalSteps;
+                   << int64_t(warmupSteps) << " and " << int64_t(totalSteps);
     if (!(minLr >= 0 && minLr <= lr))
       return bad() << "min-lr must be in [0, lr], got " << minLr;
     return success();

@@ -46,10 +46,12 @@ void updateTrainConfig(ModuleOp module, ArrayRef<NamedAttribute> entries) {
 }
 
 void eraseDeadOps(func::FuncOp fn) {
-  Block &body = fn.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
-    if (isOpTriviallyDead(&op))
-      op.erase();
+  SmallVector<Operation *> ops;
+  for (Operation &op : fn.getBody().front().without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
 }
 
 FailureOr<ParamPatterns> ParamPatterns::compile(ModuleOp module, StringRef option,
