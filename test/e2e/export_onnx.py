@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end check of `colossal-run M.cplan export --onnx OUT.onnx` (docs/training.md).
 
-    export_onnx.py --workdir W [--opt colossal-opt] [--run colossal-run]
+    export_onnx.py --workdir W [--opt colossal-opt] [--run colossal-run] [--protoc protoc]
 
 1. examples/models/export.py writes a seeded GPT-2 (tied embeddings, static [2, 16]); its weights
    are re-saved as ONNX external data (W/ext/model.onnx + weights.bin), so the export has to
@@ -14,10 +14,19 @@
    (max|err| <= 1e-4 * max|ref|); onnxruntime is itself checked against PyTorch's logits.
 4. Errors, each one line naming what is wrong: --onnx naming the source model or its external
    data file, a source model changed after compilation, a source model gone.
+5. Replaced weights and an Identity tie, through --checkpoint: layer 1's attention projection is
+   turned into an `Identity` of layer 0's (torch's way of tying weights), and the plan gets one
+   PARAM state per float initializer plus one for the Identity's output (added to the compiled
+   plan with protobuf's Python bindings: the states a training plan would carry). A checkpoint
+   (model.safetensors) holds new seeded values for all of them. The exported model must hold
+   exactly those values, with the Identity replaced by an initializer of its own, and onnxruntime
+   on it must match colossal-run on a plan compiled from the same values written into the model
+   by Python (onnx.helper), independently of the exporter.
 
 Exit 0 pass, 1 mismatch, 2 a tool failed.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +55,7 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--opt", help="colossal-opt binary")
     p.add_argument("--run", help="colossal-run binary")
+    p.add_argument("--protoc", default="protoc", help="protoc, to generate plan.proto's Python bindings")
     p.add_argument("--tol", type=float, default=1e-4)
     args = p.parse_args()
     w = os.path.abspath(args.workdir)
@@ -130,8 +140,132 @@ def main():
         print(f"  {bad} was written by a failed export  MISMATCH")
         ok = False
 
+    ok &= check_checkpoint_export(w, os.path.join(w, "model", "model.onnx"), inputs, opt, run_bin, args.tol,
+                                  args.protoc)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def write_safetensors(path, tensors):
+    """{name: float32 array} -> a safetensors file (the format: u64 header length, JSON, data)."""
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def check_checkpoint_export(w, model_path, inputs, opt, run_bin, tol, protoc):
+    print("--- replaced weights and an Identity tie, through --checkpoint")
+    m = onnx.load(model_path)
+    ok = True
+    repo_plan_dir = os.path.join(u.REPO, "runtime", "plan")
+    pb_dir = os.path.join(w, "pb")
+    os.makedirs(pb_dir)
+    try:
+        u.run([protoc, f"--proto_path={repo_plan_dir}", f"--python_out={pb_dir}", "plan.proto"], "protoc")
+    except u.ToolError as e:
+        u.die(str(e))
+    sys.path.insert(0, pb_dir)
+    import plan_pb2  # noqa: E402
+
+    # Tie layer 1's attention output projection to layer 0's through an Identity.
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    proj = [n.input[1] for n in g.node if n.op_type == "MatMul" and "attn/c_proj" in n.name and n.input[1] in inits]
+    if len(proj) < 2:
+        u.die(f"expected two attention projection weights in the GPT-2 export, found {proj}")
+    first, second = proj[0], proj[1]
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name == second:
+                n.input[i] = "tied_copy"
+    g.initializer.remove(inits[second])
+    g.node.insert(0, onnx.helper.make_node("Identity", [first], ["tied_copy"], name="tie"))
+    tie_dir = os.path.join(w, "tied")
+    os.makedirs(tie_dir)
+    source = os.path.join(tie_dir, "model.onnx")
+    onnx.save_model(m, source, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    spec = os.path.join(w, "model", "spec.yaml")
+    plan_path = os.path.join(w, "tied.cplan")
+    try:
+        u.compile_plan(opt, source, spec, plan_path)
+    except u.ToolError as e:
+        u.die(str(e))
+
+    # PARAM states for every float initializer and for the Identity's output.
+    plan = plan_pb2.Plan()
+    with open(plan_path, "rb") as f:
+        plan.ParseFromString(f.read())
+    weight_keys = {b.weight_name for b in plan.programs[0].buffers if b.storage == plan_pb2.WEIGHT}
+    src = {t.name: numpy_helper.to_array(t, base_dir=tie_dir)
+           for t in onnx.load(source, load_external_data=False).graph.initializer}
+    params = {k: v for k, v in src.items() if v.dtype == np.float32}
+    params["tied_copy"] = src[first]
+    rng = np.random.default_rng(1)
+    trained = {k: (v * 0.9 + 0.05 * rng.standard_normal(v.shape)).astype(np.float32) for k, v in params.items()}
+    for name, v in trained.items():
+        s = plan.states.add()
+        s.name, s.dtype, s.role, s.source = name, plan_pb2.F32, plan_pb2.StateTensor.PARAM, name
+        s.shape.extend(v.shape)
+        s.init_weight = name if name in weight_keys else first
+    with open(plan_path, "wb") as f:
+        f.write(plan.SerializeToString())
+    ckpt = os.path.join(w, "ckpt")
+    os.makedirs(os.path.join(ckpt, "step-00000003"))
+    with open(os.path.join(ckpt, "latest"), "w") as f:
+        f.write("step-00000003\n")
+    with open(os.path.join(ckpt, "step-00000003", "manifest.json"), "w") as f:
+        json.dump({"format": "colossal-checkpoint", "version": 1, "step": 3}, f)
+    write_safetensors(os.path.join(ckpt, "step-00000003", "model.safetensors"), trained)
+
+    # The reference: the same values written into the model by Python, compiled and run.
+    ref_model = onnx.load(source)
+    for t in ref_model.graph.initializer:
+        if t.name in trained:
+            t.CopyFrom(numpy_helper.from_array(trained[t.name], t.name))
+    ref_model.graph.initializer.append(numpy_helper.from_array(trained["tied_copy"], "tied_copy"))
+    ref_model.graph.node.remove(ref_model.graph.node[0])
+    ref_path = os.path.join(w, "reference.onnx")
+    onnx.save_model(ref_model, ref_path)
+    exported = os.path.join(w, "exported_ckpt.onnx")
+    try:
+        u.compile_plan(opt, ref_path, spec, os.path.join(w, "reference.cplan"))
+        u.run_plan(run_bin, os.path.join(w, "reference.cplan"), inputs, os.path.join(w, "colossal_ckpt"))
+        u.run([run_bin, plan_path, "export", "--onnx", exported, "--checkpoint", ckpt], "colossal-run export")
+        u.run_ort(exported, inputs, os.path.join(w, "ort_ckpt"))
+    except u.ToolError as e:
+        u.die(str(e))
+
+    e = onnx.load(exported)
+    onnx.checker.check_model(e)
+    got = {t.name: numpy_helper.to_array(t) for t in e.graph.initializer}
+    exact = all(np.array_equal(got.get(k), v) for k, v in trained.items())
+    untouched = all(np.array_equal(got.get(k), v) for k, v in src.items() if k not in trained)
+    identities = [n for n in e.graph.node if n.op_type == "Identity" and n.output[0] == "tied_copy"]
+    print(f"exported: {len(trained)} parameters equal to the checkpoint's: {exact}; other initializers "
+          f"unchanged: {untouched}; Identity 'tie' removed: {not identities}; "
+          f"'{first}' and 'tied_copy' independent: {not np.array_equal(got[first], got['tied_copy'])}")
+    ok &= exact and untouched and not identities and not np.array_equal(got[first], got["tied_copy"])
+    print("colossal-run forward (weights written by Python) vs onnxruntime on the exported model")
+    ok &= u.compare(u.npy_dir(os.path.join(w, "ort_ckpt")), os.path.join(w, "colossal_ckpt"), tol)
+    # The trained logits differ from the untrained ones: the comparison is not vacuous.
+    before = np.load(os.path.join(w, "ort", "logits.npy"))
+    after = np.load(os.path.join(w, "ort_ckpt", "logits.npy"))
+    print(f"  max|logits(trained) - logits(initial)| = {np.max(np.abs(after - before)):.3e}")
+    ok &= bool(np.max(np.abs(after - before)) > 1e-2)
+
+    # A checkpoint without one of the parameters: an error naming the file and the tensor.
+    del trained["tied_copy"]
+    write_safetensors(os.path.join(ckpt, "step-00000003", "model.safetensors"), trained)
+    ok &= expect_failure([run_bin, plan_path, "export", "--onnx", os.path.join(w, "bad2.onnx"), "--checkpoint", ckpt],
+                         "model.safetensors: no tensor 'tied_copy'")
+    return ok
 
 
 if __name__ == "__main__":
