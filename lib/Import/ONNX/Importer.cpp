@@ -346,9 +346,8 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   auto attr = tensorAttr(t, "initializer '" + name + "'");
   if (failed(attr))
     return Value();
-  Value v;
   if (param) {
-    v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(paramName)));
+    Value v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(paramName)));
     SmallVector<NamedAttribute> attrs = {b.getNamedAttr(kParamAttr, b.getStringAttr(paramName)),
                                          b.getNamedAttr(kValueAttr, *attr)};
     if (options.trainParams)
@@ -356,11 +355,10 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
     argAttrs.push_back(b.getDictionaryAttr(attrs));
     paramValues[{&t, paramName}] = v;
     return v;
-  } else {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(body);
-    v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
   }
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(body);
+  Value v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
   constValues[&t] = v;
   return v;
 }
