@@ -463,7 +463,7 @@ LogicalResult NllLossOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef
   }
   Value coef = NegOp::create(b, loc, g.getType(), g);
   if (getReduction() == "mean") {
-    SmallVector<int64_t> all(llvm::seq<int64_t>(0, tt.getRank()));
+    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, tt.getRank()));
     Value denom;
     auto sumAll = [&](Value v) -> Value {
       return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
@@ -485,8 +485,8 @@ LogicalResult NllLossOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef
     coef = ReshapeOp::create(b, loc, RankedTensorType::get(shape, elt), coef);
   }
   auto valuesType = RankedTensorType::get({2}, elt);
-  Value values = ConstantOp::create(
-      b, loc, DenseElementsAttr::get(valuesType, {b.getFloatAttr(elt, 0.0), b.getFloatAttr(elt, 1.0)}));
+  Attribute offOn[] = {b.getFloatAttr(elt, 0.0), b.getFloatAttr(elt, 1.0)};
+  Value values = ConstantOp::create(b, loc, DenseElementsAttr::get(valuesType, ArrayRef<Attribute>(offOn)));
   Value oneHot = OneHotOp::create(b, loc, in, oneHotTarget, values, b.getI64IntegerAttr(1));
   og[0] = MulOp::create(b, loc, oneHot, coef);
   return success();

@@ -758,7 +758,7 @@ Value gemmV(OpBuilder &b, Location loc, Value x, Value y, bool ta, bool tb, doub
 /// x with its last two dims swapped.
 Value swapLastTwo(OpBuilder &b, Location loc, Value x) {
   int64_t r = rankedType(x).getRank();
-  SmallVector<int64_t> perm(llvm::seq<int64_t>(0, r));
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, r));
   std::swap(perm[r - 1], perm[r - 2]);
   return TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
 }

@@ -53,12 +53,16 @@ LogicalResult appendGradients(func::FuncOp func) {
   results.append(grads->begin(), grads->end());
   ret->setOperands(results);
   SmallVector<Type> resultTypes(fnType.getResults());
-  for (Value g : *grads)
+  SmallVector<Attribute> resultAttrs{func.getResultAttrDict(0)
+                                         ? Attribute(func.getResultAttrDict(0))
+                                         : Attribute(b.getDictionaryAttr({}))};
+  for (auto [g, name] : llvm::zip(*grads, names)) {
     resultTypes.push_back(g.getType());
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(kOutputAttr, b.getStringAttr("grad:" + name.getValue()))}));
+  }
   func.setFunctionType(FunctionType::get(func.getContext(), fnType.getInputs(), resultTypes));
-  for (auto [k, name] : llvm::enumerate(names))
-    func.setResultAttr(1 + k, kOutputAttr,
-                       b.getStringAttr("grad:" + name.getValue()));
+  func.setAllResultAttrs(resultAttrs);
   return success();
 }
 
