@@ -17,6 +17,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);
+  cpu::registerOptimKernels(r);
+  cpu::registerCrossEntropyKernels(r);
 }
 
 namespace cpu {
