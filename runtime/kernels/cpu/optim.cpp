@@ -23,6 +23,17 @@
 // instruction must not overlap each other (checked at run time: the fused loops assume it).
 // Every update zeroes `g` after use.
 //
+// Attributes (docs/plan.md): adam(w) `beta1 beta2 eps weight_decay max_grad_norm`, sgd `momentum
+// dampening nesterov weight_decay max_grad_norm`, accumulate_grad `scale`; an absent one takes
+// PyTorch's default (0.9, 0.999, 1e-8, weight decay 0.01 for AdamW and 0 otherwise, no momentum,
+// no clipping, scale 1). sgd_update has the buffer operand exactly when momentum ≠ 0.
+//
+// Errors. At load (verify): dtypes other than f32 (i64 step), state shapes that differ, an output
+// that is not its input's dtype and shape, non-scalar lr/step/grad_norm, attribute values PyTorch
+// rejects (betas outside [0, 1), negative eps/weight_decay/momentum/max_grad_norm, nesterov without
+// momentum or with dampening), an SGD operand list that does not match its momentum. At run: a step
+// below 1, state operands that overlap in memory.
+//
 // Each update is one fused pass over the elements (one read and one write of each state tensor),
 // vectorizable (branch-free, restrict pointers, the variant chosen outside the loop) and split over
 // OpenMP threads for large tensors. global_norm sums squares in double over fixed blocks of 16384
