@@ -3,6 +3,13 @@
 
 namespace colossal::runtime {
 
+namespace cpu {
+// Training (backward) kernel families; declared here rather than in CpuCommon.h, which every
+// kernel includes.
+void registerGradKernels(KernelRegistry &r);           // grad.cpp
+void registerAttentionGradKernels(KernelRegistry &r);  // attention_grad.cpp
+}  // namespace cpu
+
 void registerCpuKernels(KernelRegistry &r) {
   cpu::registerElementwiseKernels(r);
   cpu::registerMathKernels(r);
@@ -19,6 +26,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerMiscKernels(r);
   cpu::registerOptimKernels(r);
   cpu::registerCrossEntropyKernels(r);
+  cpu::registerGradKernels(r);
+  cpu::registerAttentionGradKernels(r);
 }
 
 namespace cpu {
