@@ -25,6 +25,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);
+  cpu::registerOptimKernels(r);
+  cpu::registerCrossEntropyKernels(r);
   cpu::registerGradKernels(r);
   cpu::registerAttentionGradKernels(r);
   registerCollectiveKernels(r);
