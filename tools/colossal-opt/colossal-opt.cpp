@@ -134,8 +134,9 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
-  if (spec.mode == "train") {
-    // TrainConfig records what was compiled: export --onnx rereads the model, checkpoints the spec.
+  {
+    // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
+    // also the spec's hash (checkpoint manifests).
     llvm::SmallString<256> absolute(input);
     if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
       return fail(input + ": " + ec.message());
@@ -144,7 +145,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     if (!modelHash)
       return fail(llvm::toString(modelHash.takeError()));
     planOptions.sourceModelHash = *modelHash;
-    if (!specPath.empty()) {
+    if (spec.mode == "train" && !specPath.empty()) {
       auto specHash = colossal::runtime::fnv1a64File(specPath);
       if (!specHash)
         return fail(llvm::toString(specHash.takeError()));

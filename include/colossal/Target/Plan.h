@@ -10,10 +10,11 @@ namespace colossal {
 struct PlanOptions {
   std::string producer = "colossal-opt";
   std::string mode = "inference"; // "train" requires a train-mode module (and "inference" takes one)
-  // Train plans (TrainConfig): the ONNX model compiled, for `export --onnx`, and the spec.
+  // The ONNX model compiled, for `export --onnx`: recorded in Plan.train.source_model /
+  // source_model_hash for every plan (an inference plan's TrainConfig holds only these two).
   std::string sourceModel;        // absolute path
   uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
-  uint64_t specHash = 0;          // FNV-1a 64 of the spec file's bytes
+  uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
 };
 
 /// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module

@@ -241,9 +241,14 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
-  if (collected.train &&
-      failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
-    return failure();
+  if (collected.train) {
+    if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
+      return failure();
+  } else if (!options.sourceModel.empty()) {
+    // An inference plan's TrainConfig holds only the model compiled (for `export --onnx`).
+    planMsg.mutable_train()->set_source_model(options.sourceModel);
+    planMsg.mutable_train()->set_source_model_hash(options.sourceModelHash);
+  }
 
   // 4. Write weights and plan under temporary names, then rename both.
   llvm::SmallString<256> folder = llvm::sys::path::parent_path(planPath);
