@@ -51,6 +51,9 @@ constexpr StringLiteral kSgd[] = {"momentum", "dampening", "nesterov", "weight_d
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
                                        "sampling_ratio", "spatial_scale", "half_pixel"};
 
+// training: backward ops (dialects/Colossal/ColossalGradOps.td, docs/plan.md "Training instructions")
+constexpr StringLiteral kUnaryGrad[] = {"fn", "alpha"};
+
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
 const OpLowering kTable[] = {
@@ -147,6 +150,17 @@ const OpLowering kTable[] = {
     {"colossal.adamw_update", Kind::Update, "adamw_update", false, kAdam, false, 3},
     {"colossal.adam_update", Kind::Update, "adam_update", false, kAdam, false, 3},
     {"colossal.sgd_update", Kind::Update, "sgd_update", false, kSgd, false, 3},
+
+    // Training: backward ops emitted by autodiff (runtime/kernels/cpu/grad.cpp). In-place safety
+    // for `dy` is not claimed: the planner only reuses the first input's bytes.
+    KERNEL("softmax_grad", false, kAxis),
+    KERNEL("log_softmax_grad", false, kAxis),
+    KERNEL("layer_norm_grad", false, kNorm),
+    KERNEL("rms_norm_grad", false, kNorm),
+    KERNEL("unary_grad", false, kUnaryGrad),
+    KERNEL("attention_grad", false, kAttention),
+    KERNEL("gather_grad", false, kAxis),
+    KERNEL("slice_grad", false, kSlice),
 };
 #undef KERNEL
 } // namespace
