@@ -184,7 +184,8 @@ module attributes {colossal.train = {tokens_input = "tokens", labels_input = "la
                                      logits_output = "logits", optimizer = "adamw", lr = 1.0e-3 : f64,
                                      lr_schedule = "cosine", warmup_steps = 10 : i64,
                                      total_steps = 100 : i64, min_lr = 1.0e-4 : f64,
-                                     grad_clip = 1.0 : f64, frozen = []}} {
+                                     grad_clip = 1.0 : f64, frozen = [],
+                                     trainable = ["wte", "head.w", "head.b"]}} {
 func.func @forward(%tok: tensor<4x3xi64> {colossal.input = "tokens"},
     %wte: tensor<5x4xf32> {colossal.param = "wte", colossal.source = "onnx::wte",
                            colossal.value = dense<0.25> : tensor<5x4xf32>},
@@ -501,6 +502,12 @@ TEST_F(TrainPlanTest, ErrorsNameTheProblemAndLeaveNoFiles) {
                 "{colossal.state = \"wte.grad\", colossal.input = \"g\"}"),
        "must carry exactly one of 'colossal.input', 'colossal.param' and 'colossal.state'"},
       {replaced(kTrainModule, "optimizer = \"adamw\", ", ""), "missing key 'optimizer'"},
+      {replaced(kTrainModule, "trainable = [\"wte\", \"head.w\", \"head.b\"]",
+                "trainable = [\"wte\", \"head.w\"]"),
+       "'trainable' does not list 'head.b', which has a gradient accumulator or an update"},
+      {replaced(kTrainModule, "trainable = [\"wte\", \"head.w\", \"head.b\"]",
+                "trainable = [\"wte\", \"head.w\", \"head.b\", \"scale\"]"),
+       "'trainable' lists \"scale\", which is not a parameter with a gradient accumulator"},
       {replaced(kTrainModule, "optimizer = \"adamw\"", "optimizer = \"lamb\""),
        "optimizer 'lamb' is not sgd, adam or adamw"},
       {replaced(kTrainModule, "lr = 1.0e-3 : f64", "lr = \"fast\""),

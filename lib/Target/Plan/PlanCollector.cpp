@@ -152,6 +152,7 @@ struct ParamInfo {
   std::string source;  // `colossal.source`, or the name
   bool noDecay = false;
   bool trainable = false;
+  std::optional<double> weightDecay; // the `weight_decay` of the update op writing it
   mutable func::FuncOp firstFunc; // mutable: emitError is not const
   unsigned firstArg = 0;
 };
@@ -668,13 +669,46 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
         auto arg = llvm::dyn_cast<BlockArgument>(op->getOperand(i));
         if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
           continue; // collectOp names the problem
-        if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
-          tables.params[p.getValue()].trainable = true;
+        if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr)) {
+          ParamInfo &info = tables.params[p.getValue()];
+          info.trainable = true;
+          if (auto wd = op->getAttrOfType<FloatAttr>("weight_decay"))
+            info.weightDecay = wd.getValueAsDouble();
+        }
       }
       return WalkResult::advance();
     });
     (void)walk;
   }
+  // no_decay: marked on the argument, or the optimizer decays some parameters but not this one
+  // (colossal-optimizer gives a `no_decay` match weight_decay 0).
+  bool anyDecay = llvm::any_of(tables.params, [](const auto &entry) {
+    return entry.getValue().weightDecay.value_or(0) != 0;
+  });
+  for (auto &entry : tables.params)
+    if (anyDecay && entry.getValue().weightDecay == 0.0)
+      entry.getValue().noDecay = true;
+
+  // The passes' own list of trainable parameters (colossal.train's `trainable`), when present,
+  // must be the one found here: a mismatch means the module breaks the conventions.
+  if (auto dict = moduleOp->getAttrOfType<DictionaryAttr>(kTrainAttr))
+    if (auto listed = dict.getAs<ArrayAttr>("trainable")) {
+      llvm::StringSet<> names;
+      for (Attribute a : listed) {
+        auto name = llvm::dyn_cast<StringAttr>(a);
+        if (!name || !tables.params.count(name.getValue()) ||
+            !tables.params[name.getValue()].trainable)
+          return moduleOp.emitError()
+                 << "'" << kTrainAttr << "': 'trainable' lists " << a
+                 << ", which is not a parameter with a gradient accumulator or an update";
+        names.insert(name.getValue());
+      }
+      for (const std::string &name : tables.paramOrder)
+        if (tables.params[name].trainable && !names.contains(name))
+          return moduleOp.emitError() << "'" << kTrainAttr << "': 'trainable' does not list '"
+                                      << name << "', which has a gradient accumulator or an "
+                                      << "update";
+    }
   // Every state belongs to a trainable parameter.
   for (const std::string &state : tables.stateOrder) {
     llvm::StringRef p = stateParam(state, tables);
