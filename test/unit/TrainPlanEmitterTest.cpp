@@ -545,6 +545,217 @@ func.func @forward(%x: tensor<4xf32> {colossal.input = "x"}, %s: tensor<4xf32> {
       << diagnostics;
 }
 
+
+//===----------------------------------------------------------------------------------------===//
+// Update ops (docs/plan.md "Training instructions"): outputs are the STATE buffers they write
+//===----------------------------------------------------------------------------------------===//
+
+// w [2, 2] trainable with AdamW, b [2] trainable with... the same AdamW; B = 2, T = 2, V = 2.
+constexpr const char *kUpdateModule = R"mlir(
+module attributes {colossal.train = {tokens_input = "tokens", labels_input = "labels",
+                                     optimizer = "adamw", lr = 1.0e-2 : f64}} {
+func.func @forward(%tok: tensor<2x2xi64> {colossal.input = "tokens"},
+    %w: tensor<2x2xf32> {colossal.param = "w", colossal.value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>},
+    %b: tensor<2xf32> {colossal.param = "b", colossal.value = dense<[0.5, -0.5]> : tensor<2xf32>})
+    -> (tensor<2x2x2xf32> {colossal.output = "logits"}) {
+  %e = colossal.gather %w, %tok {axis = 0} : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2x2x2xf32>
+  %y = colossal.add %e, %b : (tensor<2x2x2xf32>, tensor<2xf32>) -> tensor<2x2x2xf32>
+  return %y : tensor<2x2x2xf32>
+}
+func.func @eval(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor<2xf32> {colossal.param = "b"},
+    %tok: tensor<2x2xi64> {colossal.input = "tokens"}, %lab: tensor<2x2xi64> {colossal.input = "labels"})
+    -> (tensor<f32> {colossal.output = "loss"}) {
+  %e = colossal.gather %w, %tok {axis = 0} : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2x2x2xf32>
+  %y = colossal.add %e, %b : (tensor<2x2x2xf32>, tensor<2xf32>) -> tensor<2x2x2xf32>
+  %y2 = colossal.reshape %y : tensor<2x2x2xf32> -> tensor<4x2xf32>
+  %l2 = colossal.reshape %lab : tensor<2x2xi64> -> tensor<4xi64>
+  %loss = colossal.cross_entropy %y2, %l2 {ignore_index = -1 : i64} : (tensor<4x2xf32>, tensor<4xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+func.func @train_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor<2xf32> {colossal.param = "b"},
+    %gw: tensor<2x2xf32> {colossal.state = "w.grad"}, %gb: tensor<2xf32> {colossal.state = "b.grad"},
+    %tok: tensor<2x2xi64> {colossal.input = "tokens"}, %lab: tensor<2x2xi64> {colossal.input = "labels"})
+    -> (tensor<f32> {colossal.output = "loss"}) {
+  %e = colossal.gather %w, %tok {axis = 0} : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2x2x2xf32>
+  %y = colossal.add %e, %b : (tensor<2x2x2xf32>, tensor<2xf32>) -> tensor<2x2x2xf32>
+  %y2 = colossal.reshape %y : tensor<2x2x2xf32> -> tensor<4x2xf32>
+  %l2 = colossal.reshape %lab : tensor<2x2xi64> -> tensor<4xi64>
+  %loss = colossal.cross_entropy %y2, %l2 : (tensor<4x2xf32>, tensor<4xi64>) -> tensor<f32>
+  %one = colossal.constant dense<1.0> : tensor<f32>
+  %dy2 = colossal.cross_entropy_grad %y2, %l2, %one : (tensor<4x2xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x2xf32>
+  %dy = colossal.reshape %dy2 : tensor<4x2xf32> -> tensor<2x2x2xf32>
+  %db = colossal.reduce_sum %dy {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x2x2xf32>) -> tensor<2xf32>
+  colossal.accumulate_grad %gb, %db {scale = 0.5 : f64} : tensor<2xf32>, tensor<2xf32>
+  %dw = colossal.reduce_sum %dy {axes = array<i64: 0>, keepdims = false} : (tensor<2x2x2xf32>) -> tensor<2x2xf32>
+  colossal.accumulate_grad %gw, %dw {scale = 0.5 : f64} : tensor<2x2xf32>, tensor<2x2xf32>
+  return %loss : tensor<f32>
+}
+func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor<2xf32> {colossal.param = "b"},
+    %gw: tensor<2x2xf32> {colossal.state = "w.grad"}, %gb: tensor<2xf32> {colossal.state = "b.grad"},
+    %mw: tensor<2x2xf32> {colossal.state = "w.exp_avg"}, %vw: tensor<2x2xf32> {colossal.state = "w.exp_avg_sq"},
+    %mb: tensor<2xf32> {colossal.state = "b.exp_avg"}, %vb: tensor<2xf32> {colossal.state = "b.exp_avg_sq"},
+    %lr: tensor<f32> {colossal.input = "lr"}, %step: tensor<i64> {colossal.input = "step"})
+    -> (tensor<f32> {colossal.output = "grad_norm"}) {
+  %n = colossal.global_norm %gw, %gb : tensor<2x2xf32>, tensor<2xf32>
+  colossal.adamw_update %w, %gw, %mw, %vw, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64} : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
+  colossal.adamw_update %b, %gb, %mb, %vb, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
+  return %n : tensor<f32>
+}
+}
+)mlir";
+
+/// The instructions of `p` running `op`.
+std::vector<const plan::Instruction *> instructions(const plan::Program &p, llvm::StringRef op) {
+  std::vector<const plan::Instruction *> found;
+  for (const plan::Instruction &inst : p.instructions())
+    if (inst.op() == op)
+      found.push_back(&inst);
+  return found;
+}
+
+TEST_F(TrainPlanTest, UpdateOpsListTheStatesTheyWriteAsOutputs) {
+  std::string report;
+  ASSERT_TRUE(succeeded(emit(kUpdateModule, &report))) << diagnostics;
+  plan::Plan p = readPlan();
+  for (const plan::Program &prog : p.programs())
+    expectSoundLayout(prog);
+
+  // train_step: the loss, its gradient, and one accumulate_grad per parameter writing its
+  // accumulator in place (output = input 0, a STATE), scale from the op.
+  const plan::Program &step = *program(p, "train_step");
+  auto ce = instructions(step, "cross_entropy");
+  ASSERT_EQ(ce.size(), 1u);
+  EXPECT_EQ(step.buffers(ce[0]->inputs(0)).shape(0), 4);
+  ASSERT_EQ(instructions(step, "cross_entropy_grad").size(), 1u);
+  auto acc = instructions(step, "accumulate_grad");
+  ASSERT_EQ(acc.size(), 2u);
+  std::vector<std::string> written;
+  for (const plan::Instruction *inst : acc) {
+    ASSERT_EQ(inst->inputs_size(), 2);
+    ASSERT_EQ(inst->outputs_size(), 1);
+    EXPECT_EQ(inst->outputs(0), inst->inputs(0));
+    const plan::Buffer &target = step.buffers(inst->outputs(0));
+    EXPECT_EQ(target.storage(), plan::STATE);
+    written.push_back(target.state_name());
+    EXPECT_EQ(step.buffers(inst->inputs(1)).storage(), plan::ARENA);
+    EXPECT_DOUBLE_EQ(inst->attrs().at("scale").f(), 0.5);
+  }
+  EXPECT_EQ(written, (std::vector<std::string>{"b.grad", "w.grad"}));
+  // Program order is kept: the accumulations come where the module has them.
+  EXPECT_EQ(step.instructions(step.instructions_size() - 1).op(), "accumulate_grad");
+
+  // eval: ignore_index travels; train_step's cross_entropy leaves it to the default.
+  const plan::Program &eval = *program(p, "eval");
+  auto evalCe = instructions(eval, "cross_entropy");
+  ASSERT_EQ(evalCe.size(), 1u);
+  EXPECT_EQ(evalCe[0]->attrs().at("ignore_index").i(), -1);
+
+  // optimizer_step: global_norm over the grads, then adamw_update writing p, g, m, v.
+  const plan::Program &opt = *program(p, "optimizer_step");
+  ASSERT_EQ(opt.instructions_size(), 3);
+  const plan::Instruction &norm = opt.instructions(0);
+  EXPECT_EQ(norm.op(), "global_norm");
+  ASSERT_EQ(norm.inputs_size(), 2);
+  EXPECT_EQ(opt.buffers(norm.inputs(0)).state_name(), "w.grad");
+  EXPECT_EQ(opt.buffers(norm.outputs(0)).storage(), plan::ARENA);
+  for (int k = 1; k <= 2; ++k) {
+    const plan::Instruction &u = opt.instructions(k);
+    EXPECT_EQ(u.op(), "adamw_update");
+    ASSERT_EQ(u.inputs_size(), 7);
+    ASSERT_EQ(u.outputs_size(), 4);
+    std::string param = k == 1 ? "w" : "b";
+    std::vector<std::string> names;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(u.outputs(i), u.inputs(i));
+      EXPECT_EQ(opt.buffers(u.outputs(i)).storage(), plan::STATE);
+      names.push_back(opt.buffers(u.outputs(i)).state_name());
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{param, param + ".grad", param + ".exp_avg",
+                                               param + ".exp_avg_sq"}));
+    EXPECT_EQ(u.inputs(6), norm.outputs(0)); // grad_norm, read by both updates
+    EXPECT_EQ(opt.buffers(u.inputs(4)).name(), "lr");
+    EXPECT_DOUBLE_EQ(u.attrs().at("beta1").f(), 0.9);
+    EXPECT_DOUBLE_EQ(u.attrs().at("beta2").f(), 0.999);
+    EXPECT_DOUBLE_EQ(u.attrs().at("eps").f(), 1.0e-8);
+    EXPECT_DOUBLE_EQ(u.attrs().at("weight_decay").f(), k == 1 ? 0.1 : 0.0);
+    EXPECT_DOUBLE_EQ(u.attrs().at("max_grad_norm").f(), 1.0);
+  }
+  // The output grad_norm is the global norm read by the updates: it stays in its own bytes.
+  EXPECT_EQ(opt.outputs(0).buffer(), norm.outputs(0));
+
+  // no_decay: the optimizer decays w but not b.
+  std::map<std::string, bool> noDecay;
+  for (const plan::StateTensor &st : p.states())
+    if (st.role() == plan::StateTensor::PARAM)
+      noDecay[st.name()] = st.no_decay();
+  EXPECT_EQ(noDecay, (std::map<std::string, bool>{{"w", false}, {"b", true}}));
+
+  // Report: 6 parameters; AdamW state = 2 x 6 x 4 bytes.
+  EXPECT_NE(report.find("trainable parameters: 2 tensors, 6 elements"), std::string::npos)
+      << report;
+  auto lineOf = [&](llvm::StringRef label) {
+    size_t at = report.find(("\n  " + label).str());
+    return at == std::string::npos ? std::string()
+                                   : report.substr(at + 1, report.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(lineOf("optimizer state").find(" 48 bytes"), std::string::npos) << report;
+  EXPECT_NE(lineOf("grads").find(" 24 bytes"), std::string::npos) << report;
+  EXPECT_NE(lineOf("params").find(" 24 bytes"), std::string::npos) << report;
+}
+
+TEST_F(TrainPlanTest, SgdWithAndWithoutMomentumBuffer) {
+  std::string text = kUpdateModule;
+  // Replace the optimizer step: w with a momentum buffer, b without.
+  std::string opt = R"mlir(func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor<2xf32> {colossal.param = "b"},
+    %gw: tensor<2x2xf32> {colossal.state = "w.grad"}, %gb: tensor<2xf32> {colossal.state = "b.grad"},
+    %bw: tensor<2x2xf32> {colossal.state = "w.momentum_buffer"},
+    %lr: tensor<f32> {colossal.input = "lr"}, %step: tensor<i64> {colossal.input = "step"})
+    -> (tensor<f32> {colossal.output = "grad_norm"}) {
+  %n = colossal.global_norm %gw, %gb : tensor<2x2xf32>, tensor<2xf32>
+  colossal.sgd_update %w, %gw, %bw, %lr, %step, %n {momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64, nesterov = true} : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
+  colossal.sgd_update %b, %gb, %lr, %step, %n {momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64, nesterov = false} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
+  return %n : tensor<f32>
+}
+}
+)mlir";
+  text = text.substr(0, text.find("func.func @optimizer_step")) + opt;
+  text = replaced(text, "optimizer = \"adamw\"", "optimizer = \"sgd\"");
+  ASSERT_TRUE(succeeded(emit(text))) << diagnostics;
+  plan::Plan p = readPlan();
+  const plan::Program &prog = *program(p, "optimizer_step");
+  expectSoundLayout(prog);
+  auto updates = instructions(prog, "sgd_update");
+  ASSERT_EQ(updates.size(), 2u);
+  ASSERT_EQ(updates[0]->outputs_size(), 3);
+  EXPECT_EQ(prog.buffers(updates[0]->outputs(2)).state_name(), "w.momentum_buffer");
+  EXPECT_EQ(updates[0]->attrs().at("nesterov").i(), 1);
+  ASSERT_EQ(updates[1]->outputs_size(), 2);
+  EXPECT_EQ(prog.buffers(updates[1]->outputs(1)).state_name(), "b.grad");
+  EXPECT_EQ(p.train().optimizer(), "sgd");
+  // Nothing decays: no parameter is marked no_decay.
+  for (const plan::StateTensor &st : p.states())
+    EXPECT_FALSE(st.no_decay()) << st.name();
+}
+
+TEST_F(TrainPlanTest, AnUpdateMayWriteOnlyAPersistentTensor) {
+  // In an inference module a parameter is a read-only weight: an update op cannot write it.
+  constexpr const char *src = R"mlir(
+func.func @forward(%x: tensor<2xf32> {colossal.input = "x"},
+                   %w: tensor<2xf32> {colossal.param = "w", colossal.value = dense<1.0> : tensor<2xf32>})
+    -> (tensor<2xf32> {colossal.output = "y"}) {
+  colossal.accumulate_grad %w, %x {scale = 1.0 : f64} : tensor<2xf32>, tensor<2xf32>
+  %y = colossal.exp %x : tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+)mlir";
+  EXPECT_TRUE(failed(emit(src)));
+  EXPECT_NE(diagnostics.find("operand #0 (%arg1) is written in place, so it must be a trainable "
+                             "'colossal.param' or a 'colossal.state' argument of @forward"),
+            std::string::npos)
+      << diagnostics;
+  EXPECT_TRUE(files().empty());
+}
+
 //===----------------------------------------------------------------------------------------===//
 // The planner: states and update steps
 //===----------------------------------------------------------------------------------------===//

@@ -139,9 +139,7 @@ std::string locName(Location loc) {
 // Module-wide tables
 //===----------------------------------------------------------------------------------------===//
 
-constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // module: DictionaryAttr
-constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // argument: StringAttr
-constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // param argument: StringAttr
+// kTrainAttr, kStateAttr, kSourceAttr: dialects/Colossal/ColossalDialect.h.
 constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argument: UnitAttr/BoolAttr
 
 /// A parameter as seen across every lowered function.

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------------------------===//
 #include "TrainConfig.h"
 
+#include "dialects/Colossal/ColossalDialect.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -20,7 +22,6 @@ namespace pb = google::protobuf;
 namespace colossal {
 
 namespace {
-constexpr llvm::StringLiteral kTrainAttr = "colossal.train";
 
 /// The binding `name` of `program`, or nullptr.
 const Tensor *binding(const CollectedProgram &program,

@@ -1,6 +1,7 @@
 // A train-mode module (docs/training.md "Plan") lowered to a plan: four programs, the trainable
 // parameter `w` as a STATE buffer in every program, the frozen `f` and the constant as WEIGHTs
-// stored once in the weights file, Plan.states with roles, Plan.train from `colossal.train`.
+// stored once in the weights file, update ops whose outputs are the STATE buffers they write,
+// Plan.states with roles, Plan.train from `colossal.train`.
 // The plan is decoded with protoc; the report's numbers are sizes of the shapes below
 // (w: 2x2 f32 = 16 B; grads 16 B; AdamW's exp_avg + exp_avg_sq = 2 x 16 B).
 // RUN: rm -rf %t && mkdir -p %t
@@ -46,11 +47,45 @@
 // CHECK:        weight_name: "const.0"
 // CHECK: programs {
 // CHECK-NEXT: name: "train_step"
-// CHECK:        state_name: "w.grad"
+// CHECK:        id: 2
+// CHECK-NEXT:   name: "w.grad"
+// CHECK:        storage: STATE
+// CHECK-NEXT:   size_bytes: 16
+// CHECK-NEXT:   state_name: "w.grad"
 // CHECK:        weight_name: "const.0"
+// The update writes its accumulator in place: output = input 0 = the STATE buffer.
+// CHECK:        op: "accumulate_grad"
+// CHECK-NEXT:   inputs: 2
+// CHECK-NEXT:   inputs: {{[0-9]+}}
+// CHECK-NEXT:   outputs: 2
+// CHECK-NEXT:   attrs {
+// CHECK-NEXT:     key: "scale"
+// CHECK-NEXT:     value {
+// CHECK-NEXT:       f: 1
 // CHECK: programs {
 // CHECK-NEXT: name: "optimizer_step"
 // CHECK:        state_name: "w.exp_avg_sq"
+// CHECK:        op: "global_norm"
+// CHECK-NEXT:   inputs: 1
+// CHECK-NEXT:   outputs: 6
+// CHECK:        op: "adamw_update"
+// CHECK-NEXT:   inputs: 0
+// CHECK-NEXT:   inputs: 1
+// CHECK-NEXT:   inputs: 2
+// CHECK-NEXT:   inputs: 3
+// CHECK-NEXT:   inputs: 4
+// CHECK-NEXT:   inputs: 5
+// CHECK-NEXT:   inputs: 6
+// CHECK-NEXT:   outputs: 0
+// CHECK-NEXT:   outputs: 1
+// CHECK-NEXT:   outputs: 2
+// CHECK-NEXT:   outputs: 3
+// CHECK:          key: "weight_decay"
+// CHECK-NEXT:     value {
+// CHECK-NEXT:       f: 0.1
+// CHECK:        outputs {
+// CHECK-NEXT:     name: "grad_norm"
+// CHECK-NEXT:     buffer: 6
 // CHECK: states {
 // CHECK-NEXT:   name: "w"
 // CHECK-NEXT:   dtype: F32
@@ -119,6 +154,8 @@ func.func @train_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %f: tensor<2xf
   %c = colossal.constant dense<2.0> : tensor<2xf32>
   %z = colossal.mul %y, %c : (tensor<2x3x2xf32>, tensor<2xf32>) -> tensor<2x3x2xf32>
   %l = colossal.reduce_mean %z {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x2xf32>) -> tensor<f32>
+  %g = colossal.exp %w : tensor<2x2xf32>
+  colossal.accumulate_grad %gw, %g {scale = 1.0 : f64} : tensor<2x2xf32>, tensor<2x2xf32>
   return %l : tensor<f32>
 }
 func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"},
@@ -126,7 +163,8 @@ func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"},
     %m: tensor<2x2xf32> {colossal.state = "w.exp_avg"}, %v: tensor<2x2xf32> {colossal.state = "w.exp_avg_sq"},
     %lr: tensor<f32> {colossal.input = "lr"}, %step: tensor<i64> {colossal.input = "step"})
     -> (tensor<f32> {colossal.output = "grad_norm"}) {
-  %n = colossal.reduce %gw {axes = array<i64: 0, 1>, keepdims = false, kind = "l2"} : (tensor<2x2xf32>) -> tensor<f32>
+  %n = colossal.global_norm %gw : tensor<2x2xf32>
+  colossal.adamw_update %w, %gw, %m, %v, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
   return %n : tensor<f32>
 }
 }
