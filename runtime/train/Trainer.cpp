@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -76,22 +77,24 @@ double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
 }
 
 std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, const double *evalLoss) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  llvm::json::OStream j(os);
+  // Numbers in their shortest round-trip form (as Python's json writes them), null when not finite.
+  std::string out = "{\"step\":" + std::to_string(step);
   auto number = [&](llvm::StringRef key, double v) {
-    if (std::isfinite(v)) j.attribute(key, v);
-    else j.attribute(key, nullptr);
+    out += ",\"" + key.str() + "\":";
+    if (!std::isfinite(v)) {
+      out += "null";
+      return;
+    }
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
   };
-  j.object([&] {
-    j.attribute("step", step);
-    number("loss", r.loss);
-    number("lr", r.lr);
-    number("grad_norm", r.gradNorm);
-    number("tokens_per_s", tokensPerS);
-    if (evalLoss) number("eval_loss", *evalLoss);
-  });
-  return out;
+  number("loss", r.loss);
+  number("lr", r.lr);
+  number("grad_norm", r.gradNorm);
+  number("tokens_per_s", tokensPerS);
+  if (evalLoss) number("eval_loss", *evalLoss);
+  return out + "}";
 }
 
 Trainer::~Trainer() {

@@ -75,11 +75,11 @@ public:
               double &gradNorm);
   const std::vector<double> &W() const { return W_; }
   const std::vector<double> &U() const { return U_; }
-
-private:
   /// Loss and gradients of one microbatch (rows of [rows, T]).
   double lossAndGrad(const int64_t *tokens, const int64_t *labels, int64_t rows, std::vector<double> &dW,
                      std::vector<double> &dU) const;
+
+private:
   void update(std::vector<double> &p, std::vector<double> &g, std::vector<double> &m, std::vector<double> &v,
               double lr, int64_t t, double clip) const;
   TrainPlanConfig cfg_;

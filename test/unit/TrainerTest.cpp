@@ -536,6 +536,25 @@ TEST_F(RunTrainingTest, OptionErrors) {
   EXPECT_NE(errorMessage(run(o)).find("nothing: no such checkpoint folder"), std::string::npos);
 }
 
+TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
+  StepResult r;
+  r.loss = double(2.5f);
+  r.lr = 0.05;
+  r.gradNorm = 1e-7;
+  double eval = 1.25;
+  EXPECT_EQ(metricsLine(3, r, 1024.5, nullptr),
+            "{\"step\":3,\"loss\":2.5,\"lr\":0.05,\"grad_norm\":1e-07,\"tokens_per_s\":1024.5}");
+  r.loss = NAN;
+  r.gradNorm = INFINITY;
+  EXPECT_EQ(metricsLine(0, r, 7, &eval),
+            "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,\"eval_loss\":1.25}");
+  // Round trip: the written text parses back to the same double.
+  r.loss = 2.9286656379699707;
+  auto v = llvm::json::parse(metricsLine(0, r, 1, nullptr));
+  ASSERT_TRUE(static_cast<bool>(v));
+  EXPECT_EQ(*v->getAsObject()->getNumber("loss"), 2.9286656379699707);
+}
+
 // ---------------------------------------------------------------- sampling
 
 TEST(PickToken, GreedyAndTemperature) {
