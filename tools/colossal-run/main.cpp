@@ -26,6 +26,7 @@
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Npy.h"
+#include "colossal/runtime/OnnxExport.h"
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Sampler.h"
 #include "colossal/runtime/StateStore.h"
@@ -221,9 +222,8 @@ int sampleMain(const LoadedPlan &plan, Device &device) {
 
 int exportMain(const LoadedPlan &plan) {
   if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
-  // runtime/checkpoint/OnnxExport.cpp (exportOnnxCommand) plugs in here once it lands.
-  (void)plan;
-  return fail("export --onnx is not available in this build yet");
+  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut)) return fail(std::move(e));
+  return 0;
 }
 
 /// Writes every state tensor to DIR/NAME.npy (bfloat16 as float32, names made file-safe).
