@@ -29,8 +29,6 @@ namespace {
 class TrainCliTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (!KernelRegistry::cpu().knowsOp("adamw_update", DeviceKind::CPU))
-      GTEST_SKIP() << "TEMPORARY: colossal-run has no optimizer kernels until optim.cpp lands";
     ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-traincli", dir));
     planPath = writeTrainPlan(dir, cfg, &W0, &U0);
     std::mt19937 rng(5);

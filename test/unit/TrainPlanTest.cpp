@@ -22,7 +22,7 @@ protected:
   void TearDown() override { llvm::sys::fs::remove_directories(dir); }
 
   std::string loadError() {
-    auto loaded = loadPlan(writePlanFile(dir, model), trainTestRegistry());
+    auto loaded = loadPlan(writePlanFile(dir, model), KernelRegistry::cpu());
     return loaded ? "" : llvm::toString(loaded.takeError());
   }
   void expectError(const std::string &needle) {
@@ -176,7 +176,7 @@ TEST_F(TrainPlanTest, TrainConfigErrors) {
 }
 
 TEST_F(TrainPlanTest, StateStoreInitialValues) {
-  auto loaded = loadPlan(writePlanFile(dir, model), trainTestRegistry());
+  auto loaded = loadPlan(writePlanFile(dir, model), KernelRegistry::cpu());
   ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
   auto device = createCpuDevice();
   auto store = StateStore::create(**loaded, *device);
@@ -205,14 +205,14 @@ TEST_F(TrainPlanTest, StateStoreInitialValues) {
 // The forward program reads W and U from the store: changing the store changes the logits, and
 // two programs in one shared arena see the same parameters.
 TEST_F(TrainPlanTest, StateBuffersAreBoundToTheStore) {
-  auto loaded = loadPlan(writePlanFile(dir, model), trainTestRegistry());
+  auto loaded = loadPlan(writePlanFile(dir, model), KernelRegistry::cpu());
   ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
   auto device = createCpuDevice();
   auto store = StateStore::create(**loaded, *device);
   ASSERT_TRUE(static_cast<bool>(store));
 
   // Without a store: a clear error.
-  auto noStore = Executor::create(**loaded, trainTestRegistry(), *device, "forward");
+  auto noStore = Executor::create(**loaded, KernelRegistry::cpu(), *device, "forward");
   ASSERT_FALSE(static_cast<bool>(noStore));
   EXPECT_NE(llvm::toString(noStore.takeError()).find("buffer 1 (state 'W'): the program has STATE buffers but runs "
                                                      "without a state store"),
@@ -227,14 +227,14 @@ TEST_F(TrainPlanTest, StateBuffersAreBoundToTheStore) {
   opts.states = store->get();
   opts.arena = arena.data();
   opts.arenaBytes = arena.size();
-  auto fwd = Executor::create(**loaded, trainTestRegistry(), *device, "forward", opts);
+  auto fwd = Executor::create(**loaded, KernelRegistry::cpu(), *device, "forward", opts);
   ASSERT_TRUE(static_cast<bool>(fwd)) << llvm::toString(fwd.takeError());
-  auto ev = Executor::create(**loaded, trainTestRegistry(), *device, "eval", opts);
+  auto ev = Executor::create(**loaded, KernelRegistry::cpu(), *device, "eval", opts);
   ASSERT_TRUE(static_cast<bool>(ev)) << llvm::toString(ev.takeError());
 
   ExecutorOptions small = opts;
   small.arenaBytes = 64;
-  auto tooSmall = Executor::create(**loaded, trainTestRegistry(), *device, "eval", small);
+  auto tooSmall = Executor::create(**loaded, KernelRegistry::cpu(), *device, "eval", small);
   ASSERT_FALSE(static_cast<bool>(tooSmall));
   EXPECT_NE(llvm::toString(tooSmall.takeError()).find("needs an arena of"), std::string::npos);
 

@@ -58,9 +58,6 @@ std::string writePlanFile(llvm::StringRef dir, const plan::Plan &plan, llvm::Str
 std::string writeTrainPlan(llvm::StringRef dir, const TrainPlanConfig &cfg, std::vector<float> *initW = nullptr,
                            std::vector<float> *initU = nullptr);
 
-/// The CPU registry plus naive accumulate_grad / global_norm / *_update kernels for those it
-/// lacks (TEMPORARY, until runtime/kernels/cpu/optim.cpp is on main).
-const KernelRegistry &trainTestRegistry();
 
 /// The same model and optimizer in float64.
 class TrainReference {

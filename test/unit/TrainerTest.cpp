@@ -57,7 +57,7 @@ protected:
   }
   std::unique_ptr<LoadedPlan> load(const TrainPlanConfig &cfg, std::vector<float> *W = nullptr,
                                    std::vector<float> *U = nullptr) {
-    auto loaded = loadPlan(writeTrainPlan(dir, cfg, W, U), trainTestRegistry());
+    auto loaded = loadPlan(writeTrainPlan(dir, cfg, W, U), KernelRegistry::cpu());
     EXPECT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
     return loaded ? std::move(*loaded) : nullptr;
   }
@@ -223,7 +223,7 @@ TEST_P(TrainAgainstReference, LossesGradNormsAndParameters) {
   auto td = TokenData::open(path("data.bin"), DType::U8, cfg.V, cfg.T);
   ASSERT_TRUE(static_cast<bool>(td));
   auto device = createCpuDevice();
-  auto trainer = Trainer::create(*loaded, trainTestRegistry(), *device);
+  auto trainer = Trainer::create(*loaded, KernelRegistry::cpu(), *device);
   ASSERT_TRUE(static_cast<bool>(trainer)) << llvm::toString(trainer.takeError());
   TrainReference ref(cfg, W0, U0);
   const int steps = 15;
@@ -324,7 +324,7 @@ protected:
     std::string text;
     llvm::raw_string_ostream os(text);
     auto device = createCpuDevice();
-    llvm::Error e = runTraining(*loaded, trainTestRegistry(), *device, o, os);
+    llvm::Error e = runTraining(*loaded, KernelRegistry::cpu(), *device, o, os);
     if (log) *log = os.str();
     return e;
   }
@@ -501,7 +501,7 @@ TEST_F(RunTrainingTest, CorruptCheckpointsAreNamed) {
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-trainer-other", other));
   TrainPlanConfig c2 = cfg;
   c2.D = 7;
-  auto otherPlan = loadPlan(writeTrainPlan(other, c2), trainTestRegistry());
+  auto otherPlan = loadPlan(writeTrainPlan(other, c2), KernelRegistry::cpu());
   ASSERT_TRUE(static_cast<bool>(otherPlan)) << llvm::toString(otherPlan.takeError());
   auto otherStore = StateStore::create(**otherPlan, *device);
   ASSERT_TRUE(static_cast<bool>(otherStore));
@@ -512,7 +512,7 @@ TEST_F(RunTrainingTest, CorruptCheckpointsAreNamed) {
   // An SGD plan has no moments: the checkpoint's optimizer tensors do not belong to it.
   TrainPlanConfig c3 = cfg;
   c3.optimizer = "sgd";
-  auto sgdPlan = loadPlan(writeTrainPlan(other, c3), trainTestRegistry());
+  auto sgdPlan = loadPlan(writeTrainPlan(other, c3), KernelRegistry::cpu());
   ASSERT_TRUE(static_cast<bool>(sgdPlan)) << llvm::toString(sgdPlan.takeError());
   auto sgdStore = StateStore::create(**sgdPlan, *device);
   ASSERT_TRUE(static_cast<bool>(sgdStore));
@@ -587,7 +587,7 @@ TEST_F(TrainerTest, SampleGreedyFollowsTheModel) {
   o.tokens = 6;
   std::string out;
   llvm::raw_string_ostream os(out);
-  ASSERT_NO_ERR(sampleText(*loaded, trainTestRegistry(), *device, **store, o, os));
+  ASSERT_NO_ERR(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, o, os));
   // The bigram model's next token depends on the last token only: argmax_v W[last]·U[:, v].
   std::string want = o.prompt;
   int64_t last = 2;
@@ -609,8 +609,8 @@ TEST_F(TrainerTest, SampleGreedyFollowsTheModel) {
   o.seed = 42;
   std::string a, b;
   llvm::raw_string_ostream osa(a), osb(b);
-  ASSERT_NO_ERR(sampleText(*loaded, trainTestRegistry(), *device, **store, o, osa));
-  ASSERT_NO_ERR(sampleText(*loaded, trainTestRegistry(), *device, **store, o, osb));
+  ASSERT_NO_ERR(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, o, osa));
+  ASSERT_NO_ERR(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, o, osb));
   EXPECT_EQ(osa.str(), osb.str());
   EXPECT_EQ(osa.str().size(), 9u);
 
@@ -618,10 +618,10 @@ TEST_F(TrainerTest, SampleGreedyFollowsTheModel) {
   std::string sink;
   llvm::raw_string_ostream ss(sink);
   o.prompt = "A";  // 65 >= 16
-  EXPECT_EQ(errorMessage(sampleText(*loaded, trainTestRegistry(), *device, **store, o, ss)),
+  EXPECT_EQ(errorMessage(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, o, ss)),
             "--prompt: byte 65 at offset 0 is outside the vocabulary of 16 ids");
   o.prompt = "";
-  EXPECT_EQ(errorMessage(sampleText(*loaded, trainTestRegistry(), *device, **store, o, ss)),
+  EXPECT_EQ(errorMessage(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, o, ss)),
             "--prompt must not be empty (the first token comes from it)");
 }
 
