@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <unordered_map>
 
 using namespace mlir;
@@ -69,8 +70,10 @@ std::string onnxTypeName(int t) {
 
 class GraphImporter {
 public:
-  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx) {
+  /// `batchDivisor` > 1 imports the microbatch form: dim 0 of every unbound input divided by it.
+  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx,
+                int64_t batchDivisor = 1)
+      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {
     SmallString<256> d(path);
     llvm::sys::path::remove_filename(d);
     dir = d.empty() ? "." : std::string(d);
@@ -108,6 +111,7 @@ private:
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
+  int64_t batchDivisor;
   onnx::ModelProto model;
   int64_t opset = 0;
   /// Opset of the ai.onnx.preview.training domain (0: not imported).
@@ -118,7 +122,9 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
   std::unordered_map<std::string, Value> values;
   std::unordered_map<std::string, const onnx::TensorProto *> initializers;
-  std::unordered_map<const onnx::TensorProto *, Value> paramValues, constValues;
+  std::unordered_map<const onnx::TensorProto *, Value> constValues;
+  /// Parameters by (initializer, name): in train mode each Identity alias is its own parameter.
+  std::map<std::pair<const onnx::TensorProto *, std::string>, Value> paramValues;
   llvm::StringSet<> graphOutputs;
   size_t anonymous = 0;
 };
@@ -328,23 +334,32 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
     numel *= d;
   // Float tensors with more than one element are parameters; everything else is a constant.
   bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
-  auto &cache = param ? paramValues : constValues;
-  if (auto it = cache.find(&t); it != cache.end())
+  // Train mode (docs/training.md): an Identity of an initializer is a parameter of its own, named
+  // after the Identity's output; `colossal.source` records the ONNX name for export.
+  std::string paramName = options.trainParams ? alias : name;
+  if (param) {
+    if (auto it = paramValues.find({&t, paramName}); it != paramValues.end())
+      return it->second;
+  } else if (auto it = constValues.find(&t); it != constValues.end()) {
     return it->second;
+  }
   auto attr = tensorAttr(t, "initializer '" + name + "'");
   if (failed(attr))
     return Value();
-  Value v;
   if (param) {
-    v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(name)));
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr(kParamAttr, b.getStringAttr(name)), b.getNamedAttr(kValueAttr, *attr)}));
-  } else {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(body);
-    v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
+    Value v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(paramName)));
+    SmallVector<NamedAttribute> attrs = {b.getNamedAttr(kParamAttr, b.getStringAttr(paramName)),
+                                         b.getNamedAttr(kValueAttr, *attr)};
+    if (options.trainParams)
+      attrs.push_back(b.getNamedAttr(kSourceAttr, b.getStringAttr(paramName)));
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    paramValues[{&t, paramName}] = v;
+    return v;
   }
-  cache[&t] = v;
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(body);
+  Value v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
+  constValues[&t] = v;
   return v;
 }
 
@@ -396,6 +411,29 @@ LogicalResult GraphImporter::importInputs() {
           return failure();
         }
       shape.assign(want.begin(), want.end());
+    }
+    // The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
+    // fills is the batch, split into `batchDivisor` microbatches.
+    if (batchDivisor > 1 && !options.inputValues.count(name) &&
+        (shape.empty() || !ShapedType::isDynamic(shape[0]))) {
+      if (shape.empty()) {
+        fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
+                  Twine(batchDivisor) + " microbatches (train.grad_accum)");
+        return failure();
+      }
+      if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
+        fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
+                  " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
+                  " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
+                  "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
+        return failure();
+      }
+      if (shape[0] % batchDivisor != 0) {
+        fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
+                  ") is not divisible by train.grad_accum " + Twine(batchDivisor));
+        return failure();
+      }
+      shape[0] /= batchDivisor;
     }
     {
       int64_t n = 1;
@@ -839,6 +877,20 @@ namespace colossal {
 OwningOpRef<ModuleOp> importONNX(StringRef path, const ImportOptions &options,
                                  MLIRContext &context) {
   onnx_import::GraphImporter importer(path, options, context);
-  return importer.run();
+  OwningOpRef<ModuleOp> module = importer.run();
+  if (!module || options.microbatches <= 1)
+    return module;
+  // Train mode with grad_accum > 1: @train_step and @eval take B / grad_accum rows. Reshape
+  // targets and other shape arithmetic are folded at import, so the microbatch form is a second
+  // import at the smaller batch, not a copy of @forward with new types.
+  onnx_import::GraphImporter micro(path, options, context, options.microbatches);
+  OwningOpRef<ModuleOp> microModule = micro.run();
+  if (!microModule)
+    return nullptr;
+  auto fn = microModule->lookupSymbol<func::FuncOp>("forward");
+  fn->remove();
+  fn.setName(kMicrobatchFunction);
+  module->push_back(fn);
+  return module;
 }
 } // namespace colossal
