@@ -12,7 +12,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -125,6 +127,10 @@ private:
   std::unordered_map<const onnx::TensorProto *, Value> constValues;
   /// Parameters by (initializer, name): in train mode each Identity alias is its own parameter.
   std::map<std::pair<const onnx::TensorProto *, std::string>, Value> paramValues;
+  /// Train mode: initializers some node reads as a weight (see markTrainedInitializers); they are
+  /// parameters at every use, never folded into constants.
+  llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
+  void markTrainedInitializers();
   llvm::StringSet<> graphOutputs;
   size_t anonymous = 0;
 };
@@ -325,6 +331,34 @@ LogicalResult GraphImporter::loadModel() {
   return success();
 }
 
+/// Train mode: a float initializer is a weight (a parameter, trained) unless every node reading it
+/// (directly or through Identity) is one that reads buffers, not weights: shape and index
+/// arithmetic, comparisons, masks and table lookups (Slice or Where of a RoPE or mask table).
+/// Value-preserving data movement (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Cast, Expand,
+/// Concat) counts as a weight use, so a Linear weight exported as `Transpose(W)` (torch with
+/// constant folding off) trains; and an initializer with one weight use is a parameter at all its
+/// uses, so no stale constant copy of a trained weight survives.
+void GraphImporter::markTrainedInitializers() {
+  static const llvm::StringSet<> bufferReaders = {
+      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
+      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
+  llvm::StringMap<const onnx::TensorProto *> alias;
+  for (const auto &[name, t] : initializers)
+    alias[name] = t;
+  for (const auto &node : model.graph().node()) {
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
+      if (auto it = alias.find(node.input(0)); it != alias.end())
+        alias[node.output(0)] = it->second;
+      continue;
+    }
+    if (bufferReaders.contains(node.op_type()))
+      continue;
+    for (const std::string &in : node.input())
+      if (auto it = alias.find(in); it != alias.end())
+        trainedInitializers.insert(it->second);
+  }
+}
+
 Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   const onnx::TensorProto &t = *initializers.at(alias);
   const std::string &name = t.name();
@@ -333,6 +367,8 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   for (int64_t d : t.dims())
     numel *= d;
   // Float tensors with more than one element are parameters; everything else is a constant.
+  if (options.trainParams && trainedInitializers.contains(&t))
+    asConstant = false;
   bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
   // Train mode (docs/training.md): an Identity of an initializer is a parameter of its own, named
   // after the Identity's output; `colossal.source` records the ONNX name for export.
@@ -372,6 +408,8 @@ LogicalResult GraphImporter::importInputs() {
     }
     initializers[init.name()] = &init;
   }
+  if (options.trainParams)
+    markTrainedInitializers();
   llvm::StringSet<> seen;
   for (const auto &input : graph.input()) {
     const std::string &name = input.name();

@@ -67,6 +67,25 @@ def own_loss():
                   helper.make_tensor_value_info("logits", F, ["B", 4, 8])], inits)
 
 
+def transposed_weight():
+    """Weights behind value-preserving data movement (torch export without constant folding):
+    `head.weight` [8, 4] reaches the MatMul through Transpose, and a position table `pos` [4, 4]
+    is read by Slice (a buffer, not a weight) and added. tokens [B, 4] -> logits [B, 4, 8]."""
+    starts = numpy_helper.from_array(np.array([0], np.int64), "starts")
+    ends = numpy_helper.from_array(np.array([4], np.int64), "ends")
+    nodes = [
+        helper.make_node("Gather", ["emb", "tokens"], ["e"], axis=0, name="/embed/Gather"),
+        helper.make_node("Slice", ["pos", "starts", "ends"], ["p"], name="/pos/Slice"),
+        helper.make_node("Add", ["e", "p"], ["h"], name="/pos/Add"),
+        helper.make_node("Transpose", ["head.weight"], ["wt"], perm=[1, 0], name="/head/Transpose"),
+        helper.make_node("MatMul", ["h", "wt"], ["logits"], name="/head/MatMul"),
+    ]
+    inits = [init("emb", [8, 4], 1), init("pos", [4, 4], 2), init("head.weight", [8, 4], 3),
+             starts, ends]
+    return model(nodes, [helper.make_tensor_value_info("tokens", I64, ["B", 4])],
+                 [helper.make_tensor_value_info("logits", F, ["B", 4, 8])], inits)
+
+
 if __name__ == "__main__":
     case, out = sys.argv[1], sys.argv[2]
     m = globals()[case]()
