@@ -428,7 +428,9 @@ TEST(CollectiveKernels, ProgramOnDpTp) {
   ASSERT_FALSE(static_cast<bool>(f.ctx->prepare(p.programs(0))));
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(1);
-  auto ex = Executor::create(loaded, KernelRegistry::cpu(), *device, "forward", f.ctx.get());
+  ExecutorOptions options;
+  options.comm = f.ctx.get();
+  auto ex = Executor::create(loaded, KernelRegistry::cpu(), *device, "forward", options);
   ASSERT_TRUE(static_cast<bool>(ex));
   const int me = worldRank();
   Buf x = makeInput(me, 24, DType::BF16);

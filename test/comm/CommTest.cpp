@@ -279,7 +279,9 @@ TEST_F(OneRank, CollectivesAreCopiesWithoutMpi) {
   EXPECT_FALSE((*comm)->usesMpi());
   EXPECT_EQ((*comm)->worldSize(), 1);
   std::unique_ptr<Device> device = createCpuDevice();
-  auto ex = Executor::create(**loaded, KernelRegistry::cpu(), *device, "forward", comm->get());
+  ExecutorOptions options;
+  options.comm = comm->get();
+  auto ex = Executor::create(**loaded, KernelRegistry::cpu(), *device, "forward", options);
   ASSERT_TRUE(static_cast<bool>(ex));
   std::vector<float> x = {1, -2, 3.5, 4, 5, -6};
   ASSERT_OK((*ex)->setInput("x", DType::F32, {2, 3}, x.data()));
