@@ -13,7 +13,7 @@
 // Failures: argument errors (shapes, dims, dtypes, roots) come back as llvm::Error. A collective
 // that does not complete within the context's timeout prints, on each rank that times out,
 //   error: rank R: <collective> on axis '<axes>' did not complete within S s
-// and aborts the whole job (MPI_Abort, exit status 1): a stuck job never hangs.
+// and ends the process (exit status 1; mpirun then ends the other ranks): a stuck job never hangs.
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_COMMUNICATOR_H

@@ -1,11 +1,11 @@
 //===- MpiCommunicator.cpp - The MPI (OpenMPI) communication backend --------------------------===//
 //
-// Every collective is a non-blocking MPI call (MPI_Iallreduce, MPI_Iallgather, ...) completed by
-// polling MPI_Test against a deadline: the watchdog. A collective still incomplete after the
-// timeout prints "error: rank R: <collective> on axis '<axes>' did not complete within S s" and
-// calls MPI_Abort, which makes mpirun end every rank. Polling spins for the first 2 ms (or yields
-// at once when the machine is oversubscribed), then yields the CPU between polls, and after 10 s
-// sleeps 1 ms between polls: a rank waiting for a slow peer does not steal its cores for long.
+// Every collective is a blocking MPI call (MPI_Allreduce, MPI_Allgather, ...: OpenMPI's tuned
+// algorithms) watched by a watchdog thread. The calling thread arms the watchdog with a deadline
+// before the call and disarms it after; a call still running at its deadline makes the watchdog
+// print "error: rank R: <collective> on axis '<axes>' did not complete within S s" and end the
+// process with status 1, and mpirun then ends every other rank. (The non-blocking calls polled
+// with MPI_Test, the first design, ran a 64 MiB all_reduce 2.3x slower: libnbc's algorithms.)
 //
 // float16 and bfloat16 reductions convert to float32 in scratch memory, reduce in float32 and
 // round once at the end (the rounding of one float32 sum, not one per hop of the algorithm).
@@ -19,11 +19,12 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <climits>
 #include <cstdio>
 #include <thread>
 
-#include <sched.h>
 #include <unistd.h>
 
 namespace colossal::runtime {
@@ -90,47 +91,71 @@ void f32ToHalf(const float *src, void *dst, int64_t n, DType d) {
   }
 }
 
-/// Ranks outnumber CPUs: poll politely from the start.
-bool oversubscribed() {
-  static const bool value = [] {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online > 0 && launcherLocalSize() > online;
-  }();
-  return value;
-}
-
-[[noreturn]] void timeoutAbort(const CommShared &shared, llvm::StringRef what, llvm::StringRef group) {
-  char line[512];  // one write: mpirun's messages must not split the line
-  int n = std::snprintf(line, sizeof line, "error: rank %d: %.*s on %.*s did not complete within %g s\n",
-                        shared.worldRank, static_cast<int>(what.size()), what.data(),
-                        static_cast<int>(group.size()), group.data(), shared.timeoutSeconds);
-  if (n > 0 && write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1)) < 0) n = 0;
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  _exit(1);
-}
-
-/// Completes `req` or aborts the job at the deadline (the watchdog).
-llvm::Error waitFor(MPI_Request &req, const CommShared &shared, llvm::StringRef what,
-                    llvm::StringRef group) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(shared.timeoutSeconds));
-  const bool polite = oversubscribed();
-  for (uint64_t i = 0;; ++i) {
-    int done = 0;
-    int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpiError(rc, what);
-    if (done) return llvm::Error::success();
-    if (!polite && (i & 63) != 0) continue;
-    Clock::time_point now = Clock::now();
-    if (now >= deadline) timeoutAbort(shared, what, group);
-    Clock::duration waited = now - start;
-    if (waited > std::chrono::seconds(10))
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    else if (polite || waited > std::chrono::milliseconds(2))
-      sched_yield();
+/// Ends the process when a blocking MPI call outlives its deadline. One thread per process, started
+/// on first use and never destroyed (it may outlive main); only the executor's thread arms it.
+class Watchdog {
+public:
+  static Watchdog &instance() {
+    static Watchdog *w = new Watchdog();
+    return *w;
   }
+  /// `what` (a string literal) and `group` must stay valid until disarm().
+  void arm(const CommShared &shared, const char *what, const std::string &group) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = true;
+    ++generation_;
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(shared.timeoutSeconds));
+    shared_ = &shared;
+    what_ = what;
+    group_ = &group;
+    wake_.notify_one();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+  }
+
+private:
+  using Clock = std::chrono::steady_clock;
+  Watchdog() { std::thread([this] { loop(); }).detach(); }
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return armed_; });
+      uint64_t generation = generation_;
+      Clock::time_point deadline = deadline_;
+      wake_.wait_until(lock, deadline, [&] { return !armed_ || generation_ != generation; });
+      if (armed_ && generation_ == generation && Clock::now() >= deadline) expire();
+    }
+  }
+  [[noreturn]] void expire() {
+    char line[512];  // one write: mpirun's messages must not split the line
+    int n = std::snprintf(line, sizeof line, "error: rank %d: %s on %s did not complete within %g s\n",
+                          shared_->worldRank, what_, group_->c_str(), shared_->timeoutSeconds);
+    if (n > 0 && write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1)) < 0) n = 0;
+    _exit(1);  // not MPI_Abort: this thread may not call MPI (MPI_THREAD_FUNNELED); mpirun ends the rest
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool armed_ = false;
+  uint64_t generation_ = 0;
+  Clock::time_point deadline_;
+  const CommShared *shared_ = nullptr;
+  const char *what_ = "";
+  const std::string *group_ = nullptr;
+};
+
+/// Runs the blocking MPI call `call` (returns an MPI status) under the watchdog.
+template <typename Call>
+llvm::Error watched(const CommShared &shared, const char *what, const std::string &group, Call &&call) {
+  Watchdog &w = Watchdog::instance();
+  w.arm(shared, what, group);
+  int rc = call();
+  w.disarm();
+  if (rc != MPI_SUCCESS) return mpiError(rc, (llvm::Twine(what) + " on " + group).str());
+  return llvm::Error::success();
 }
 
 llvm::Error checkCount(int64_t count, llvm::StringRef what) {
@@ -146,7 +171,7 @@ constexpr int64_t kPiece = int64_t(1) << 30;
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, std::string axes, const CommShared &shared)
-      : Communicator(rank, size, std::move(axes), shared), comm_(comm) {}
+      : Communicator(rank, size, std::move(axes), shared), comm_(comm), label_(describe()) {}
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -154,12 +179,9 @@ public:
   }
 
 protected:
-  /// Starts a non-blocking call (`start` returns its MPI status) and waits for it.
-  template <typename Start> llvm::Error run(llvm::StringRef what, Start &&start) {
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = start(&req);
-    if (rc != MPI_SUCCESS) return mpiError(rc, (what + " on " + describe()).str());
-    return waitFor(req, shared_, what, describe());
+  /// Runs a blocking MPI call under the watchdog.
+  template <typename Call> llvm::Error run(const char *what, Call &&call) {
+    return watched(shared_, what, label_, call);
   }
 
   llvm::Error allReduceImpl(const void *in, void *out, int64_t count, DType dtype, ReduceOp op) override {
@@ -179,8 +201,8 @@ protected:
       int n = static_cast<int>(std::min(kPiece, count - off));
       const void *s = src == dst ? MPI_IN_PLACE : static_cast<const char *>(src) + off * esz;
       void *d = static_cast<char *>(dst) + off * esz;
-      if (llvm::Error e = run("all_reduce", [&](MPI_Request *r) {
-            return MPI_Iallreduce(s, d, n, type, mpiOp(op), comm_, r);
+      if (llvm::Error e = run("all_reduce", [&] {
+            return MPI_Allreduce(s, d, n, type, mpiOp(op), comm_);
           }))
         return e;
     }
@@ -191,22 +213,22 @@ protected:
   llvm::Error allGatherImpl(const void *in, void *out, int64_t count, DType dtype) override {
     if (llvm::Error e = checkCount(count, "all_gather")) return e;
     MPI_Datatype type = mpiType(dtype);
-    return run("all_gather", [&](MPI_Request *r) {
-      return MPI_Iallgather(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_, r);
+    return run("all_gather", [&] {
+      return MPI_Allgather(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_);
     });
   }
 
   llvm::Error reduceScatterImpl(const void *in, void *out, int64_t count, DType dtype, ReduceOp op) override {
     if (llvm::Error e = checkCount(count, "reduce_scatter")) return e;
     if (!isHalf(dtype))
-      return run("reduce_scatter", [&](MPI_Request *r) {
-        return MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), mpiType(dtype), mpiOp(op), comm_, r);
+      return run("reduce_scatter", [&] {
+        return MPI_Reduce_scatter_block(in, out, static_cast<int>(count), mpiType(dtype), mpiOp(op), comm_);
       });
     float *all = static_cast<float *>(scratch(1, size() * count * sizeof(float)));
     float *mine = static_cast<float *>(scratch(2, count * sizeof(float)));
     halfToF32(in, all, size() * count, dtype);
-    if (llvm::Error e = run("reduce_scatter", [&](MPI_Request *r) {
-          return MPI_Ireduce_scatter_block(all, mine, static_cast<int>(count), MPI_FLOAT, mpiOp(op), comm_, r);
+    if (llvm::Error e = run("reduce_scatter", [&] {
+          return MPI_Reduce_scatter_block(all, mine, static_cast<int>(count), MPI_FLOAT, mpiOp(op), comm_);
         }))
       return e;
     f32ToHalf(mine, out, count, dtype);
@@ -216,8 +238,8 @@ protected:
   llvm::Error allToAllImpl(const void *in, void *out, int64_t count, DType dtype) override {
     if (llvm::Error e = checkCount(count, "all_to_all")) return e;
     MPI_Datatype type = mpiType(dtype);
-    return run("all_to_all", [&](MPI_Request *r) {
-      return MPI_Ialltoall(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_, r);
+    return run("all_to_all", [&] {
+      return MPI_Alltoall(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_);
     });
   }
 
@@ -227,7 +249,7 @@ protected:
     for (int64_t off = 0; off < count; off += kPiece) {
       int n = static_cast<int>(std::min(kPiece, count - off));
       void *p = static_cast<char *>(buf) + off * esz;
-      if (llvm::Error e = run("broadcast", [&](MPI_Request *r) { return MPI_Ibcast(p, n, type, root, comm_, r); }))
+      if (llvm::Error e = run("broadcast", [&] { return MPI_Bcast(p, n, type, root, comm_); }))
         return e;
     }
     return llvm::Error::success();
@@ -235,24 +257,25 @@ protected:
 
   llvm::Error sendImpl(const void *data, int64_t count, DType dtype, int peer, int tag) override {
     if (llvm::Error e = checkCount(count, "send")) return e;
-    return run("send", [&](MPI_Request *r) {
-      return MPI_Isend(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, r);
+    return run("send", [&] {
+      return MPI_Send(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_);
     });
   }
 
   llvm::Error recvImpl(void *data, int64_t count, DType dtype, int peer, int tag) override {
     if (llvm::Error e = checkCount(count, "recv")) return e;
-    return run("recv", [&](MPI_Request *r) {
-      return MPI_Irecv(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, r);
+    return run("recv", [&] {
+      return MPI_Recv(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, MPI_STATUS_IGNORE);
     });
   }
 
   llvm::Error barrierImpl() override {
-    return run("barrier", [&](MPI_Request *r) { return MPI_Ibarrier(comm_, r); });
+    return run("barrier", [&] { return MPI_Barrier(comm_); });
   }
 
 private:
   MPI_Comm comm_;
+  std::string label_;  // describe(), for the watchdog's message
 };
 
 class MpiBackend final : public CommContext::Backend {
@@ -298,10 +321,10 @@ public:
   }
 
   llvm::Error barrier(const CommShared &shared, llvm::StringRef what) override {
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS) return mpiError(rc, what);
-    return waitFor(req, shared, "barrier (" + what.str() + ")", "all ranks");
+    static const std::string allRanks = "all ranks";
+    if (llvm::Error e = watched(shared, "barrier", allRanks, [&] { return MPI_Barrier(MPI_COMM_WORLD); }))
+      return fail(what + ": " + llvm::toString(std::move(e)));
+    return llvm::Error::success();
   }
 
   [[noreturn]] void abort(int status) override {
