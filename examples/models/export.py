@@ -2,6 +2,7 @@
 """Export a small, seeded-random GPT-2, Llama or BERT model to ONNX with everything a test needs.
 
     /usr/bin/python3 examples/models/export.py --arch gpt2|llama|bert --opset 14|17 --out DIR [sizes]
+    /usr/bin/python3 examples/models/export.py --preset tiny|gpt2-train|nanogpt-char --out DIR [overrides]
 
 writes
     DIR/model.onnx          weights embedded; batch and sequence dims dynamic unless --static
@@ -9,12 +10,26 @@ writes
     DIR/inputs/NAME.npy     one file per graph input (int64 [batch, seq])
     DIR/reference/NAME.npy  PyTorch's outputs for those inputs (float32)
     DIR/config.json         the model configuration and export options
+    DIR/state_dict.pt       the PyTorch state_dict the export was traced with (torch.save), so that a
+                            PyTorch training run (examples/train/torch_reference.py) starts from
+                            exactly the weights in model.onnx
+
+Presets (training models: GPT-2 style, byte vocabulary 256, untied LM head, nanoGPT's initialisation,
+static [batch, seq] shapes); any size flag given explicitly overrides the preset:
+    tiny           2 layers, d_model 64, 4 heads, T 64, batch 8    (the README's training demo)
+    gpt2-train     2 layers, d_model 128, 4 heads, T 64, batch 8   (issue 4's PyTorch comparison)
+    nanogpt-char   6 layers, d_model 384, 6 heads, T 256, batch 8  (nanoGPT's shakespeare_char; bench/)
 
 Everything is deterministic for a given --seed: weights come from torch.manual_seed, inputs from
-numpy's default_rng. Weights are drawn so that every parameter matters numerically (non-zero biases,
-norm scales around 1, unit-variance activations, attention scores of order 1), so a kernel that drops a
-bias or a scale shows up as an error in the comparison. The op histogram of the exported graph is
-printed to stdout.
+numpy's default_rng. With --init randomized (the default without a preset) weights are drawn so that
+every parameter matters numerically (non-zero biases, norm scales around 1, unit-variance activations,
+attention scores of order 1), so a kernel that drops a bias or a scale shows up as an error in the
+comparison. With --init nanogpt (the presets) they are what a training run starts from: Linear and
+Embedding weights N(0, 0.02), residual projections (`c_proj`) N(0, 0.02/sqrt(2*layers)), zero biases,
+LayerNorm scale 1 and shift 0 (Radford et al. 2019; Karpathy's nanoGPT). Equal initial tensors
+(the zero biases, the unit LayerNorm scales) are what make torch's exporter share one initializer
+behind `Identity` nodes; each of those is still a parameter of its own (DESIGN.md). The op histogram
+of the exported graph is printed to stdout.
 """
 import argparse
 import collections
@@ -35,12 +50,21 @@ from gpt2 import GPT2, GPT2Config  # noqa: E402
 from llama import Llama, LlamaConfig, RMSNorm  # noqa: E402
 
 
+# Training presets: (flag defaults) applied before argument parsing, so explicit flags override them.
+PRESETS = {
+    "tiny": dict(layers=2, d_model=64, heads=4, seq=64, context=64, batch=8),
+    "gpt2-train": dict(layers=2, d_model=128, heads=4, seq=64, context=64, batch=8),
+    "nanogpt-char": dict(layers=6, d_model=384, heads=6, seq=256, context=256, batch=8),
+}
+PRESET_COMMON = dict(arch="gpt2", vocab=256, untied=True, init="nanogpt", static=True)
+
+
 def build(args):
     """Returns (model, config, input names, output names)."""
     context = max(args.context, args.seq)
     if args.arch == "gpt2":
         cfg = GPT2Config(vocab_size=args.vocab, block_size=context, n_layer=args.layers, n_head=args.heads,
-                         n_embd=args.d_model)
+                         n_embd=args.d_model, tie_embeddings=not args.untied)
         return GPT2(cfg), cfg, ["input_ids"], ["logits"]
     if args.arch == "llama":
         cfg = LlamaConfig(vocab_size=args.vocab, max_seq_len=context, n_layer=args.layers, n_head=args.heads,
@@ -68,6 +92,23 @@ def randomize_(model):
                 m.bias.normal_(0.0, 0.1)
 
 
+@torch.no_grad()
+def nanogpt_init_(model, n_layer):
+    """nanoGPT's / GPT-2's initialisation (see the module docstring): what training starts from."""
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear):
+            std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj") else 0.02
+            m.weight.normal_(0.0, std)
+            if m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, nn.Embedding):
+            m.weight.normal_(0.0, 0.02)
+        elif isinstance(m, (nn.LayerNorm, RMSNorm)):
+            m.weight.fill_(1.0)
+            if getattr(m, "bias", None) is not None:
+                m.bias.zero_()
+
+
 def make_inputs(args, names):
     rng = np.random.default_rng(args.seed + 1)
     B, T = args.batch, args.seq
@@ -93,7 +134,8 @@ def main():
     # math.sqrt(k.size(-1)) in the attention traces to a constant, which is what we want.
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arch", required=True, choices=["gpt2", "llama", "bert"])
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a training model (see above); flags override it")
+    p.add_argument("--arch", choices=["gpt2", "llama", "bert"], help="required unless --preset")
     p.add_argument("--opset", type=int, default=14, choices=[14, 17])
     p.add_argument("--out", required=True, help="output directory (created)")
     p.add_argument("--batch", type=int, default=2, help="batch of the inputs and of the spec binding")
@@ -107,13 +149,30 @@ def main():
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--static", action="store_true", help="export fixed [batch, seq] shapes (no dynamic axes)")
+    p.add_argument("--untied", action="store_true", help="gpt2 only: an LM head of its own (not tied to wte)")
+    p.add_argument("--init", choices=["randomized", "nanogpt"], default="randomized",
+                   help="initial weights: randomized (every parameter matters; inference tests) or nanogpt "
+                        "(what training starts from)")
     p.add_argument("--quiet", action="store_true", help="do not print the op histogram")
-    args = p.parse_args()
+    argv = sys.argv[1:]
+    pre = p.parse_known_args(argv)[0]
+    if pre.preset:
+        p.set_defaults(**PRESET_COMMON, **PRESETS[pre.preset])
+    args = p.parse_args(argv)
+    if not args.arch:
+        p.error("--arch is required unless --preset is given")
+    if args.untied and args.arch != "gpt2":
+        p.error("--untied applies to --arch gpt2 only")
 
     torch.manual_seed(args.seed)
     model, cfg, in_names, out_names = build(args)
-    randomize_(model)
+    if args.init == "nanogpt":
+        nanogpt_init_(model, args.layers)
+    else:
+        randomize_(model)
     model.eval()
+    os.makedirs(args.out, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(args.out, "state_dict.pt"))
 
     os.makedirs(os.path.join(args.out, "inputs"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "reference"), exist_ok=True)
@@ -143,13 +202,13 @@ def main():
         f.write(f"# {args.arch}, opset {args.opset}: written by examples/models/export.py\n"
                 f"mode: inference\ninputs: {{{binding}}}\n")
     config = dict(arch=args.arch, opset=args.opset, static=args.static, batch=args.batch, seq=args.seq,
-                  seed=args.seed, model=vars(cfg) if hasattr(cfg, "__dict__") else str(cfg),
+                  seed=args.seed, preset=args.preset, init=args.init, model=vars(cfg) if hasattr(cfg, "__dict__") else str(cfg),
                   torch=torch.__version__, onnx=onnx.__version__, ops=dict(sorted(hist.items())))
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     if not args.quiet:
         n_params = sum(p.numel() for p in model.parameters())
-        print(f"{args.arch} opset {args.opset}{' static' if args.static else ''}: {n_params} parameters, "
+        print(f"{args.preset or args.arch} opset {args.opset}{' static' if args.static else ''}: {n_params} parameters, "
               f"{sum(hist.values())} nodes -> {model_path}")
         print("  " + " ".join(f"{k}:{v}" for k, v in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))))
 
