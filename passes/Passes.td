@@ -69,4 +69,22 @@ def FuseAttention : Pass<"colossal-fuse-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Autodiff (passes/Autodiff, docs/training.md)
+//===----------------------------------------------------------------------===//
+
+def TestGradients : Pass<"colossal-test-gradients", "mlir::ModuleOp"> {
+  let summary = "Append ∂loss/∂param results to every function with one scalar float result";
+  let description = [{
+    A test harness for the autodiff driver (buildGradients) and the ops' VJPs that needs no
+    training runtime. On every `func.func` whose only result is a float tensor with one element
+    (the loss), builds ∂loss/∂p with seed 1 for every float argument `p` marked `colossal.param`
+    and appends each as an extra result named `colossal.output = "grad:<param name>"`, in argument
+    order. The plan then has the gradients among its ordinary outputs, so `colossal-run` computes
+    them. Functions of any other signature are left alone. Fails naming the op and its ONNX node
+    when an op between a parameter and the loss has no VJP.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 #endif

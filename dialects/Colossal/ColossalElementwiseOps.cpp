@@ -7,6 +7,7 @@
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
 #include "dialects/Colossal/ElementwiseFns.h"
+#include "dialects/Colossal/VJP.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -262,4 +263,89 @@ OpFoldResult BinaryFnOp::fold(FoldAdaptor a) {
   auto ffn = [&](ArrayRef<double> v) { return info->evalFloat(v[0], v[1]); };
   auto ifn = [&](ArrayRef<int64_t> v) { return info->evalInt(v[0], v[1], width); };
   return evalBroadcast(type, {&*lhs, &*rhs}, ffn, ifn, isFloat).toAttr();
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian product of colossal.unary (VJPOpInterface)
+//===----------------------------------------------------------------------===//
+
+// f'(x) per `fn`: one fused unary_grad where the kernel has the function (docs/plan.md), else the
+// derivative composed from elementwise ops (textbook derivatives; at the kinks the one-sided value
+// PyTorch uses). Rounding and sign functions are flat almost everywhere: no gradient.
+LogicalResult UnaryFnOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool>,
+                                  SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  Value x = getX(), g = resultGrads[0];
+  Type type = x.getType(), elt = rankedType(x).getElementType();
+  StringRef fn = getFn();
+  double alpha = getAlpha() ? getAlpha()->convertToDouble() : 0.0;
+  double beta = getBeta() ? getBeta()->convertToDouble() : 0.0;
+  auto c = [&](double v) { return scalarConstant(b, loc, elt, v); };
+  auto mul = [&](Value p, Value q) -> Value { return MulOp::create(b, loc, p, q); };
+  auto add = [&](Value p, Value q) -> Value { return AddOp::create(b, loc, p, q); };
+  auto sub = [&](Value p, Value q) -> Value { return SubOp::create(b, loc, p, q); };
+  auto div = [&](Value p, Value q) -> Value { return DivOp::create(b, loc, p, q); };
+  auto fnOf = [&](StringRef f, Value v) -> Value {
+    return UnaryFnOp::create(b, loc, type, b.getStringAttr(f), v, FloatAttr(), FloatAttr());
+  };
+  auto select = [&](Value cond, Value p, Value q) -> Value {
+    return WhereOp::create(b, loc, cond, p, q);
+  };
+  auto gt = [&](Value p, Value q) -> Value { return GreaterOp::create(b, loc, p, q); };
+  auto lt = [&](Value p, Value q) -> Value { return LessOp::create(b, loc, p, q); };
+  Value x2 = nullptr;
+  auto square = [&]() { return x2 ? x2 : (x2 = mul(x, x)); };
+
+  if (llvm::is_contained({"sin", "cos", "softplus"}, fn)) {
+    og[0] = unaryGrad(b, loc, fn, x, g);
+  } else if (fn == "leaky_relu" || fn == "elu") {
+    og[0] = unaryGrad(b, loc, fn, x, g, alpha);
+  } else if (llvm::is_contained({"ceil", "floor", "round", "sign"}, fn)) {
+    return success();
+  } else if (fn == "tan") { // 1 + tan²
+    Value y = getResult();
+    og[0] = mul(g, add(c(1), mul(y, y)));
+  } else if (fn == "atan") { // 1 / (1 + x²)
+    og[0] = div(g, add(c(1), square()));
+  } else if (fn == "asin" || fn == "acos") { // ±1 / √(1 − x²)
+    Value d = div(g, SqrtOp::create(b, loc, type, sub(c(1), square())));
+    og[0] = fn == "asin" ? d : Value(NegOp::create(b, loc, type, d));
+  } else if (fn == "sinh") {
+    og[0] = mul(g, fnOf("cosh", x));
+  } else if (fn == "cosh") {
+    og[0] = mul(g, fnOf("sinh", x));
+  } else if (fn == "asinh") { // 1 / √(x² + 1)
+    og[0] = div(g, SqrtOp::create(b, loc, type, add(square(), c(1))));
+  } else if (fn == "acosh") { // 1 / √(x² − 1)
+    og[0] = div(g, SqrtOp::create(b, loc, type, sub(square(), c(1))));
+  } else if (fn == "atanh") { // 1 / (1 − x²)
+    og[0] = div(g, sub(c(1), square()));
+  } else if (fn == "softsign") { // 1 / (1 + |x|)²
+    Value d = add(c(1), AbsOp::create(b, loc, type, x));
+    og[0] = div(g, mul(d, d));
+  } else if (fn == "mish") { // tanh(sp) + x·sech²(sp)·σ(x), sp = softplus(x)
+    Value t = TanhOp::create(b, loc, type, fnOf("softplus", x));
+    Value sech2 = sub(c(1), mul(t, t));
+    og[0] = mul(g, add(t, mul(mul(x, sech2), SigmoidOp::create(b, loc, type, x))));
+  } else if (fn == "hard_swish") { // 0 below −3, x/3 + ½ on [−3, 3], 1 above (torch)
+    Value mid = add(div(x, c(3)), c(0.5));
+    og[0] = mul(g, select(lt(x, c(-3)), c(0), select(gt(x, c(3)), c(1), mid)));
+  } else if (fn == "celu") { // 1 for x > 0, else e^(x/α)
+    Value e = ExpOp::create(b, loc, type, div(x, c(alpha)));
+    og[0] = mul(g, select(gt(x, c(0)), c(1), e));
+  } else if (fn == "selu") { // γ for x > 0, else γ·α·e^x
+    Value e = mul(ExpOp::create(b, loc, type, x), c(alpha * beta));
+    og[0] = mul(g, select(gt(x, c(0)), c(beta), e));
+  } else if (fn == "thresholded_relu") {
+    og[0] = select(gt(x, c(alpha)), g, c(0));
+  } else if (fn == "hard_sigmoid") { // α inside the linear part (0, 1), else 0
+    Value z = add(mul(x, c(alpha)), c(beta));
+    Value inside = select(gt(z, c(0)), select(lt(z, c(1)), c(alpha), c(0)), c(0));
+    og[0] = mul(g, inside);
+  } else if (fn == "shrink") { // 1 outside [−λ, λ]
+    og[0] = select(lt(x, c(-alpha)), g, select(gt(x, c(alpha)), g, c(0)));
+  } else {
+    return emitOpError("has no vector-Jacobian product for fn '") << fn << "'";
+  }
+  return success();
 }

@@ -11,7 +11,7 @@
 #ifndef COLOSSAL_ELEMENTWISE_OPS_TD
 #define COLOSSAL_ELEMENTWISE_OPS_TD
 
-def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor]> {
+def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor, VJP]> {
   let summary = "Elementwise unary function selected by `fn` (ONNX math and activations)";
   let description = [{
     `x`: tensor<S x T>; result: tensor<S x T>, or tensor<S x i1> for the predicates `is_nan`,

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
+#include "dialects/Colossal/VJP.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -422,5 +423,71 @@ LogicalResult DynamicQuantizeLinearOp::inferReturnTypes(MLIRContext *ctx,
   inferred.push_back(x.clone(u8));
   inferred.push_back(RankedTensorType::get({}, x.getElementType()));
   inferred.push_back(RankedTensorType::get({}, u8));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian product of nll_loss (VJPOpInterface)
+//===----------------------------------------------------------------------===//
+
+// loss[n, d] = −w[t]·input[n, t, d] (t = target[n, d]), so ∂/∂input is −w[t]·onehot(t) along the
+// class dim, times g (reduction "none"), g ("sum") or g / Σ w[t] ("mean"). Ignored targets are
+// moved out of [0, C) before one_hot, which gives them an all-zero row. Built from existing ops:
+// equal, where, gather (of the class weights), reduce_sum, one_hot, mul. The weight gets no
+// gradient (as in PyTorch's nll_loss).
+LogicalResult NllLossOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &og) {
+  if (getWeight() && needed[2])
+    return emitOpError("has no gradient with respect to its class weights");
+  if (!needed[0])
+    return success();
+  Location loc = getLoc();
+  Value g = resultGrads[0], target = getTarget();
+  auto in = rankedType(getInput()), tt = rankedType(target);
+  Type elt = in.getElementType();
+  int64_t classes = in.getDimSize(1);
+  auto c = [&](double v) { return scalarConstant(b, loc, elt, v); };
+  auto idx = [&](int64_t v) { return scalarConstant(b, loc, tt.getElementType(), double(v)); };
+
+  Value ignored, oneHotTarget = target, gatherTarget = target;
+  if (auto ii = getIgnoreIndex()) {
+    ignored = EqualOp::create(b, loc, target, idx(int64_t(*ii)));
+    oneHotTarget = WhereOp::create(b, loc, ignored, idx(classes), target);
+    gatherTarget = WhereOp::create(b, loc, ignored, idx(0), target);
+  }
+  Value weightOfTarget; // w[t], 0 where ignored: [N, d...]
+  if (Value w = getWeight()) {
+    weightOfTarget = GatherOp::create(b, loc, w, gatherTarget, b.getI64IntegerAttr(0));
+    if (ignored)
+      weightOfTarget = WhereOp::create(b, loc, ignored, c(0), weightOfTarget);
+  }
+  Value coef = NegOp::create(b, loc, g.getType(), g);
+  if (getReduction() == "mean") {
+    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, tt.getRank()));
+    Value denom;
+    auto sumAll = [&](Value v) -> Value {
+      return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(all), b.getBoolAttr(false));
+    };
+    if (weightOfTarget)
+      denom = sumAll(weightOfTarget);
+    else if (ignored)
+      denom = sumAll(WhereOp::create(b, loc, ignored, c(0), c(1)));
+    else
+      denom = c(double(tt.getNumElements()));
+    coef = DivOp::create(b, loc, coef, denom);
+  }
+  if (weightOfTarget)
+    coef = MulOp::create(b, loc, coef, weightOfTarget);
+  // [N, d...] → [N, 1, d...] to broadcast along the class dim.
+  if (rankedType(coef).getRank() > 0) {
+    SmallVector<int64_t> shape(tt.getShape());
+    shape.insert(shape.begin() + 1, 1);
+    coef = ReshapeOp::create(b, loc, RankedTensorType::get(shape, elt), coef);
+  }
+  auto valuesType = RankedTensorType::get({2}, elt);
+  Attribute offOn[] = {b.getFloatAttr(elt, 0.0), b.getFloatAttr(elt, 1.0)};
+  Value values = ConstantOp::create(b, loc, DenseElementsAttr::get(valuesType, ArrayRef<Attribute>(offOn)));
+  Value oneHot = OneHotOp::create(b, loc, in, oneHotTarget, values, b.getI64IntegerAttr(1));
+  og[0] = MulOp::create(b, loc, oneHot, coef);
   return success();
 }

@@ -169,7 +169,7 @@ def Colossal_ResizeOp : Colossal_Op<"resize"> {
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Colossal_NllLossOp : Colossal_Op<"nll_loss", [InferTypeOpAdaptor]> {
+def Colossal_NllLossOp : Colossal_Op<"nll_loss", [InferTypeOpAdaptor, VJP]> {
   let summary = "Negative log-likelihood loss (ONNX NegativeLogLikelihoodLoss)";
   let description = [{
     input: [N, C, d1..dk] log-probabilities (float), target: [N, d1..dk] i64 or i32 class

@@ -1,6 +1,7 @@
 //===- ColossalOps.cpp - type inference, verifiers and folders -----------===//
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
+#include "dialects/Colossal/VJP.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -730,3 +731,390 @@ OpFoldResult TriluOp::fold(FoldAdaptor a) {
 
 #define GET_OP_CLASSES
 #include "dialects/Colossal/ColossalOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products (VJPOpInterface, docs/training.md "Autodiff")
+//
+// Each buildVJP gets g = ∂L/∂result and builds ∂L/∂operand for the operands the driver needs.
+// Broadcast operands get g reduced back to their shape (reduceToShape); scaling by constants and
+// negation are applied after that reduction, on the smaller tensor.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+Value mulV(OpBuilder &b, Location loc, Value x, Value y) { return MulOp::create(b, loc, x, y); }
+Value divV(OpBuilder &b, Location loc, Value x, Value y) { return DivOp::create(b, loc, x, y); }
+Value elt(OpBuilder &b, Location loc, Value like, double v) {
+  return scalarConstant(b, loc, rankedType(like).getElementType(), v);
+}
+Value reshapeTo(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> shape) {
+  auto t = RankedTensorType::get(shape, rankedType(x).getElementType());
+  return t == x.getType() ? x : Value(ReshapeOp::create(b, loc, t, x));
+}
+Value gemmV(OpBuilder &b, Location loc, Value x, Value y, bool ta, bool tb, double alpha) {
+  return GemmOp::create(b, loc, x, y, Value(), b.getBoolAttr(ta), b.getBoolAttr(tb),
+                        b.getF32FloatAttr(float(alpha)), b.getF32FloatAttr(1.0f));
+}
+/// x with its last two dims swapped.
+Value swapLastTwo(OpBuilder &b, Location loc, Value x) {
+  int64_t r = rankedType(x).getRank();
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, r));
+  std::swap(perm[r - 1], perm[r - 2]);
+  return TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(perm));
+}
+/// The splat value of a constant operand, if it is one.
+std::optional<double> splatValue(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !llvm::isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// Broadcasts the cotangent of a reduction over `axes` back to x's shape, times `scale`.
+Value unreduce(OpBuilder &b, Location loc, Value g, RankedTensorType x, ArrayRef<int64_t> axes,
+               double scale) {
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  Value gk = reshapeTo(b, loc, g, kept);
+  if (scale != 1.0)
+    gk = mulV(b, loc, gk, elt(b, loc, gk, scale));
+  if (rankedType(gk) == x)
+    return gk;
+  return ExpandOp::create(b, loc, x, gk);
+}
+
+/// ∂max(a,b)/∂a (or of min with `less`): 1 where a wins, ½ on ties (as torch.maximum), else 0.
+template <typename CmpOp>
+LogicalResult minMaxVJP(Operation *op, OpBuilder &b, Value lhs, Value rhs, Value g,
+                        ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
+  Location loc = op->getLoc();
+  Value wins = CmpOp::create(b, loc, lhs, rhs);
+  Value tie = EqualOp::create(b, loc, lhs, rhs);
+  Value half = WhereOp::create(b, loc, tie, elt(b, loc, g, 0.5), elt(b, loc, g, 0.0));
+  Value w = WhereOp::create(b, loc, wins, elt(b, loc, g, 1.0), half);
+  Value ga = mulV(b, loc, g, w);
+  if (needed[0])
+    og[0] = reduceToShape(b, loc, ga, rankedType(lhs));
+  if (needed[1])
+    og[1] = reduceToShape(b, loc, SubOp::create(b, loc, g, ga), rankedType(rhs));
+  return success();
+}
+
+} // namespace
+
+#define COLOSSAL_VJP(OP)                                                                           \
+  LogicalResult OP::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,         \
+                             SmallVectorImpl<Value> &og)
+
+// d(a + b) = da + db.
+COLOSSAL_VJP(AddOp) {
+  Value g = resultGrads[0];
+  if (needed[0])
+    og[0] = reduceToShape(b, getLoc(), g, rankedType(getLhs()));
+  if (needed[1])
+    og[1] = reduceToShape(b, getLoc(), g, rankedType(getRhs()));
+  return success();
+}
+
+COLOSSAL_VJP(SubOp) {
+  Value g = resultGrads[0];
+  if (needed[0])
+    og[0] = reduceToShape(b, getLoc(), g, rankedType(getLhs()));
+  if (needed[1])
+    og[1] = NegOp::create(b, getLoc(), reduceToShape(b, getLoc(), g, rankedType(getRhs())));
+  return success();
+}
+
+COLOSSAL_VJP(MulOp) {
+  Value g = resultGrads[0];
+  if (needed[0])
+    og[0] = reduceToShape(b, getLoc(), mulV(b, getLoc(), g, getRhs()), rankedType(getLhs()));
+  if (needed[1])
+    og[1] = reduceToShape(b, getLoc(), mulV(b, getLoc(), g, getLhs()), rankedType(getRhs()));
+  return success();
+}
+
+// y = a / b: da = g / b, db = −g·y / b.
+COLOSSAL_VJP(DivOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  if (needed[0])
+    og[0] = reduceToShape(b, loc, divV(b, loc, g, getRhs()), rankedType(getLhs()));
+  if (needed[1]) {
+    Value t = divV(b, loc, mulV(b, loc, g, getResult()), getRhs());
+    og[1] = NegOp::create(b, loc, reduceToShape(b, loc, t, rankedType(getRhs())));
+  }
+  return success();
+}
+
+// y = a^e: da = g·e·a^(e−1) (a constant e folds to one pow and one mul; e = 2 to a mul),
+// de = g·y·ln a.
+COLOSSAL_VJP(PowOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0], a = getLhs(), e = getRhs();
+  if (needed[0]) {
+    Value da;
+    if (auto c = splatValue(e)) {
+      if (*c == 2.0)
+        da = mulV(b, loc, g, mulV(b, loc, a, elt(b, loc, a, 2.0)));
+      else if (*c == 1.0)
+        da = g;
+      else
+        da = mulV(b, loc, g,
+                  mulV(b, loc, PowOp::create(b, loc, a, elt(b, loc, a, *c - 1.0)),
+                       elt(b, loc, a, *c)));
+    } else {
+      Value em1 = SubOp::create(b, loc, e, elt(b, loc, e, 1.0));
+      da = mulV(b, loc, g, mulV(b, loc, e, PowOp::create(b, loc, a, em1)));
+    }
+    og[0] = reduceToShape(b, loc, da, rankedType(a));
+  }
+  if (needed[1]) {
+    Value de = mulV(b, loc, mulV(b, loc, g, getResult()), LogOp::create(b, loc, a.getType(), a));
+    og[1] = reduceToShape(b, loc, de, rankedType(e));
+  }
+  return success();
+}
+
+COLOSSAL_VJP(MinOp) {
+  return minMaxVJP<LessOp>(*this, b, getLhs(), getRhs(), resultGrads[0], needed, og);
+}
+COLOSSAL_VJP(MaxOp) {
+  return minMaxVJP<GreaterOp>(*this, b, getLhs(), getRhs(), resultGrads[0], needed, og);
+}
+
+// The condition gets no gradient; each branch gets g where it was selected.
+COLOSSAL_VJP(WhereOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0], zero = elt(b, loc, g, 0.0);
+  if (needed[1])
+    og[1] = reduceToShape(b, loc, WhereOp::create(b, loc, getCondition(), g, zero),
+                          rankedType(getX()));
+  if (needed[2])
+    og[2] = reduceToShape(b, loc, WhereOp::create(b, loc, getCondition(), zero, g),
+                          rankedType(getY()));
+  return success();
+}
+
+COLOSSAL_VJP(NegOp) {
+  og[0] = NegOp::create(b, getLoc(), resultGrads[0]);
+  return success();
+}
+// d e^x = e^x dx: reuses the forward result, no recomputation.
+COLOSSAL_VJP(ExpOp) {
+  og[0] = mulV(b, getLoc(), resultGrads[0], getResult());
+  return success();
+}
+
+// The rest of the named elementwise ops: one fused unary_grad kernel each.
+#define COLOSSAL_UNARY_VJP(OP, FN)                                                                 \
+  COLOSSAL_VJP(OP) {                                                                               \
+    (void)needed;                                                                                  \
+    og[0] = unaryGrad(b, getLoc(), FN, getX(), resultGrads[0]);                                    \
+    return success();                                                                              \
+  }
+COLOSSAL_UNARY_VJP(AbsOp, "abs")
+COLOSSAL_UNARY_VJP(SqrtOp, "sqrt")
+COLOSSAL_UNARY_VJP(ReciprocalOp, "reciprocal")
+COLOSSAL_UNARY_VJP(LogOp, "log")
+COLOSSAL_UNARY_VJP(ErfOp, "erf")
+COLOSSAL_UNARY_VJP(TanhOp, "tanh")
+COLOSSAL_UNARY_VJP(SigmoidOp, "sigmoid")
+COLOSSAL_UNARY_VJP(ReluOp, "relu")
+COLOSSAL_UNARY_VJP(SiluOp, "silu")
+COLOSSAL_UNARY_VJP(GeluOp, getApproximate() == "tanh" ? "gelu_tanh" : "gelu")
+#undef COLOSSAL_UNARY_VJP
+
+// float → float: the cotangent converts back. Integer operands are never differentiated.
+COLOSSAL_VJP(CastOp) {
+  if (!llvm::isa<FloatType>(getX().getType().getElementType()))
+    return success();
+  Value g = resultGrads[0];
+  og[0] = g.getType() == getX().getType() ? g
+                                          : Value(CastOp::create(b, getLoc(), getX().getType(), g));
+  return success();
+}
+
+COLOSSAL_VJP(SoftmaxOp) {
+  og[0] = SoftmaxGradOp::create(b, getLoc(), getType(), getResult(), resultGrads[0],
+                                getAxisAttr());
+  return success();
+}
+COLOSSAL_VJP(LogSoftmaxOp) {
+  og[0] = LogSoftmaxGradOp::create(b, getLoc(), getType(), getResult(), resultGrads[0],
+                                   getAxisAttr());
+  return success();
+}
+
+COLOSSAL_VJP(LayerNormOp) {
+  auto grad = LayerNormGradOp::create(b, getLoc(), getX(), getScale(), resultGrads[0],
+                                      getAxisAttr(), getEpsilonAttr());
+  og[0] = grad.getDx();
+  og[1] = grad.getDscale();
+  if (getBias())
+    og[2] = grad.getDbias();
+  return success();
+}
+
+COLOSSAL_VJP(RmsNormOp) {
+  auto grad = RmsNormGradOp::create(b, getLoc(), getX(), getScale(), resultGrads[0],
+                                    getAxisAttr(), getEpsilonAttr());
+  og[0] = grad.getDx();
+  og[1] = grad.getDscale();
+  return success();
+}
+
+COLOSSAL_VJP(ReduceSumOp) {
+  og[0] = unreduce(b, getLoc(), resultGrads[0], rankedType(getX()), getAxes(), 1.0);
+  return success();
+}
+
+COLOSSAL_VJP(ReduceMeanOp) {
+  auto x = rankedType(getX());
+  int64_t n = 1;
+  for (int64_t a : getAxes())
+    n *= x.getDimSize(a);
+  og[0] = unreduce(b, getLoc(), resultGrads[0], x, getAxes(), 1.0 / double(n));
+  return success();
+}
+
+// The maximum's cotangent is shared evenly by the elements that attain it (torch.amax).
+COLOSSAL_VJP(ReduceMaxOp) {
+  Location loc = getLoc();
+  auto x = rankedType(getX());
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t a : getAxes())
+    kept[a] = 1;
+  Value mask = EqualOp::create(b, loc, getX(), reshapeTo(b, loc, getResult(), kept));
+  Value ones = WhereOp::create(b, loc, mask, elt(b, loc, getX(), 1.0), elt(b, loc, getX(), 0.0));
+  Value count = ReduceSumOp::create(b, loc, ones, b.getDenseI64ArrayAttr(getAxes()),
+                                    b.getBoolAttr(true));
+  Value share = divV(b, loc, reshapeTo(b, loc, resultGrads[0], kept), count);
+  og[0] = WhereOp::create(b, loc, mask, share, elt(b, loc, getX(), 0.0));
+  return success();
+}
+
+// y = a·b. With a 2-D b ([..., M, K] × [K, N], every linear layer) the batch dims fold into M and
+// both products are single gemms with transpose flags: da = g·bᵀ, db = aᵀ·g. Otherwise batched
+// matmuls against transposed operands, summed over broadcast batch dims.
+COLOSSAL_VJP(MatMulOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0], a = getLhs(), bm = getRhs();
+  auto at = rankedType(a), bt = rankedType(bm);
+  if (bt.getRank() == 2) {
+    int64_t k = at.getShape().back(), n = bt.getDimSize(1);
+    int64_t rows = k == 0 ? 0 : at.getNumElements() / k;
+    Value g2 = reshapeTo(b, loc, g, {rows, n});
+    if (needed[0])
+      og[0] = reshapeTo(b, loc, gemmV(b, loc, g2, bm, false, true, 1.0), at.getShape());
+    if (needed[1])
+      og[1] = gemmV(b, loc, reshapeTo(b, loc, a, {rows, k}), g2, true, false, 1.0);
+    return success();
+  }
+  if (needed[0])
+    og[0] = reduceToShape(b, loc, MatMulOp::create(b, loc, g, swapLastTwo(b, loc, bm)), at);
+  if (needed[1])
+    og[1] = reduceToShape(b, loc, MatMulOp::create(b, loc, swapLastTwo(b, loc, a), g), bt);
+  return success();
+}
+
+// y = α·op(a)·op(b) + β·c. Every product is one gemm with transpose flags (no transposes):
+//   da = α·g·op(b)ᵀ (or its transpose when trans_a), db = α·op(a)ᵀ·g (or its transpose).
+COLOSSAL_VJP(GemmOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0], a = getA(), bm = getB();
+  bool ta = getTransA(), tb = getTransB();
+  double alpha = getAlpha().convertToDouble(), beta = getBeta().convertToDouble();
+  if (needed[0])
+    og[0] = ta ? gemmV(b, loc, bm, g, tb, true, alpha) : gemmV(b, loc, g, bm, false, !tb, alpha);
+  if (needed[1])
+    og[1] = tb ? gemmV(b, loc, g, a, true, ta, alpha) : gemmV(b, loc, a, g, !ta, false, alpha);
+  if (getC() && needed[2]) {
+    Value dc = reduceToShape(b, loc, g, rankedType(getC()));
+    og[2] = beta == 1.0 ? dc : mulV(b, loc, dc, elt(b, loc, dc, beta));
+  }
+  return success();
+}
+
+COLOSSAL_VJP(AttentionOp) {
+  if (getMask() && needed[3])
+    return emitOpError("has no gradient with respect to its mask (the mask depends on a "
+                       "parameter)");
+  auto grad = AttentionGradOp::create(b, getLoc(), getQ(), getK(), getV(), getMask(), getResult(),
+                                      resultGrads[0], getScaleAttr(), getCausalAttr());
+  og[0] = grad.getDq();
+  og[1] = grad.getDk();
+  og[2] = grad.getDv();
+  return success();
+}
+
+COLOSSAL_VJP(ReshapeOp) {
+  og[0] = ReshapeOp::create(b, getLoc(), getX().getType(), resultGrads[0]);
+  return success();
+}
+
+COLOSSAL_VJP(TransposeOp) {
+  auto perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = int64_t(i);
+  og[0] = TransposeOp::create(b, getLoc(), resultGrads[0], b.getDenseI64ArrayAttr(inverse));
+  return success();
+}
+
+// The embedding backward: scatter-add into zeros of the table's shape.
+COLOSSAL_VJP(GatherOp) {
+  og[0] = GatherGradOp::create(b, getLoc(), getData().getType(), getIndices(), resultGrads[0],
+                               getAxisAttr());
+  return success();
+}
+
+COLOSSAL_VJP(SliceOp) {
+  og[0] = SliceGradOp::create(b, getLoc(), getX().getType(), resultGrads[0], getStartsAttr(),
+                              getStepsAttr());
+  return success();
+}
+
+// Each input gets its window of g along the axis.
+COLOSSAL_VJP(ConcatOp) {
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  int64_t axis = getAxis(), offset = 0;
+  for (auto [i, in] : llvm::enumerate(getInputs())) {
+    auto t = rankedType(in);
+    if (needed[i]) {
+      SmallVector<int64_t> starts(t.getRank(), 0), limits(rankedType(g).getShape()),
+          steps(t.getRank(), 1);
+      starts[axis] = offset;
+      limits[axis] = offset + t.getDimSize(axis);
+      og[i] = SliceOp::create(b, loc, t, g, b.getDenseI64ArrayAttr(starts),
+                              b.getDenseI64ArrayAttr(limits), b.getDenseI64ArrayAttr(steps));
+    }
+    offset += t.getDimSize(axis);
+  }
+  return success();
+}
+
+// The pieces' cotangents concatenate back; a piece that does not reach the loss contributes zeros.
+COLOSSAL_VJP(SplitOp) {
+  SmallVector<Value> pieces;
+  for (auto [r, g] : llvm::zip(getResults(), resultGrads))
+    pieces.push_back(g ? g : splatConstant(b, getLoc(), rankedType(r), 0.0));
+  og[0] = ConcatOp::create(b, getLoc(), getX().getType(), pieces, getAxisAttr());
+  return success();
+}
+
+COLOSSAL_VJP(ExpandOp) {
+  og[0] = reduceToShape(b, getLoc(), resultGrads[0], rankedType(getX()));
+  return success();
+}
+
+// Trilu is a fixed 0/1 mask: its own adjoint.
+COLOSSAL_VJP(TriluOp) {
+  og[0] = TriluOp::create(b, getLoc(), getType(), resultGrads[0], getUpperAttr(), getKAttr());
+  return success();
+}
+
+#undef COLOSSAL_VJP

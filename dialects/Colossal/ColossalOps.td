@@ -11,6 +11,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class Colossal_Op<string mnemonic, list<Trait> traits = []>
     : Op<Colossal_Dialect, mnemonic, !listconcat([Pure], traits)>;
 
+// The op states its vector-Jacobian product (buildVJP, in its family's .cpp) for autodiff.
+defvar VJP = DeclareOpInterfaceMethods<Colossal_VJPOpInterface>;
+
 //===----------------------------------------------------------------------===//
 // Constants
 //===----------------------------------------------------------------------===//
@@ -30,8 +33,8 @@ def Colossal_ConstantOp : Colossal_Op<"constant", [ConstantLike, AllTypesMatch<[
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Colossal_BroadcastBinaryOp<string mnemonic, string math>
-    : Colossal_Op<mnemonic, [InferTypeOpAdaptor]> {
+class Colossal_BroadcastBinaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Colossal_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)> {
   let summary = "Elementwise " # math # " with NumPy broadcasting (ONNX multidirectional)";
   let description = [{
     `lhs`: tensor<A...xT>, `rhs`: tensor<B...xT>; the result has the broadcast shape of A and B
@@ -44,13 +47,13 @@ class Colossal_BroadcastBinaryOp<string mnemonic, string math>
   let hasFolder = 1;
 }
 
-def Colossal_AddOp : Colossal_BroadcastBinaryOp<"add", "addition">;
-def Colossal_SubOp : Colossal_BroadcastBinaryOp<"sub", "subtraction">;
-def Colossal_MulOp : Colossal_BroadcastBinaryOp<"mul", "multiplication">;
-def Colossal_DivOp : Colossal_BroadcastBinaryOp<"div", "division (integers truncate toward zero)">;
-def Colossal_PowOp : Colossal_BroadcastBinaryOp<"pow", "power">;
-def Colossal_MinOp : Colossal_BroadcastBinaryOp<"min", "minimum">;
-def Colossal_MaxOp : Colossal_BroadcastBinaryOp<"max", "maximum">;
+def Colossal_AddOp : Colossal_BroadcastBinaryOp<"add", "addition", [VJP]>;
+def Colossal_SubOp : Colossal_BroadcastBinaryOp<"sub", "subtraction", [VJP]>;
+def Colossal_MulOp : Colossal_BroadcastBinaryOp<"mul", "multiplication", [VJP]>;
+def Colossal_DivOp : Colossal_BroadcastBinaryOp<"div", "division (integers truncate toward zero)", [VJP]>;
+def Colossal_PowOp : Colossal_BroadcastBinaryOp<"pow", "power", [VJP]>;
+def Colossal_MinOp : Colossal_BroadcastBinaryOp<"min", "minimum", [VJP]>;
+def Colossal_MaxOp : Colossal_BroadcastBinaryOp<"max", "maximum", [VJP]>;
 
 class Colossal_CompareOp<string mnemonic, string math>
     : Colossal_BroadcastBinaryOp<mnemonic, math> {
@@ -62,7 +65,7 @@ def Colossal_EqualOp : Colossal_CompareOp<"equal", "comparison a == b">;
 def Colossal_LessOp : Colossal_CompareOp<"less", "comparison a < b">;
 def Colossal_GreaterOp : Colossal_CompareOp<"greater", "comparison a > b">;
 
-def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor]> {
+def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor, VJP]> {
   let summary = "Elementwise select: cond ? x : y, all three broadcast (ONNX Where)";
   let arguments = (ins AnyRankedTensor:$condition, AnyRankedTensor:$x, AnyRankedTensor:$y);
   let results = (outs AnyRankedTensor:$result);
@@ -79,19 +82,19 @@ class Colossal_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
   let hasFolder = 1;
 }
 
-def Colossal_NegOp : Colossal_UnaryOp<"neg", "negation">;
-def Colossal_AbsOp : Colossal_UnaryOp<"abs", "absolute value">;
-def Colossal_SqrtOp : Colossal_UnaryOp<"sqrt", "square root">;
-def Colossal_ReciprocalOp : Colossal_UnaryOp<"reciprocal", "1 / x">;
-def Colossal_ExpOp : Colossal_UnaryOp<"exp", "e^x">;
-def Colossal_LogOp : Colossal_UnaryOp<"log", "natural logarithm">;
-def Colossal_ErfOp : Colossal_UnaryOp<"erf", "Gauss error function">;
-def Colossal_TanhOp : Colossal_UnaryOp<"tanh", "hyperbolic tangent">;
-def Colossal_SigmoidOp : Colossal_UnaryOp<"sigmoid", "logistic 1 / (1 + e^-x)">;
-def Colossal_ReluOp : Colossal_UnaryOp<"relu", "max(x, 0)">;
-def Colossal_SiluOp : Colossal_UnaryOp<"silu", "x * sigmoid(x) (SiLU / swish, Elfwing et al. 2017)">;
+def Colossal_NegOp : Colossal_UnaryOp<"neg", "negation", [VJP]>;
+def Colossal_AbsOp : Colossal_UnaryOp<"abs", "absolute value", [VJP]>;
+def Colossal_SqrtOp : Colossal_UnaryOp<"sqrt", "square root", [VJP]>;
+def Colossal_ReciprocalOp : Colossal_UnaryOp<"reciprocal", "1 / x", [VJP]>;
+def Colossal_ExpOp : Colossal_UnaryOp<"exp", "e^x", [VJP]>;
+def Colossal_LogOp : Colossal_UnaryOp<"log", "natural logarithm", [VJP]>;
+def Colossal_ErfOp : Colossal_UnaryOp<"erf", "Gauss error function", [VJP]>;
+def Colossal_TanhOp : Colossal_UnaryOp<"tanh", "hyperbolic tangent", [VJP]>;
+def Colossal_SigmoidOp : Colossal_UnaryOp<"sigmoid", "logistic 1 / (1 + e^-x)", [VJP]>;
+def Colossal_ReluOp : Colossal_UnaryOp<"relu", "max(x, 0)", [VJP]>;
+def Colossal_SiluOp : Colossal_UnaryOp<"silu", "x * sigmoid(x) (SiLU / swish, Elfwing et al. 2017)", [VJP]>;
 
-def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType]> {
+def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType, VJP]> {
   let summary = "GELU (Hendrycks & Gimpel 2016), exact erf form or tanh approximation";
   let description = [{
     `approximate = "none"`: 0.5·x·(1 + erf(x/√2)).
@@ -103,7 +106,7 @@ def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Colossal_CastOp : Colossal_Op<"cast"> {
+def Colossal_CastOp : Colossal_Op<"cast", [VJP]> {
   let summary = "Element type conversion (ONNX Cast)";
   let description = [{
     Same shape, new element type. float → int truncates toward zero; → i1 is `x != 0`.
@@ -119,7 +122,7 @@ def Colossal_CastOp : Colossal_Op<"cast"> {
 // Normalization and softmax
 //===----------------------------------------------------------------------===//
 
-def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType]> {
+def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType, VJP]> {
   let summary = "softmax along one axis: exp(x - max) / sum(exp(x - max))";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -127,7 +130,7 @@ def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultType]> {
+def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultType, VJP]> {
   let summary = "log(softmax(x)) along one axis, computed as x - max - log(sum(exp(x - max)))";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -135,7 +138,7 @@ def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultTyp
   let hasVerifier = 1;
 }
 
-def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor]> {
+def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor, VJP]> {
   let summary = "Layer normalization (Ba et al. 2016; ONNX LayerNormalization)";
   let description = [{
     Normalizes `x` over dims [axis, rank): y = (x − mean) / sqrt(var + epsilon) · scale + bias,
@@ -148,7 +151,7 @@ def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor]> {
+def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor, VJP]> {
   let summary = "RMS normalization (Zhang & Sennrich 2019)";
   let description = [{
     y = x / sqrt(mean(x², dims [axis, rank)) + epsilon) · scale; `scale` has shape x.shape[axis:].
@@ -164,7 +167,7 @@ def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Colossal_ReduceOp<string mnemonic, string math>
-    : Colossal_Op<mnemonic, [InferTypeOpAdaptor]> {
+    : Colossal_Op<mnemonic, [InferTypeOpAdaptor, VJP]> {
   let summary = math # " over `axes` (sorted, non-negative, non-empty)";
   let description = [{
     With `keepdims` the reduced dims stay as 1, else they are removed.
@@ -182,7 +185,7 @@ def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum">;
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor]> {
+def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP]> {
   let summary = "Batched matrix product [..., M, K] × [..., K, N] → [..., M, N]";
   let description = [{
     Both operands have rank ≥ 2 (the importer reshapes ONNX's 1-D cases); batch dims broadcast.
@@ -192,7 +195,7 @@ def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor]> {
+def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP]> {
   let summary = "alpha · op(a) · op(b) + beta · c (ONNX Gemm), op = optional transpose";
   let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
                    BoolAttr:$trans_a, BoolAttr:$trans_b, F32Attr:$alpha, F32Attr:$beta);
@@ -200,7 +203,7 @@ def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor]> {
+def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP]> {
   let summary = "Scaled dot-product attention, causal and/or masked, with GQA";
   let description = [{
     q: [B, Hq, Tq, D], k: [B, Hkv, Tk, D], v: [B, Hkv, Tk, Dv], mask (optional, additive float or
@@ -220,7 +223,7 @@ def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Colossal_ReshapeOp : Colossal_Op<"reshape"> {
+def Colossal_ReshapeOp : Colossal_Op<"reshape", [VJP]> {
   let summary = "Same elements, new static shape (ONNX Reshape/Squeeze/Unsqueeze/Flatten)";
   let arguments = (ins AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
@@ -229,7 +232,7 @@ def Colossal_ReshapeOp : Colossal_Op<"reshape"> {
   let hasFolder = 1;
 }
 
-def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor]> {
+def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor, VJP]> {
   let summary = "Permute dims: result.shape[i] = x.shape[perm[i]]";
   let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs AnyRankedTensor:$result);
@@ -237,7 +240,7 @@ def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor]> {
+def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor, VJP]> {
   let summary = "ONNX Gather: pick slices of `data` along `axis` at `indices`";
   let description = [{
     Result shape: data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative indices count
@@ -249,7 +252,7 @@ def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor]> {
+def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor, VJP]> {
   let summary = "Strided slice with one normalized (start, limit, step) per dim";
   let description = [{
     For every dim d: start in [0, size), step ≠ 0, and the count is
@@ -262,7 +265,7 @@ def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor]> {
+def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor, VJP]> {
   let summary = "Concatenate along `axis`";
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -270,7 +273,7 @@ def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Colossal_SplitOp : Colossal_Op<"split"> {
+def Colossal_SplitOp : Colossal_Op<"split", [VJP]> {
   let summary = "Split into consecutive pieces along `axis`; sizes from the result types";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs Variadic<AnyRankedTensor>:$results);
@@ -278,7 +281,7 @@ def Colossal_SplitOp : Colossal_Op<"split"> {
   let hasVerifier = 1;
 }
 
-def Colossal_ExpandOp : Colossal_Op<"expand"> {
+def Colossal_ExpandOp : Colossal_Op<"expand", [VJP]> {
   let summary = "Broadcast `x` to the result's shape (ONNX Expand)";
   let arguments = (ins AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
@@ -287,7 +290,7 @@ def Colossal_ExpandOp : Colossal_Op<"expand"> {
   let hasFolder = 1;
 }
 
-def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType]> {
+def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType, VJP]> {
   let summary = "Keep the upper (j − i ≥ k) or lower (j − i ≤ k) triangle of the last two dims";
   let arguments = (ins AnyRankedTensor:$x, BoolAttr:$upper, I64Attr:$k);
   let results = (outs AnyRankedTensor:$result);
@@ -299,5 +302,6 @@ include "dialects/Colossal/ColossalNNOps.td"
 include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
 include "dialects/Colossal/ColossalMiscOps.td"
+include "dialects/Colossal/ColossalGradOps.td"
 
 #endif // COLOSSAL_OPS_TD

@@ -49,4 +49,14 @@ Value splatConstant(OpBuilder &b, Location loc, RankedTensorType type, double va
   return ConstantOp::create(b, loc, DenseElementsAttr::get(type, element));
 }
 
+Value scalarConstant(OpBuilder &b, Location loc, Type elementType, double value) {
+  return splatConstant(b, loc, RankedTensorType::get({}, elementType), value);
+}
+
+Value unaryGrad(OpBuilder &b, Location loc, llvm::StringRef fn, Value x, Value dy,
+                std::optional<double> alpha) {
+  FloatAttr alphaAttr = alpha ? b.getF32FloatAttr(float(*alpha)) : FloatAttr();
+  return UnaryGradOp::create(b, loc, dy.getType(), b.getStringAttr(fn), x, dy, alphaAttr);
+}
+
 } // namespace colossal

@@ -10,6 +10,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Value.h"
 
+#include <optional>
+
 namespace colossal {
 
 /// Sums `grad` (shape G) down to `target`'s shape T, where T broadcasts to G under NumPy rules:
@@ -21,6 +23,15 @@ mlir::Value reduceToShape(mlir::OpBuilder &b, mlir::Location loc, mlir::Value gr
 /// A constant tensor of `type` filled with `value` (float or integer element types).
 mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::RankedTensorType type,
                           double value);
+
+/// A rank-0 constant `value` of `elementType`, for broadcasting against any tensor.
+mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type elementType,
+                           double value);
+
+/// `dy · f'(x)` as one `colossal.unary_grad` (docs/plan.md "Training instructions" lists the
+/// `fn`s); `alpha` for `leaky_relu` and `elu`. x and dy: the same float tensor type.
+mlir::Value unaryGrad(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRef fn, mlir::Value x,
+                      mlir::Value dy, std::optional<double> alpha = std::nullopt);
 
 } // namespace colossal
 

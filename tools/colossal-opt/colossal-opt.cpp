@@ -10,6 +10,7 @@
 #include "colossal/Import/ONNX.h"
 #include "colossal/Spec/Spec.h"
 #include "colossal/Target/Plan.h"
+#include "colossal/runtime/Plan.h"
 #include "dialects/Colossal/ColossalOps.h"
 #include "passes/Passes.h"
 
@@ -130,6 +131,17 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
+  {
+    // The plan records the model compiled: `colossal-run export --onnx` rereads it.
+    llvm::SmallString<256> absolute(input);
+    if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
+      return fail(input + ": " + ec.message());
+    planOptions.sourceModel = absolute.str().str();
+    auto modelHash = colossal::runtime::fnv1a64File(input);
+    if (!modelHash)
+      return fail(llvm::toString(modelHash.takeError()));
+    planOptions.sourceModelHash = *modelHash;
+  }
   if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
     return 1;
   return 0;

@@ -2,6 +2,10 @@
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME]
+//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR]
+//
+// `export` writes the source ONNX model with the plan's (or a checkpoint's) parameter values
+// (docs/training.md; runtime/checkpoint/OnnxExport.cpp). The generic mode:
 //
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
 // match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
@@ -14,6 +18,7 @@
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Npy.h"
+#include "colossal/runtime/OnnxExport.h"
 #include "colossal/runtime/Plan.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -39,6 +44,7 @@ namespace {
 
 cl::OptionCategory category("colossal-run options");
 cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("<plan.cplan>"), cl::cat(category));
+cl::opt<std::string> subcommand(cl::Positional, cl::Optional, cl::desc("[export]"), cl::cat(category));
 cl::list<std::string> inputArgs("input", cl::desc("Bind a program input: NAME=FILE.npy (repeatable)"),
                                 cl::value_desc("NAME=FILE.npy"), cl::cat(category));
 cl::opt<std::string> outputDir("output-dir", cl::desc("Write each output to DIR/NAME.npy"),
@@ -51,6 +57,12 @@ cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl
                     cl::cat(category));
 cl::opt<std::string> programName("program", cl::desc("Program of the plan to run"),
                                  cl::init("forward"), cl::cat(category));
+
+cl::OptionCategory exportCategory("export options (colossal-run MODEL.cplan export ...)");
+cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained weights"),
+                             cl::value_desc("OUT.onnx"), cl::cat(exportCategory));
+cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Parameter values from a checkpoint (DIR or DIR/step-N)"),
+                                   cl::value_desc("DIR"), cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "error: " << msg << "\n";
@@ -88,8 +100,19 @@ struct InputData {
 };
 
 int runMain(int argc, char **argv) {
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &exportCategory});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
+  if (!subcommand.empty() && subcommand != "export")
+    return fail("unknown subcommand '" + subcommand + "' (expected export)");
+  if (subcommand == "export") {
+    if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
+    auto loaded = loadPlan(planPath, KernelRegistry::cpu());
+    if (!loaded) return fail(loaded.takeError());
+    if (llvm::Error e = exportOnnxCommand(**loaded, checkpointDir, onnxOut)) return fail(std::move(e));
+    return 0;
+  }
+  if (!onnxOut.empty() || !checkpointDir.empty())
+    return fail("--onnx and --checkpoint are options of 'export'");
   if (threads < 0) return fail("--threads must be >= 0");
   // More threads than this only oversubscribes the machine (and exhausts OpenMP's thread limits).
   constexpr int kMaxThreads = 1024;

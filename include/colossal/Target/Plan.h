@@ -10,6 +10,10 @@ namespace colossal {
 struct PlanOptions {
   std::string producer = "colossal-opt";
   std::string mode = "inference";
+  // The ONNX model compiled, for `export --onnx`: recorded in Plan.train.source_model /
+  // source_model_hash for every plan (an inference plan's TrainConfig holds only these two).
+  std::string sourceModel;        // absolute path
+  uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
 };
 
 /// Lowers the module's `func.func @forward` (colossal dialect, static shapes) to a plan: plans

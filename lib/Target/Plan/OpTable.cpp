@@ -45,6 +45,9 @@ constexpr StringLiteral kGridSample[] = {"mode", "padding_mode", "align_corners"
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
                                        "sampling_ratio", "spatial_scale", "half_pixel"};
 
+// training: backward ops (dialects/Colossal/ColossalGradOps.td, docs/plan.md "Training instructions")
+constexpr StringLiteral kUnaryGrad[] = {"fn", "alpha"};
+
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
 const OpLowering kTable[] = {
@@ -131,6 +134,17 @@ const OpLowering kTable[] = {
     KERNEL("reverse_sequence", false, kReverseSequence),
     KERNEL("grid_sample", false, kGridSample),
     KERNEL("roi_align", false, kRoiAlign),
+
+    // Training: backward ops emitted by autodiff (runtime/kernels/cpu/grad.cpp). In-place safety
+    // for `dy` is not claimed: the planner only reuses the first input's bytes.
+    KERNEL("softmax_grad", false, kAxis),
+    KERNEL("log_softmax_grad", false, kAxis),
+    KERNEL("layer_norm_grad", false, kNorm),
+    KERNEL("rms_norm_grad", false, kNorm),
+    KERNEL("unary_grad", false, kUnaryGrad),
+    KERNEL("attention_grad", false, kAttention),
+    KERNEL("gather_grad", false, kAxis),
+    KERNEL("slice_grad", false, kSlice),
 };
 #undef KERNEL
 } // namespace

@@ -138,6 +138,10 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   planMsg.set_version(runtime::kPlanVersion);
   planMsg.set_producer(options.producer);
   planMsg.set_mode(options.mode);
+  if (!options.sourceModel.empty()) {
+    planMsg.mutable_train()->set_source_model(options.sourceModel);
+    planMsg.mutable_train()->set_source_model_hash(options.sourceModelHash);
+  }
   plan::Program *program = planMsg.add_programs();
   program->set_name("forward");
   program->set_device(plan::CPU);

@@ -3,6 +3,13 @@
 
 namespace colossal::runtime {
 
+namespace cpu {
+// Training (backward) kernel families; declared here rather than in CpuCommon.h, which every
+// kernel includes.
+void registerGradKernels(KernelRegistry &r);           // grad.cpp
+void registerAttentionGradKernels(KernelRegistry &r);  // attention_grad.cpp
+}  // namespace cpu
+
 void registerCpuKernels(KernelRegistry &r) {
   cpu::registerElementwiseKernels(r);
   cpu::registerMathKernels(r);
@@ -17,6 +24,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);
+  cpu::registerGradKernels(r);
+  cpu::registerAttentionGradKernels(r);
 }
 
 namespace cpu {

@@ -1,0 +1,399 @@
+//===- OnnxExport.cpp - Trained parameters back into the source ONNX model -------------------===//
+//
+// See include/colossal/runtime/OnnxExport.h. The model is edited as a protobuf message (libonnx's
+// onnx_proto); nothing here interprets the graph beyond initializer names and Identity nodes.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/OnnxExport.h"
+
+#include "colossal/runtime/Safetensors.h"
+#include "support/AtomicFile.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace colossal::runtime {
+namespace {
+
+llvm::Error err(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+std::string hex(uint64_t v) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format_hex(v, 18);
+  return s;
+}
+
+std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+llvm::ArrayRef<int64_t> dimsOf(const onnx::TensorProto &t) {
+  return llvm::ArrayRef<int64_t>(t.dims().data(), t.dims().size());
+}
+
+/// The ONNX TensorProto data type holding `dtype`'s bytes as raw_data (0 when none does).
+int onnxDataType(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return onnx::TensorProto::FLOAT;
+  case DType::F16: return onnx::TensorProto::FLOAT16;
+  case DType::BF16: return onnx::TensorProto::BFLOAT16;
+  case DType::F64: return onnx::TensorProto::DOUBLE;
+  case DType::I64: return onnx::TensorProto::INT64;
+  case DType::I32: return onnx::TensorProto::INT32;
+  case DType::I16: return onnx::TensorProto::INT16;
+  case DType::I8: return onnx::TensorProto::INT8;
+  case DType::U8: return onnx::TensorProto::UINT8;
+  case DType::Bool: return onnx::TensorProto::BOOL;
+  case DType::U16: return onnx::TensorProto::UINT16;
+  case DType::U32: return onnx::TensorProto::UINT32;
+  case DType::U64: return onnx::TensorProto::UINT64;
+  case DType::Invalid: break;
+  }
+  return 0;
+}
+
+/// Bytes per element of the fixed-size ONNX data types (0 for STRING and unknown types).
+size_t onnxElementSize(int dataType) {
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64:
+  case onnx::TensorProto::COMPLEX64:
+    return 8;
+  case onnx::TensorProto::COMPLEX128:
+    return 16;
+  case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/// Reads the external data of `t` (locations relative to `modelDir`, never outside it) and stores
+/// it inline as raw_data. `what` names the tensor in errors.
+llvm::Error inlineExternal(onnx::TensorProto &t, llvm::StringRef modelPath, llvm::StringRef modelDir,
+                           const llvm::Twine &what) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (llvm::StringRef(kv.value()).getAsInteger(10, v) || v < 0)
+        return err(modelPath + ": " + what + ": external data " + kv.key() + " '" + kv.value() +
+                   "' is not a number");
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty()) return err(modelPath + ": " + what + ": external data without a location");
+  bool escapes = llvm::sys::path::is_absolute(location);
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e; ++it)
+    escapes |= *it == "..";
+  if (escapes)
+    return err(modelPath + ": " + what + ": external data location '" + location +
+               "' must be a relative path inside the model's folder");
+  llvm::SmallString<256> full(modelDir);
+  llvm::sys::path::append(full, location);
+  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return err(modelPath + ": " + what + ": cannot read external data '" + full +
+               "': " + buf.getError().message());
+  int64_t size = (*buf)->getBufferSize();
+  if (length < 0) length = size - offset;
+  if (offset > size || length > size - offset)
+    return err(modelPath + ": " + what + ": external data range [" + llvm::Twine(offset) + ", " +
+               llvm::Twine(offset + length) + ") exceeds '" + location + "' (" + llvm::Twine(size) +
+               " bytes)");
+  if (size_t elem = onnxElementSize(t.data_type())) {
+    int64_t numel = 1;
+    for (int64_t d : t.dims()) numel *= d;
+    if (static_cast<uint64_t>(length) != static_cast<uint64_t>(numel) * elem)
+      return err(modelPath + ": " + what + ": external data holds " + llvm::Twine(length) +
+                 " bytes, its dims " + shapeStr(dimsOf(t)) + " need " +
+                 llvm::Twine(static_cast<uint64_t>(numel) * elem));
+  }
+  t.set_raw_data((*buf)->getBufferStart() + offset, static_cast<size_t>(length));
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  return llvm::Error::success();
+}
+
+/// Calls `fn(tensor, name)` on every TensorProto of `graph`: initializers, sparse initializers'
+/// values and indices, tensor attributes, recursing into subgraph attributes.
+template <typename Fn>
+llvm::Error forEachTensor(onnx::GraphProto &graph, Fn &&fn) {
+  for (onnx::TensorProto &t : *graph.mutable_initializer())
+    if (llvm::Error e = fn(t, "initializer '" + t.name() + "'")) return e;
+  for (onnx::SparseTensorProto &s : *graph.mutable_sparse_initializer()) {
+    std::string name = s.values().name();
+    if (llvm::Error e = fn(*s.mutable_values(), "sparse initializer '" + name + "' values")) return e;
+    if (llvm::Error e = fn(*s.mutable_indices(), "sparse initializer '" + name + "' indices")) return e;
+  }
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    for (onnx::AttributeProto &attr : *node.mutable_attribute()) {
+      std::string what = "node '" + node.name() + "' attribute '" + attr.name() + "'";
+      if (attr.has_t())
+        if (llvm::Error e = fn(*attr.mutable_t(), what)) return e;
+      for (onnx::TensorProto &t : *attr.mutable_tensors())
+        if (llvm::Error e = fn(t, what)) return e;
+      if (attr.has_sparse_tensor()) {
+        if (llvm::Error e = fn(*attr.mutable_sparse_tensor()->mutable_values(), what)) return e;
+        if (llvm::Error e = fn(*attr.mutable_sparse_tensor()->mutable_indices(), what)) return e;
+      }
+      if (attr.has_g())
+        if (llvm::Error e = forEachTensor(*attr.mutable_g(), fn)) return e;
+      for (onnx::GraphProto &g : *attr.mutable_graphs())
+        if (llvm::Error e = forEachTensor(g, fn)) return e;
+    }
+  }
+  return llvm::Error::success();
+}
+
+/// The external data files `model` refers to (locations as written).
+void externalLocations(onnx::GraphProto &graph, llvm::StringSet<> &out) {
+  llvm::consumeError(forEachTensor(graph, [&](onnx::TensorProto &t, const std::string &) -> llvm::Error {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      for (const auto &kv : t.external_data())
+        if (kv.key() == "location") out.insert(kv.value());
+    return llvm::Error::success();
+  }));
+}
+
+/// Stores `value` as `t`'s data (raw_data, little-endian), dropping any other data field.
+void setRawData(onnx::TensorProto &t, const ParamValue &value) {
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
+  t.clear_string_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_raw_data(value.data, value.sizeBytes);
+}
+
+}  // namespace
+
+llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::StringRef outPath) {
+  const plan::Plan &plan = loaded.plan;
+  const std::string &planPath = loaded.path;
+  const std::string &modelPath = plan.train().source_model();
+  if (modelPath.empty())
+    return err(planPath + ": the plan records no source model (TrainConfig.source_model); "
+               "recompile it with this colossal-opt to export");
+
+  // The model must be the one compiled: same bytes (FNV-1a 64 of the whole file).
+  auto buf = llvm::MemoryBuffer::getFile(modelPath, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return err(modelPath + ": cannot read the source model recorded in " + planPath + ": " +
+               buf.getError().message());
+  uint64_t hash = fnv1a64((*buf)->getBufferStart(), (*buf)->getBufferSize());
+  if (hash != plan.train().source_model_hash())
+    return err(modelPath + ": the model changed since compilation (FNV-1a 64 " + hex(hash) +
+               ", " + planPath + " recorded " + hex(plan.train().source_model_hash()) + ")");
+  if ((*buf)->getBufferSize() > kMaxOnnxModelBytes)
+    return err(modelPath + ": larger than protobuf's 2 GiB limit");
+
+  // Never write over the inputs: the model or one of its external data files.
+  if (llvm::sys::fs::equivalent(outPath, modelPath))
+    return err(outPath + " is the source model " + modelPath + "; choose another --onnx path");
+
+  onnx::ModelProto model;
+  if (!model.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize())))
+    return err(modelPath + ": not a valid ONNX model (protobuf parse failed)");
+  buf->reset();
+  onnx::GraphProto &graph = *model.mutable_graph();
+  llvm::SmallString<256> modelDir = llvm::sys::path::parent_path(modelPath);
+  {
+    llvm::StringSet<> locations;
+    externalLocations(graph, locations);
+    for (const auto &loc : locations) {
+      llvm::SmallString<256> full(modelDir);
+      llvm::sys::path::append(full, loc.getKey());
+      if (llvm::sys::fs::equivalent(outPath, full))
+        return err(outPath + " is an external data file of the source model " + modelPath +
+                   "; choose another --onnx path");
+    }
+  }
+
+  // Main-graph initializers and Identity nodes by name. Indices, not pointers: new initializers
+  // are appended while we go.
+  std::map<std::string, int> initializerIndex;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializerIndex.emplace(graph.initializer(i).name(), i);
+  std::map<std::string, int> identityByOutput;  // Identity output -> node index
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &n = graph.node(i);
+    if (n.op_type() == "Identity" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+        n.input_size() == 1 && n.output_size() == 1)
+      identityByOutput.emplace(n.output(0), i);
+  }
+
+  std::vector<int> identitiesToRemove;
+  for (const plan::StateTensor &state : plan.states()) {
+    if (state.role() != plan::StateTensor::PARAM) continue;
+    std::string what = planPath + ": parameter '" + state.name() + "'";
+    const std::string &source = state.source();
+    if (source.empty()) return err(what + " has no source (StateTensor.source)");
+    DType dtype = static_cast<DType>(state.dtype());
+    std::vector<int64_t> shape(state.shape().begin(), state.shape().end());
+
+    auto value = lookup(state.name());
+    if (!value) return value.takeError();
+    if (value->dtype != dtype)
+      return err(what + ": the value is " + dtypeName(value->dtype) + ", the plan says " +
+                 dtypeName(dtype));
+    if (value->shape != llvm::ArrayRef<int64_t>(shape))
+      return err(what + ": the value has shape " + shapeStr(value->shape) + ", the plan says " +
+                 shapeStr(shape));
+    uint64_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<uint64_t>(d);
+    if (!isValidDType(static_cast<int64_t>(dtype)) || dtype == DType::Invalid ||
+        value->sizeBytes != numel * dtypeSize(dtype) || !value->data)
+      return err(what + ": the value holds " + llvm::Twine(value->sizeBytes) + " bytes, " +
+                 dtypeName(dtype) + " " + shapeStr(shape) + " needs " +
+                 llvm::Twine(numel * dtypeSize(dtype)));
+
+    // The initializer the parameter came from, and whether it is tied through an Identity.
+    int init = -1;
+    int identity = -1;
+    if (auto it = initializerIndex.find(source); it != initializerIndex.end()) {
+      init = it->second;
+    } else if (auto id = identityByOutput.find(source); id != identityByOutput.end()) {
+      identity = id->second;
+      auto in = initializerIndex.find(graph.node(identity).input(0));
+      if (in != initializerIndex.end()) init = in->second;
+    }
+    if (init < 0)
+      return err(what + ": its source '" + source + "' is neither an initializer of " + modelPath +
+                 " nor the output of an Identity of one");
+    const onnx::TensorProto &orig = graph.initializer(init);
+    if (orig.data_type() != onnxDataType(dtype))
+      return err(what + ": initializer '" + orig.name() + "' of " + modelPath + " has ONNX data type " +
+                 llvm::Twine(orig.data_type()) + ", the parameter is " + dtypeName(dtype));
+    if (dimsOf(orig) != llvm::ArrayRef<int64_t>(shape))
+      return err(what + ": initializer '" + orig.name() + "' of " + modelPath + " has dims " +
+                 shapeStr(dimsOf(orig)) + ", the parameter " +
+                 shapeStr(shape));
+
+    if (identity < 0) {
+      setRawData(*graph.mutable_initializer(init), *value);
+      continue;
+    }
+    // An Identity-tied copy: a new initializer under the Identity's output name replaces the node.
+    onnx::TensorProto copy;
+    copy.set_name(source);
+    copy.set_data_type(orig.data_type());
+    *copy.mutable_dims() = orig.dims();
+    setRawData(copy, *value);
+    initializerIndex.emplace(source, graph.initializer_size());
+    *graph.add_initializer() = std::move(copy);
+    identitiesToRemove.push_back(identity);
+    identityByOutput.erase(source);
+    // Before IR version 4 every initializer must also be a graph input.
+    if (model.ir_version() < 4) {
+      onnx::ValueInfoProto *in = graph.add_input();
+      in->set_name(source);
+      auto *tt = in->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(orig.data_type());
+      for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+  // Remove the replaced Identity nodes (highest index first keeps the others' indices valid).
+  std::sort(identitiesToRemove.rbegin(), identitiesToRemove.rend());
+  for (int i : identitiesToRemove) graph.mutable_node()->DeleteSubrange(i, 1);
+
+  // Every remaining weight inline.
+  if (llvm::Error e = forEachTensor(graph, [&](onnx::TensorProto &t, const std::string &what) -> llvm::Error {
+        if (t.data_location() != onnx::TensorProto::EXTERNAL) return llvm::Error::success();
+        return inlineExternal(t, modelPath, modelDir, what);
+      }))
+    return e;
+
+  uint64_t bytes = model.ByteSizeLong();
+  if (bytes > kMaxOnnxModelBytes)
+    return err(outPath + ": the exported model would be " + llvm::Twine(bytes) +
+               " bytes, over protobuf's 2 GiB limit for one ONNX file (weights are written inline)");
+  std::string serialized;
+  if (!model.SerializeToString(&serialized))
+    return err(outPath + ": cannot serialize the exported model");
+  return writeFileAtomically(outPath, [&](llvm::raw_ostream &os) {
+    os.write(serialized.data(), serialized.size());
+    return llvm::Error::success();
+  });
+}
+
+llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir) {
+  llvm::SmallString<256> manifest(dir);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (llvm::sys::fs::exists(manifest)) return dir.str();
+  llvm::SmallString<256> latest(dir);
+  llvm::sys::path::append(latest, "latest");
+  auto buf = llvm::MemoryBuffer::getFile(latest, /*IsText=*/true);
+  if (!buf)
+    return err(dir + ": not a checkpoint (no manifest.json) and no readable 'latest' file: " +
+               buf.getError().message());
+  llvm::StringRef step = (*buf)->getBuffer().trim();
+  if (step.empty() || step.contains('\n') || step.contains('/') || step == "." || step == "..")
+    return err(latest + ": expected one line naming a step folder, got '" + step + "'");
+  llvm::SmallString<256> folder(dir);
+  llvm::sys::path::append(folder, step);
+  llvm::SmallString<256> stepManifest(folder);
+  llvm::sys::path::append(stepManifest, "manifest.json");
+  if (!llvm::sys::fs::exists(stepManifest))
+    return err(latest + " names '" + step + "', which holds no manifest.json");
+  return std::string(folder);
+}
+
+llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
+                              llvm::StringRef outPath) {
+  std::unique_ptr<SafetensorsFile> checkpoint;
+  const SafetensorsFile *source = plan.weights.get();
+  if (!checkpointDir.empty()) {
+    auto folder = resolveCheckpointDir(checkpointDir);
+    if (!folder) return folder.takeError();
+    llvm::SmallString<256> file(*folder);
+    llvm::sys::path::append(file, "model.safetensors");
+    auto opened = SafetensorsFile::open(file);
+    if (!opened) return opened.takeError();
+    checkpoint = std::move(*opened);
+    source = checkpoint.get();
+  }
+  llvm::StringMap<std::string> initWeight;
+  for (const plan::StateTensor &s : plan.plan.states())
+    if (s.role() == plan::StateTensor::PARAM) initWeight[s.name()] = s.init_weight();
+  auto lookup = [&](llvm::StringRef param) -> llvm::Expected<ParamValue> {
+    std::string key = checkpoint ? param.str() : initWeight.lookup(param);
+    if (!source)
+      return err(plan.path + ": the plan has no weights file holding parameter '" + param + "'");
+    const SafetensorsTensor *t = source->find(key);
+    if (!t)
+      return err(source->path() + ": no tensor '" + key + "' (parameter '" + param + "')");
+    return ParamValue{t->dtype, t->shape, t->data, t->size_bytes};
+  };
+  return exportOnnx(plan, lookup, outPath);
+}
+
+}  // namespace colossal::runtime

@@ -1,0 +1,237 @@
+//===- attention_grad.cpp - Backward of fused attention, CPU kernel (f32) -------------------===//
+//
+// attention_grad: q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], [mask], y [B, Hq, Tq, Dv]
+// (the forward output), dy (y's shape) -> dq, dk, dv (the shapes of q, k, v). Attributes `scale`
+// and `causal` and the mask semantics are the forward `attention`'s (attention.cpp, docs/plan.md):
+// y = P·V with P = softmax(S), S = scale·q·kᵀ + mask [+ causal]. Gradients (Dao et al. 2022,
+// FlashAttention backward; Dao 2023, FlashAttention-2):
+//   dV = Pᵀ·dY,  dP = dY·Vᵀ,  dS = P ∘ (dP − D) with D_i = rowsum(dY ∘ Y)_i,
+//   dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
+// GQA: query head h uses kv head h / (Hq/Hkv), so dk, dv of a kv head sum over its query heads.
+//
+// Algorithm. Work items are (batch, kv head), run in parallel (OpenMP, dynamic schedule); an item
+// owns its dk and dv rows, so no two threads write the same element and every sum has a fixed
+// order (results do not depend on the thread count; with a single item the region runs on one
+// thread and the GEMMs themselves use the OpenMP threads, deterministic for a given count). Within an item, for each query head of the
+// group and each block of Bq query rows, the kernel recomputes the block's scores against every
+// visible key, S [Bq, kEnd] (keys past the block's last causal limit are skipped), takes the exact
+// row max and sum from that strip (the forward saves no statistics, and one strip gives them
+// without a second sweep), forms P, then
+//   dP = dY_blk·Vᵀ,  dS = scale·P∘(dP − D),  dV += Pᵀ·dY_blk,  dQ_blk = dS·K,  dK += dSᵀ·Q_blk,
+// five small GEMMs (Gemm.h: oneDNN sgemm, single-threaded inside the parallel region). Memory per
+// thread is two [Bq, Tk] strips; Bq shrinks for long key sequences so the strips stay in L2. No
+// [Tq, Tk] matrix is formed per head. A query row that sees no key (fully masked) has P = 0 and
+// contributes nothing, matching the forward's zero output.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "CpuCommon.h"
+#include "FastMath.h"
+#include "Gemm.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace colossal::runtime::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Dims {
+  int64_t B, Hq, Hkv, Tq, Tk, D, Dv;
+};
+
+Dims dimsOf(const KernelCall &c) {
+  const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2];
+  return {Q.shape[0], Q.shape[1], K.shape[1], Q.shape[2], K.shape[2], Q.shape[3], V.shape[3]};
+}
+
+/// The optional mask is the 4th of 6 inputs; y and dy are always the last two.
+const TensorRef *maskOf(const KernelCall &c) { return c.inputs.size() == 6 ? &c.inputs[3] : nullptr; }
+const TensorRef &yOf(const KernelCall &c) { return c.inputs[c.inputs.size() - 2]; }
+const TensorRef &dyOf(const KernelCall &c) { return c.inputs[c.inputs.size() - 1]; }
+
+/// Query rows per block: 64, fewer when the keys are many, so that the two [Bq, Tk] strips of a
+/// thread stay within ~512 KiB.
+int64_t blockRows(int64_t Tk) {
+  const int64_t bq = (64 * 1024) / std::max<int64_t>(Tk, 1);
+  return std::clamp<int64_t>(bq / 8 * 8, 8, 64);
+}
+
+int64_t stripStride(int64_t Tk) { return (Tk + 15) / 16 * 16; }
+
+llvm::Error verifyAttentionGrad(const KernelCall &c) {
+  const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2];
+  const TensorRef &Y = yOf(c), &DY = dyOf(c);
+  for (const TensorRef *t : {&Q, &K, &V, &Y, &DY})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "q, k, v, y and dy")) return e;
+  for (const TensorRef &t : c.outputs)
+    if (llvm::Error e = verifyDType(t, DType::F32, "dq, dk and dv")) return e;
+  if (Q.rank() != 4 || K.rank() != 4 || V.rank() != 4)
+    return kernelError("q, k and v must have rank 4 ([B, H, T, D])");
+  const Dims d = dimsOf(c);
+  if (K.shape[0] != d.B || V.shape[0] != d.B || V.shape[1] != d.Hkv || V.shape[2] != d.Tk ||
+      K.shape[3] != d.D)
+    return kernelError("inconsistent shapes q " + shapeToString(Q.shape) + ", k " + shapeToString(K.shape) +
+                       ", v " + shapeToString(V.shape));
+  if (d.Hkv == 0 || d.Hq % d.Hkv != 0)
+    return kernelError("query heads " + llvm::Twine(d.Hq) + " not a multiple of kv heads " + llvm::Twine(d.Hkv));
+  const Shape yShape = {d.B, d.Hq, d.Tq, d.Dv};
+  if (Y.shape != yShape || DY.shape != yShape)
+    return kernelError("y " + shapeToString(Y.shape) + " and dy " + shapeToString(DY.shape) +
+                       " must have the attention output's shape " + shapeToString(yShape));
+  if (llvm::Error e = verifySameShape(c.outputs[0], Q, "dq and q")) return e;
+  if (llvm::Error e = verifySameShape(c.outputs[1], K, "dk and k")) return e;
+  if (llvm::Error e = verifySameShape(c.outputs[2], V, "dv and v")) return e;
+  if (const TensorRef *Mk = maskOf(c)) {
+    if (Mk->dtype != DType::F32 && Mk->dtype != DType::Bool)
+      return kernelError("mask must be f32 (additive) or bool, got " + dtypeName(Mk->dtype));
+    Shape full = {d.B, d.Hq, d.Tq, d.Tk}, bc;
+    if (Mk->rank() > 4 || !broadcastShapes(Mk->shape, full, bc) || bc != full)
+      return kernelError("mask shape " + shapeToString(Mk->shape) + " does not broadcast to " +
+                         shapeToString(full));
+  }
+  const int64_t causal = c.attrInt("causal", 0);
+  if (causal != 0 && causal != 1) return kernelError("causal must be 0 or 1");
+  return llvm::Error::success();
+}
+
+size_t perThreadFloats(const Dims &d) {
+  return static_cast<size_t>(2 * blockRows(d.Tk) * stripStride(d.Tk));
+}
+
+size_t attentionGradWorkspace(const KernelCall &c, int threads) {
+  return perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
+}
+
+llvm::Error runAttentionGrad(const KernelCall &c) {
+  const Dims d = dimsOf(c);
+  const float *q = c.inputs[0].as<const float>(), *k = c.inputs[1].as<const float>(),
+              *v = c.inputs[2].as<const float>();
+  const float *y = yOf(c).as<const float>(), *dy = dyOf(c).as<const float>();
+  float *dq = c.outputs[0].as<float>(), *dk = c.outputs[1].as<float>(), *dv = c.outputs[2].as<float>();
+  const float scale = static_cast<float>(c.attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(d.D))));
+  const bool causal = c.attrInt("causal", 0) != 0;
+  const int64_t group = d.Hq / d.Hkv;
+  const int64_t causalOffset = d.Tk - d.Tq;  // key j visible to query i iff j <= i + causalOffset
+
+  const TensorRef *mask = maskOf(c);
+  int64_t ms[4] = {0, 0, 0, 0};  // mask element strides over [B, Hq, Tq, Tk] (0 on broadcast dims)
+  if (mask) {
+    int64_t stride = 1;
+    for (int64_t i = mask->rank() - 1, dim = 3; i >= 0; --i, --dim) {
+      ms[dim] = mask->shape[i] == 1 ? 0 : stride;
+      stride *= mask->shape[i];
+    }
+  }
+  const bool maskBool = mask && mask->dtype == DType::Bool;
+
+  const int64_t items = d.B * d.Hkv;
+  if (items == 0) return llvm::Error::success();
+  const int64_t Bq = blockRows(d.Tk), ld = stripStride(d.Tk);
+  const size_t perThread = perThreadFloats(d);
+  const int threads = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
+  float *workspace = static_cast<float *>(c.workspace);
+
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t b = item / d.Hkv, hk = item % d.Hkv;
+    float *P = workspace + perThread * omp_get_thread_num();  // [Bq, ld]: probabilities
+    float *dS = P + Bq * ld;                                   // [Bq, ld]: dP, then dS
+    const float *kp = k + (b * d.Hkv + hk) * d.Tk * d.D;
+    const float *vp = v + (b * d.Hkv + hk) * d.Tk * d.Dv;
+    float *dkp = dk + (b * d.Hkv + hk) * d.Tk * d.D;
+    float *dvp = dv + (b * d.Hkv + hk) * d.Tk * d.Dv;
+    std::fill(dkp, dkp + d.Tk * d.D, 0.0f);
+    std::fill(dvp, dvp + d.Tk * d.Dv, 0.0f);
+
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      const int64_t headRow = (b * d.Hq + h) * d.Tq;
+      for (int64_t q0 = 0; q0 < d.Tq; q0 += Bq) {
+        const int64_t rows = std::min(Bq, d.Tq - q0);
+        // Keys past the last row's causal limit are invisible to the whole block.
+        int64_t kEnd = d.Tk;
+        if (causal) kEnd = std::max<int64_t>(0, std::min(d.Tk, q0 + rows - 1 + causalOffset + 1));
+        if (kEnd == 0) {  // no visible key for the whole block
+          std::fill(dq + (headRow + q0) * d.D, dq + (headRow + q0 + rows) * d.D, 0.0f);
+          continue;
+        }
+        const float *qb = q + (headRow + q0) * d.D;
+        const float *yb = y + (headRow + q0) * d.Dv, *dyb = dy + (headRow + q0) * d.Dv;
+
+        // P = softmax(scale·Q_blk·Kᵀ + mask), exact per row over the strip of visible keys.
+        sgemm(false, true, rows, kEnd, d.D, scale, qb, d.D, kp, d.D, 0.0f, P, ld);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *s = P + r * ld;
+          const int64_t qi = q0 + r;
+          int64_t limit = kEnd;
+          if (causal) limit = std::max<int64_t>(0, std::min(kEnd, qi + causalOffset + 1));
+          if (mask) {
+            const int64_t base = b * ms[0] + h * ms[1] + qi * ms[2];
+            if (maskBool) {
+              const uint8_t *mp = mask->as<const uint8_t>() + base;
+              for (int64_t j = 0; j < limit; ++j) s[j] = mp[j * ms[3]] ? s[j] : kNegInf;
+            } else {
+              const float *mp = mask->as<const float>() + base;
+              for (int64_t j = 0; j < limit; ++j) s[j] += mp[j * ms[3]];
+            }
+          }
+          float m = kNegInf;
+#pragma omp simd reduction(max : m)
+          for (int64_t j = 0; j < limit; ++j) m = std::max(m, s[j]);
+          if (m == kNegInf) {  // the row sees no key: P = 0
+            std::fill(s, s + kEnd, 0.0f);
+            continue;
+          }
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < limit; ++j) {
+            s[j] = fastExp(s[j] - m);
+            sum += s[j];
+          }
+          const float inv = 1.0f / sum;
+#pragma omp simd
+          for (int64_t j = 0; j < limit; ++j) s[j] *= inv;
+          std::fill(s + limit, s + kEnd, 0.0f);
+        }
+
+        // dP = dY_blk·Vᵀ; dS = scale·P∘(dP − D), D_r = Σ dY∘Y over row r.
+        sgemm(false, true, rows, kEnd, d.Dv, 1.0f, dyb, d.Dv, vp, d.Dv, 0.0f, dS, ld);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float *yr = yb + r * d.Dv, *gr = dyb + r * d.Dv;
+          float Dr = 0.0f;
+#pragma omp simd reduction(+ : Dr)
+          for (int64_t cc = 0; cc < d.Dv; ++cc) Dr += gr[cc] * yr[cc];
+          const float *pr = P + r * ld;
+          float *sr = dS + r * ld;
+#pragma omp simd
+          for (int64_t j = 0; j < kEnd; ++j) sr[j] = scale * pr[j] * (sr[j] - Dr);
+        }
+
+        // dV += Pᵀ·dY_blk;  dQ_blk = dS·K;  dK += dSᵀ·Q_blk.
+        sgemm(true, false, kEnd, d.Dv, rows, 1.0f, P, ld, dyb, d.Dv, 1.0f, dvp, d.Dv);
+        sgemm(false, false, rows, d.D, kEnd, 1.0f, dS, ld, kp, d.D, 0.0f, dq + (headRow + q0) * d.D, d.D);
+        sgemm(true, false, kEnd, d.D, rows, 1.0f, dS, ld, qb, d.D, 1.0f, dkp, d.D);
+      }
+    }
+  }
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+void registerAttentionGradKernels(KernelRegistry &r) {
+  KernelDesc a;
+  a.op = "attention_grad";
+  a.minInputs = 5;
+  a.maxInputs = 6;
+  a.minOutputs = a.maxOutputs = 3;
+  a.attrs = {{"scale", AttrKind::Float}, {"causal", AttrKind::Int}};
+  a.verify = verifyAttentionGrad;
+  a.workspace = attentionGradWorkspace;
+  a.run = runAttentionGrad;
+  r.add(a);
+}
+
+}  // namespace colossal::runtime::cpu

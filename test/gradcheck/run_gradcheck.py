@@ -1,0 +1,544 @@
+#!/usr/bin/python3
+"""Gradient checks of every VJP against PyTorch autograd in float64.
+
+    /usr/bin/python3 test/gradcheck/run_gradcheck.py --opt colossal-opt --run colossal-run \
+        --workdir DIR [--only NAME_REGEX] [--skip-blocks] [--json FILE]
+
+For each case: a small ONNX model whose float operands are initializers (so `colossal.param`
+arguments) computes y = op(...), and `loss = ReduceSum(y * R)` with a fixed random R. It is compiled
+with the test-gradients pipeline
+
+    func.func(canonicalize, fuse-norms, fuse-activations, fuse-attention, canonicalize, cse),
+    colossal-test-gradients, func.func(canonicalize, cse)
+
+so the plan's outputs are the loss and `grad:<param>` for every parameter; colossal-run (float32)
+runs it, and every gradient is compared with torch.autograd on the same function in float64 (from
+the same float32-rounded values): max |ours − torch| ≤ 1e-4 · max |torch| (+1e-6 absolute). Whole
+blocks follow: an MLP block, a LayerNorm + causal attention block, and the GPT-2 of
+examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from torch.
+
+Prints one line per case and a summary; exits 1 when any case fails. A case whose backward kernel
+the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples", "models"))
+
+PIPELINE = ("builtin.module(func.func(canonicalize,colossal-fuse-norms,colossal-fuse-activations,"
+            "colossal-fuse-attention,canonicalize,cse),colossal-test-gradients,func.func(canonicalize,cse))")
+RTOL, ATOL = 1e-4, 1e-6
+# Backward kernels (runtime/kernels/cpu/grad.cpp). A colossal-run built without one of them reports
+# the cases that need it as SKIP rather than FAIL.
+GRAD_KERNELS = {"softmax_grad", "log_softmax_grad", "layer_norm_grad", "rms_norm_grad", "unary_grad",
+                "attention_grad", "gather_grad", "slice_grad"}
+
+torch.set_default_dtype(torch.float64)
+
+
+class Case:
+    """One gradient check: ONNX nodes producing 'Y' from `params` (float initializers, trained) and
+    `consts` (Constant nodes), and the same function `fn(tensors) -> Y` in torch."""
+
+    def __init__(self, name, covers, params, nodes, fn, consts=None, opset=17):
+        self.name, self.covers, self.params, self.nodes, self.fn = name, covers, params, nodes, fn
+        self.consts, self.opset = consts or {}, opset
+
+
+RNG = np.random.default_rng(1234)
+
+
+def rnd(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def away(*shape, m=0.2):
+    """Random values with |x| ≥ m (away from kinks and poles)."""
+    x = rnd(*shape)
+    return (np.sign(x) * (m + np.abs(x))).astype(np.float32)
+
+
+def N(op, ins, out="Y", **attrs):
+    return helper.make_node(op, ins, [out] if isinstance(out, str) else out, **attrs)
+
+
+def unary_case(op, tfn, x=None, covers=None, opset=17, **attrs):
+    x = rnd(3, 4) if x is None else x
+    return Case(op.lower(), covers or op, {"X": x}, [N(op, ["X"], **attrs)], lambda t: tfn(t["X"]),
+                opset=opset)
+
+
+def build_cases():
+    cs = []
+    A, B = rnd(3, 4), rnd(4)
+    for op, f in [("Add", torch.add), ("Sub", torch.sub), ("Mul", torch.mul)]:
+        cs.append(Case(op.lower(), op, {"A": A, "B": B}, [N(op, ["A", "B"])],
+                       lambda t, f=f: f(t["A"], t["B"])))
+        cs.append(Case(op.lower() + "_bcast_col", op, {"A": rnd(3, 1), "B": rnd(2, 1, 4)},
+                       [N(op, ["A", "B"])], lambda t, f=f: f(t["A"], t["B"])))
+    cs.append(Case("div", "Div", {"A": A, "B": away(3, 1, m=0.5)}, [N("Div", ["A", "B"])],
+                   lambda t: t["A"] / t["B"]))
+    for e in [2.0, 3.0, 0.5, -1.5]:
+        cs.append(Case(f"pow_const_{e}", "Pow", {"A": rnd(3, 4, lo=0.5, hi=1.5)},
+                       [N("Pow", ["A", "E"])], lambda t, e=e: torch.pow(t["A"], e),
+                       consts={"E": np.array(e, np.float32)}))
+    cs.append(Case("pow_tensor", "Pow", {"A": rnd(3, 4, lo=0.5, hi=1.5), "E": rnd(4, lo=-2, hi=2)},
+                   [N("Pow", ["A", "E"])], lambda t: torch.pow(t["A"], t["E"])))
+    Bt = rnd(3, 4)
+    Bt[0, 0], Bt[1, 2] = A[0, 0], A[1, 2]  # ties: split evenly, as torch.maximum/minimum
+    for op, f in [("Min", torch.minimum), ("Max", torch.maximum)]:
+        cs.append(Case(op.lower(), op, {"A": A, "B": Bt}, [N(op, ["A", "B"])],
+                       lambda t, f=f: f(t["A"], t["B"])))
+        cs.append(Case(op.lower() + "_bcast", op, {"A": A, "B": rnd(4)}, [N(op, ["A", "B"])],
+                       lambda t, f=f: f(t["A"], t["B"])))
+    cond = RNG.uniform(size=(3, 4)) > 0.5
+    cs.append(Case("where", "Where", {"X": A, "Z": rnd(4)}, [N("Where", ["C", "X", "Z"])],
+                   lambda t: torch.where(t["C"], t["X"], t["Z"]), consts={"C": cond}))
+
+    cs += [
+        unary_case("Neg", torch.neg),
+        unary_case("Sqrt", torch.sqrt, rnd(3, 4, lo=0.3, hi=2)),
+        unary_case("Reciprocal", torch.reciprocal, away(3, 4, m=0.5)),
+        unary_case("Exp", torch.exp),
+        unary_case("Log", torch.log, rnd(3, 4, lo=0.3, hi=2)),
+        unary_case("Erf", torch.erf),
+        unary_case("Tanh", torch.tanh),
+        unary_case("Sigmoid", torch.sigmoid),
+        unary_case("Relu", torch.relu, away(3, 4, m=0.05)),
+        unary_case("Abs", torch.abs, away(3, 4, m=0.05)),
+    ]
+    X = rnd(3, 8, lo=-3, hi=3)
+    cs.append(Case("silu", "SiLU (x*Sigmoid(x), fused)", {"X": X},
+                   [N("Sigmoid", ["X"], "s"), N("Mul", ["X", "s"])], lambda t: F.silu(t["X"])))
+    half, one, rs2 = (np.array(v, np.float32) for v in (0.5, 1.0, 1 / math.sqrt(2)))
+    cs.append(Case("gelu_erf", "GELU erf form (fused)", {"X": X},
+                   [N("Mul", ["X", "rs2"], "a"), N("Erf", ["a"], "b"), N("Add", ["b", "one"], "c"),
+                    N("Mul", ["X", "c"], "d"), N("Mul", ["d", "half"])],
+                   lambda t: F.gelu(t["X"]), consts={"half": half, "one": one, "rs2": rs2}))
+    k0, k1 = np.array(math.sqrt(2 / math.pi), np.float32), np.array(0.044715, np.float32)
+    cs.append(Case("gelu_tanh", "GELU tanh form (fused)", {"X": X},
+                   [N("Mul", ["X", "X"], "x2"), N("Mul", ["X", "x2"], "x3"), N("Mul", ["x3", "k1"], "a"),
+                    N("Add", ["X", "a"], "b"), N("Mul", ["b", "k0"], "c"), N("Tanh", ["c"], "d"),
+                    N("Add", ["d", "one"], "e"), N("Mul", ["X", "e"], "f"), N("Mul", ["f", "half"])],
+                   lambda t: F.gelu(t["X"], approximate="tanh"),
+                   consts={"half": half, "one": one, "k0": k0, "k1": k1}))
+    cs.append(Case("cast_f64", "Cast (float<->float)", {"X": A},
+                   [N("Cast", ["X"], "d", to=TensorProto.DOUBLE), N("Mul", ["d", "d"], "e"),
+                    N("Cast", ["e"], to=TensorProto.FLOAT)], lambda t: t["X"] * t["X"]))
+    cs.append(Case("cast_int_operand", "Cast (integer operand: no gradient)", {"X": A},
+                   [N("Cast", ["I"], "f", to=TensorProto.FLOAT), N("Mul", ["X", "f"])],
+                   lambda t: t["X"] * t["I"], consts={"I": RNG.integers(-3, 4, size=(3, 4))}))
+
+    S = rnd(2, 3, 5, lo=-2, hi=2)
+    for op, f in [("Softmax", torch.softmax), ("LogSoftmax", torch.log_softmax)]:
+        cs.append(Case(op.lower(), op, {"X": S}, [N(op, ["X"], axis=-1)], lambda t, f=f: f(t["X"], -1)))
+        cs.append(Case(op.lower() + "_axis1", op, {"X": S}, [N(op, ["X"], axis=1)],
+                       lambda t, f=f: f(t["X"], 1)))
+    W, Bb = rnd(5, lo=0.5, hi=1.5), rnd(5)
+    cs.append(Case("layer_norm", "LayerNormalization", {"X": S, "W": W, "Bb": Bb},
+                   [N("LayerNormalization", ["X", "W", "Bb"], axis=-1, epsilon=1e-5)],
+                   lambda t: F.layer_norm(t["X"], (5,), t["W"], t["Bb"], 1e-5)))
+    cs.append(Case("layer_norm_2d", "LayerNormalization", {"X": S, "W": rnd(3, 5, lo=0.5, hi=1.5)},
+                   [N("LayerNormalization", ["X", "W"], axis=1, epsilon=1e-5)],
+                   lambda t: F.layer_norm(t["X"], (3, 5), t["W"], None, 1e-5)))
+    eps = np.array(1e-6, np.float32)
+    cs.append(Case("rms_norm", "RMSNorm (Llama pattern, fused)", {"X": S, "W": W},
+                   [N("Pow", ["X", "two"], "p"), N("ReduceMean", ["p"], "m", axes=[-1], keepdims=1),
+                    N("Add", ["m", "eps"], "a"), N("Sqrt", ["a"], "s"), N("Reciprocal", ["s"], "r"),
+                    N("Mul", ["X", "r"], "n"), N("Mul", ["W", "n"])],
+                   lambda t: t["W"] * (t["X"] * torch.rsqrt((t["X"] ** 2).mean(-1, keepdim=True) + 1e-6)),
+                   consts={"two": np.array(2.0, np.float32), "eps": eps}, opset=17))
+
+    R3 = rnd(2, 3, 4)
+    for kd in (0, 1):  # ReduceSum takes axes as an input from opset 13, ReduceMean from 18
+        cs.append(Case(f"reducesum_kd{kd}", "ReduceSum", {"X": R3}, [N("ReduceSum", ["X", "ax"], keepdims=kd)],
+                       lambda t, kd=kd: torch.sum(t["X"], dim=(0, 2), keepdim=bool(kd)),
+                       consts={"ax": np.array([0, 2], np.int64)}))
+        cs.append(Case(f"reducemean_kd{kd}", "ReduceMean", {"X": R3},
+                       [N("ReduceMean", ["X"], axes=[0, 2], keepdims=kd)],
+                       lambda t, kd=kd: torch.mean(t["X"], dim=(0, 2), keepdim=bool(kd))))
+    cs.append(Case("reduce_max", "ReduceMax", {"X": R3}, [N("ReduceMax", ["X"], axes=[1], keepdims=0)],
+                   lambda t: torch.amax(t["X"], dim=1)))
+
+    cs.append(Case("matmul_2d", "MatMul", {"A": rnd(3, 4), "B": rnd(4, 5)}, [N("MatMul", ["A", "B"])],
+                   lambda t: t["A"] @ t["B"]))
+    cs.append(Case("matmul_3d_2d", "MatMul (linear layer: gemm)", {"A": rnd(2, 3, 4), "B": rnd(4, 5)},
+                   [N("MatMul", ["A", "B"])], lambda t: t["A"] @ t["B"]))
+    cs.append(Case("matmul_batched", "MatMul (batched)", {"A": rnd(2, 3, 4), "B": rnd(2, 4, 5)},
+                   [N("MatMul", ["A", "B"])], lambda t: t["A"] @ t["B"]))
+    cs.append(Case("matmul_bcast", "MatMul (broadcast batch)", {"A": rnd(2, 1, 3, 4), "B": rnd(3, 4, 5)},
+                   [N("MatMul", ["A", "B"])], lambda t: t["A"] @ t["B"]))
+    cs.append(Case("matmul_2d_3d", "MatMul (2-D x batched)", {"A": rnd(3, 4), "B": rnd(2, 4, 5)},
+                   [N("MatMul", ["A", "B"])], lambda t: t["A"] @ t["B"]))
+    for ta in (0, 1):
+        for tb in (0, 1):
+            a = rnd(4, 3) if ta else rnd(3, 4)
+            b = rnd(5, 4) if tb else rnd(4, 5)
+            cs.append(Case(f"gemm_t{ta}{tb}", "Gemm", {"A": a, "B": b, "C": rnd(5)},
+                           [N("Gemm", ["A", "B", "C"], alpha=0.7, beta=1.3, transA=ta, transB=tb)],
+                           lambda t, ta=ta, tb=tb: 0.7 * ((t["A"].T if ta else t["A"]) @
+                                                          (t["B"].T if tb else t["B"])) + 1.3 * t["C"]))
+
+    cs.append(Case("reshape", "Reshape", {"X": R3}, [N("Reshape", ["X", "shp"])],
+                   lambda t: t["X"].reshape(4, 6), consts={"shp": np.array([4, 6], np.int64)}))
+    cs.append(Case("transpose", "Transpose", {"X": R3}, [N("Transpose", ["X"], perm=[2, 0, 1])],
+                   lambda t: t["X"].permute(2, 0, 1)))
+    idx = np.array([[1, 3, 1], [0, 9, 3]], np.int64)
+    cs.append(Case("gather_embedding", "Gather (embedding, repeated ids)", {"E": rnd(10, 4)},
+                   [N("Gather", ["E", "I"], axis=0)], lambda t: t["E"][t["I"]], consts={"I": idx}))
+    cs.append(Case("gather_axis1_neg", "Gather (axis 1, negative index)", {"E": rnd(3, 5, 2)},
+                   [N("Gather", ["E", "I"], axis=1)], lambda t: t["E"][:, [4, 0, 4]],
+                   consts={"I": np.array([-1, 0, 4], np.int64)}))
+    cs.append(Case("slice", "Slice (steps, negative step)", {"X": rnd(6, 7)},
+                   [N("Slice", ["X", "st", "en", "ax", "sp"])],
+                   lambda t: t["X"][1:5:2][:, [6, 4, 2]],  # rows 1, 3; columns 6, 4, 2
+                   consts={"st": np.array([1, 6], np.int64), "en": np.array([5, 0], np.int64),
+                           "ax": np.array([0, 1], np.int64), "sp": np.array([2, -2], np.int64)}))
+    cs.append(Case("concat", "Concat", {"A": rnd(2, 3), "B": rnd(2, 1), "C": rnd(2, 4)},
+                   [N("Concat", ["A", "B", "C"], axis=1)], lambda t: torch.cat([t["A"], t["B"], t["C"]], 1)))
+    cs.append(Case("split", "Split", {"X": rnd(4, 6)},
+                   [N("Split", ["X", "sz"], ["p", "q", "r"], axis=1), N("Mul", ["p", "r"])],
+                   lambda t: t["X"][:, 0:2] * t["X"][:, 4:6], consts={"sz": np.array([2, 2, 2], np.int64)}))
+    cs.append(Case("expand", "Expand", {"X": rnd(3, 1)}, [N("Expand", ["X", "shp"])],
+                   lambda t: t["X"].expand(2, 3, 4), consts={"shp": np.array([2, 3, 4], np.int64)}))
+    for upper in (0, 1):
+        cs.append(Case(f"trilu_upper{upper}", "Trilu", {"X": rnd(2, 4, 5)},
+                       [N("Trilu", ["X", "k"], upper=upper)],
+                       lambda t, u=upper: torch.triu(t["X"], 1) if u else torch.tril(t["X"], 1),
+                       consts={"k": np.array(1, np.int64)}))
+
+    tgt = np.array([2, 0, -100, 4, 1, 2], np.int64)
+    wts = rnd(5, lo=0.5, hi=2)
+    for red in ("mean", "sum", "none"):
+        cs.append(Case(f"nll_loss_{red}", "NegativeLogLikelihoodLoss", {"X": rnd(6, 5)},
+                       [N("NegativeLogLikelihoodLoss", ["X", "T"], reduction=red, ignore_index=-100)],
+                       lambda t, r=red: F.nll_loss(t["X"], t["T"], reduction=r, ignore_index=-100),
+                       consts={"T": tgt}))
+    cs.append(Case("nll_loss_weight_mean", "NegativeLogLikelihoodLoss (weight)", {"X": rnd(6, 5)},
+                   [N("NegativeLogLikelihoodLoss", ["X", "T", "w"], reduction="mean", ignore_index=-100)],
+                   lambda t: F.nll_loss(t["X"], t["T"], weight=t["w"], reduction="mean", ignore_index=-100),
+                   consts={"T": tgt, "w": wts}))
+    cs.append(Case("nll_loss_3d", "NegativeLogLikelihoodLoss ([N, C, d])", {"X": rnd(2, 5, 3)},
+                   [N("NegativeLogLikelihoodLoss", ["X", "T"], reduction="mean")],
+                   lambda t: F.nll_loss(t["X"], t["T"]), consts={"T": np.array([[0, 4, 2], [1, 1, 3]])}))
+    cs.append(Case("softmax_cross_entropy", "SoftmaxCrossEntropyLoss", {"X": rnd(6, 5, lo=-2, hi=2)},
+                   [N("SoftmaxCrossEntropyLoss", ["X", "T"], reduction="mean", ignore_index=-100)],
+                   lambda t: F.cross_entropy(t["X"], t["T"], ignore_index=-100), consts={"T": tgt}))
+
+    # The `unary` fn table.
+    u = lambda lo, hi: rnd(3, 4, lo=lo, hi=hi)  # noqa: E731
+    cs += [
+        unary_case("Sin", torch.sin, covers="unary sin"),
+        unary_case("Cos", torch.cos, covers="unary cos"),
+        unary_case("Tan", torch.tan, covers="unary tan"),
+        unary_case("Atan", torch.atan, covers="unary atan"),
+        unary_case("Asin", torch.asin, u(-0.8, 0.8), covers="unary asin"),
+        unary_case("Acos", torch.acos, u(-0.8, 0.8), covers="unary acos"),
+        unary_case("Sinh", torch.sinh, covers="unary sinh"),
+        unary_case("Cosh", torch.cosh, covers="unary cosh"),
+        unary_case("Asinh", torch.asinh, covers="unary asinh"),
+        unary_case("Acosh", torch.acosh, u(1.2, 3), covers="unary acosh"),
+        unary_case("Atanh", torch.atanh, u(-0.8, 0.8), covers="unary atanh"),
+        unary_case("Softplus", F.softplus, u(-3, 3), covers="unary softplus"),
+        unary_case("Softsign", F.softsign, u(-3, 3), covers="unary softsign"),
+        unary_case("Elu", lambda x: F.elu(x, 0.7), away(3, 4), covers="unary elu", alpha=0.7),
+        unary_case("Celu", lambda x: F.celu(x, 0.7), away(3, 4), covers="unary celu", alpha=0.7),
+        unary_case("Selu", F.selu, away(3, 4), covers="unary selu"),
+        unary_case("LeakyRelu", lambda x: F.leaky_relu(x, 0.2), away(3, 4), covers="unary leaky_relu",
+                   alpha=0.2),
+        unary_case("ThresholdedRelu", lambda x: torch.where(x > 0.3, x, torch.zeros_like(x)),
+                   u(-1, 1), covers="unary thresholded_relu", alpha=0.3),
+        unary_case("HardSigmoid", lambda x: torch.clamp(0.3 * x + 0.4, 0, 1), u(-4, 4),
+                   covers="unary hard_sigmoid", alpha=0.3, beta=0.4),
+        unary_case("Shrink", lambda x: torch.where(x < -0.5, x + 0.1, torch.where(x > 0.5, x - 0.1,
+                                                                                   torch.zeros_like(x))),
+                   u(-1, 1), covers="unary shrink", lambd=0.5, bias=0.1),
+        unary_case("HardSwish", F.hardswish, u(-4, 4), covers="unary hard_swish"),
+        unary_case("Mish", F.mish, u(-3, 3), covers="unary mish", opset=18),
+        unary_case("Floor", torch.floor, covers="unary floor (zero)"),
+        unary_case("Sign", torch.sign, covers="unary sign (zero)"),
+    ]
+    return cs
+
+
+# --- Whole blocks, exported from torch -------------------------------------------------------
+
+class LossWrap(nn.Module):
+    """loss = Σ f(x) ⊙ R for a module f (R a fixed buffer), or f's own loss."""
+
+    def __init__(self, f, out_shape=None, seed=0):
+        super().__init__()
+        self.f = f
+        if out_shape is not None:
+            g = torch.Generator().manual_seed(seed)
+            self.register_buffer("R", torch.rand(out_shape, generator=g) * 2 - 1)
+        else:
+            self.R = None
+
+    def forward(self, *args):
+        y = self.f(*args)
+        return y if self.R is None else (y * self.R).sum()
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        from gpt2 import GPT2Config, MLP
+        self.ln = nn.LayerNorm(d)
+        self.mlp = MLP(GPT2Config(n_embd=d))
+
+    def forward(self, x):
+        return x + self.mlp(self.ln(x))
+
+
+class AttnBlock(nn.Module):
+    def __init__(self, d, heads, T):
+        super().__init__()
+        from gpt2 import CausalSelfAttention, GPT2Config
+        self.ln = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(GPT2Config(n_embd=d, n_head=heads, block_size=T))
+
+    def forward(self, x):
+        return x + self.attn(self.ln(x))
+
+
+class GPT2Loss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, labels):
+        logits = self.model(ids)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+
+
+def block_cases():
+    """(name, covers, module (float32), {input name: array}) for the exported blocks."""
+    from export import randomize_
+    from gpt2 import GPT2, GPT2Config
+    torch.manual_seed(0)
+    x = np.random.default_rng(7).standard_normal((2, 8, 16)).astype(np.float32)
+    out = []
+    m = MLPBlock(16)
+    randomize_(m)
+    out.append(("block_mlp", "MLP block (LayerNorm, Linear, GELU tanh, residual)", LossWrap(m, (2, 8, 16)), {"x": x}))
+    m = AttnBlock(16, 4, 8)
+    randomize_(m)
+    out.append(("block_ln_attention", "LayerNorm + causal attention block (fused attention)",
+                LossWrap(m, (2, 8, 16), 1), {"x": x}))
+    cfg = GPT2Config(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
+    g = GPT2(cfg)
+    randomize_(g)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 64, size=(2, 16), dtype=np.int64)
+    labels = rng.integers(0, 64, size=(2, 16), dtype=np.int64)
+    out.append(("gpt2_cross_entropy", "GPT-2 (2 layers) + SoftmaxCrossEntropyLoss", GPT2Loss(g),
+                {"ids": ids, "labels": labels}))
+    return out
+
+
+# --- Running and comparing -------------------------------------------------------------------
+
+def compile_and_run(args, work, model, inputs):
+    spec = os.path.join(work, "spec.yaml")
+    with open(spec, "w") as f:
+        binding = ", ".join(f"{n}: [{', '.join(map(str, a.shape))}]" for n, a in inputs.items())
+        f.write(f"mode: inference\ninputs: {{{binding}}}\n")
+    plan, outdir = os.path.join(work, "m.cplan"), os.path.join(work, "out")
+    shutil.rmtree(outdir, ignore_errors=True)
+    p = subprocess.run([args.opt, model, "--spec", spec, "--pass-pipeline=" + PIPELINE, "-o", plan],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        return None, "colossal-opt: " + (p.stderr.strip().splitlines() or ["?"])[-1]
+    cmd = [args.run, plan, "--output-dir", outdir]
+    for n, a in inputs.items():
+        f = os.path.join(work, n + ".npy")
+        np.save(f, a)
+        cmd += ["--input", f"{n}={f}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        return None, "colossal-run: " + (p.stderr.strip().splitlines() or ["?"])[-1]
+    return {os.path.splitext(f)[0]: np.load(os.path.join(outdir, f)) for f in os.listdir(outdir)}, None
+
+
+def compare(got, ref_loss, ref_grads):
+    """Returns (ok, worst relative error, message)."""
+    worst, msgs = 0.0, []
+    if "loss" not in got:
+        return False, float("inf"), "no loss output"
+    lerr = abs(float(got["loss"]) - ref_loss) / max(abs(ref_loss), 1e-6)
+    if lerr > RTOL:
+        msgs.append(f"loss {float(got['loss']):.6g} vs torch {ref_loss:.6g}")
+    for name, ref in ref_grads.items():
+        key = "grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        if key not in got:
+            msgs.append(f"{key} missing")
+            worst = float("inf")
+            continue
+        g = got[key].astype(np.float64)
+        if g.shape != ref.shape:
+            msgs.append(f"{key} shape {g.shape} vs {ref.shape}")
+            worst = float("inf")
+            continue
+        scale = max(np.abs(ref).max(initial=0.0), ATOL / RTOL)
+        err = np.abs(g - ref).max(initial=0.0) / scale
+        if not np.all(np.isfinite(g)):
+            err = float("inf")
+        worst = max(worst, err)
+        if err > RTOL:
+            msgs.append(f"{key}: max err {err:.2e} of max|g| {scale:.3g}")
+    return not msgs, worst, "; ".join(msgs)
+
+
+def run_case(args, case):
+    work = os.path.join(args.workdir, case.name)
+    os.makedirs(work, exist_ok=True)
+    # torch reference in float64, from the float32 values the model holds
+    tens = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in case.params.items()}
+    consts = {k: torch.tensor(v.astype(np.float64) if v.dtype == np.float32 else v)
+              for k, v in case.consts.items()}
+    y = case.fn({**tens, **consts})
+    R = np.random.default_rng(zlib.crc32(case.name.encode())).uniform(-1, 1, size=tuple(y.shape)).astype(np.float32)
+    loss = (y * torch.tensor(R.astype(np.float64))).sum()
+    loss.backward()
+    ref = {k: t.grad.numpy() if t.grad is not None else np.zeros(t.shape) for k, t in tens.items()}
+
+    nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(np.asarray(v), k))
+             for k, v in case.consts.items()]
+    # Each parameter enters as `P * 1`: the importer keeps initializers that feed shape-like ops
+    # (Reshape, Slice, Concat, Where, ...) as constants, to fold shape arithmetic; an arithmetic
+    # use makes them parameters (and multiplying by 1 is exact).
+    nodes.append(helper.make_node("Constant", [], ["one__"],
+                                  value=numpy_helper.from_array(np.array(1, np.float32), "one__")))
+    for k in case.params:
+        nodes.append(N("Mul", [k, "one__"], k + "__"))
+    for n in case.nodes:
+        n = onnx.NodeProto.FromString(n.SerializeToString())
+        n.input[:] = [i + "__" if i in case.params else i for i in n.input]
+        nodes.append(n)
+    nodes += [helper.make_node("Constant", [], ["R"], value=numpy_helper.from_array(R, "R")),
+              N("Mul", ["Y", "R"], "YR"), N("ReduceSum", ["YR"], "loss", keepdims=0)]
+    inits = [numpy_helper.from_array(v, k) for k, v in case.params.items()]
+    graph = helper.make_graph(nodes, case.name, [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 8
+    path = os.path.join(work, "model.onnx")
+    onnx.save(model, path)
+    got, err = compile_and_run(args, work, path, {})
+    if err:
+        return False, float("inf"), err
+    return compare(got, float(loss), ref)
+
+
+def run_block(args, name, module, inputs):
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    module = module.float().eval()
+    path = os.path.join(work, "model.onnx")
+    targs = tuple(torch.from_numpy(v) for v in inputs.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, targs, path, input_names=list(inputs), output_names=["loss"],
+                          opset_version=14, do_constant_folding=True)
+    # Constant folding renames some weights (a Linear's weight becomes its transpose, named
+    # onnx::MatMul_N; a tied weight gets one initializer per use), so each torch parameter is
+    # found among the initializers by value, as itself or transposed, and its gradient is the sum
+    # of those initializers' gradients. The fixed R buffer is a parameter of the plan too.
+    inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    leaves = dict(module.named_parameters())
+    leaves.update({k: v for k, v in module.named_buffers() if k.endswith("R")})
+    uses = {}
+    for k, v in leaves.items():
+        a = v.detach().numpy()
+        uses[k] = [(n, False) for n, x in inits.items() if x.shape == a.shape and np.array_equal(x, a)]
+        if a.ndim == 2:
+            uses[k] += [(n, True) for n, x in inits.items() if x.shape == a.T.shape and np.array_equal(x, a.T)]
+    module = module.double()
+    leaves64 = dict(module.named_parameters())
+    leaves64.update({k: v.requires_grad_(True) for k, v in module.named_buffers() if k in leaves})
+    loss = module(*(t.double() if t.is_floating_point() else t for t in targs))
+    loss.backward()
+    ref = {k: v.grad.numpy() for k, v in leaves64.items()}
+    got, err = compile_and_run(args, work, path, inputs)
+    if err:
+        return False, float("inf"), err
+    combined, problems = {"loss": got["loss"]}, []
+    for k in ref:
+        if not uses[k]:
+            problems.append(f"{k}: no initializer holds it")
+            continue
+        total = None
+        for n, transposed in uses[k]:
+            g = got.get("grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", n))
+            if g is None:
+                problems.append(f"{k}: initializer '{n}' got no gradient (imported as a constant?)")
+                continue
+            g = g.T if transposed else g
+            total = g.astype(np.float64) if total is None else total + g
+        if total is not None:
+            combined["grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", k)] = total
+    ok, worst, msg = compare(combined, float(loss), ref)
+    if problems:
+        ok, msg = False, "; ".join(problems + ([msg] if msg else []))
+    return ok, worst, msg + f" ({len(ref)} parameters)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--opt", required=True)
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--only", default="", help="regex: run only matching cases")
+    ap.add_argument("--skip-blocks", action="store_true")
+    ap.add_argument("--json", help="write per-case results here")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    results = []
+    for case in build_cases():
+        if args.only and not re.search(args.only, case.name):
+            continue
+        ok, worst, msg = run_case(args, case)
+        results.append(dict(name=case.name, covers=case.covers, ok=ok, worst=worst, msg=msg))
+    if not args.skip_blocks:
+        for name, covers, module, inputs in block_cases():
+            if args.only and not re.search(args.only, name):
+                continue
+            ok, worst, msg = run_block(args, name, module, inputs)
+            results.append(dict(name=name, covers=covers, ok=ok, worst=worst, msg=msg))
+    for r in results:
+        missing = re.search(r"unknown op '(\w+)' for device", r["msg"])
+        r["status"] = "PASS" if r["ok"] else (
+            "SKIP" if missing and missing.group(1) in GRAD_KERNELS else "FAIL")
+        print(f"{r['status']} {r['name']:<28} {r['covers']:<48} max rel err {r['worst']:.1e}  {r['msg']}")
+    failed = [r["name"] for r in results if r["status"] == "FAIL"]
+    skipped = [r["name"] for r in results if r["status"] == "SKIP"]
+    passed = len(results) - len(failed) - len(skipped)
+    print(f"{passed}/{len(results)} gradient checks pass"
+          + (f"; skipped (backward kernel not in this colossal-run): {' '.join(skipped)}" if skipped else "")
+          + (f"; failing: {' '.join(failed)}" if failed else ""))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+// RUN: not colossal-opt %s -split-input-file --pass-pipeline='builtin.module(colossal-test-gradients)' 2>&1 | FileCheck %s
+//
+// Locations are the ONNX nodes' names, as the importer sets them.
+
+// An op without a vector-Jacobian product between a parameter and the loss is an error naming
+// the op and the ONNX node it came from.
+func.func @no_vjp(%w: tensor<2x4xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("running_total"): autodiff: 'colossal.cumsum' (ONNX node 'running_total') has no vector-Jacobian product (VJPOpInterface), but it lies on a path from a parameter to the loss
+  %c = colossal.cumsum %w {axis = 1 : i64, exclusive = false, reverse = false} : tensor<2x4xf32> loc("running_total")
+  %l = colossal.reduce_sum %c {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// TopK's values output is on the path: the same error.
+func.func @topk(%w: tensor<2x4xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("top2"): autodiff: 'colossal.topk' (ONNX node 'top2') has no vector-Jacobian product
+  %v, %i = colossal.topk %w {axis = 1 : i64, largest = true, sorted = true} : tensor<2x4xf32> -> tensor<2x2xf32>, tensor<2x2xi64> loc("top2")
+  %l = colossal.reduce_sum %v {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A VJP that does not cover a configuration says so: attention's mask computed from a parameter.
+func.func @attention_mask_param(%q: tensor<1x2x4x8xf32> {colossal.param = "q"}, %m: tensor<4x4xf32> {colossal.param = "m"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("attn"): 'colossal.attention' op has no gradient with respect to its mask
+// CHECK: error: loc("attn"): autodiff: cannot differentiate 'colossal.attention' (ONNX node 'attn')
+  %y = colossal.attention %q, %q, %q, %m {causal = false, scale = 0.35 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32> loc("attn")
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,82 @@
+// RUN: colossal-opt %s -split-input-file --pass-pipeline='builtin.module(colossal-test-gradients,func.func(canonicalize,cse))' | FileCheck %s
+
+// An MLP block as the importer and the fusion passes leave it: linear (matmul + bias), tanh GELU,
+// linear, mean. Linear layers differentiate into gemms with transpose flags (no transposes), the
+// bias into a reduce_sum over the broadcast rows, GELU into one unary_grad.
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: -> (tensor<f32> {colossal.output = "loss"}, tensor<8x16xf32> {colossal.output = "grad:w1"}, tensor<16xf32> {colossal.output = "grad:b1"}, tensor<16x8xf32> {colossal.output = "grad:w2"})
+// The seed 1 through reduce_mean: 1/32 everywhere (folded to a constant).
+// CHECK: %[[DY:.*]] = colossal.constant dense<3.125000e-02> : tensor<4x8xf32>
+// CHECK: %[[H:.*]] = colossal.add
+// CHECK: %[[A:.*]] = colossal.gelu %[[H]] {approximate = "tanh"}
+// CHECK: colossal.reduce_mean
+// da = dy·w2ᵀ, dw2 = aᵀ·dy: gemms with transpose flags.
+// CHECK: %[[DA:.*]] = colossal.gemm %[[DY]], %arg3 {{.*}}trans_a = false, trans_b = true}
+// CHECK: %[[DW2:.*]] = colossal.gemm %[[A]], %[[DY]] {{.*}}trans_a = true, trans_b = false}
+// CHECK: %[[DH:.*]] = colossal.unary_grad "gelu_tanh" %[[H]], %[[DA]]
+// CHECK: %[[DB1:.*]] = colossal.reduce_sum %[[DH]] {axes = array<i64: 0>, keepdims = false}
+// x is an input: only dw1 = xᵀ·dh, no dx.
+// CHECK: %[[DW1:.*]] = colossal.gemm %arg0, %[[DH]] {{.*}}trans_a = true, trans_b = false}
+// CHECK-NOT: colossal.gemm
+// CHECK: return %{{.*}}, %[[DW1]], %[[DB1]], %[[DW2]]
+func.func @mlp(%x: tensor<4x8xf32> {colossal.input = "x"}, %w1: tensor<8x16xf32> {colossal.param = "w1"}, %b1: tensor<16xf32> {colossal.param = "b1"}, %w2: tensor<16x8xf32> {colossal.param = "w2"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %h = colossal.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %hb = colossal.add %h, %b1 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %a = colossal.gelu %hb {approximate = "tanh"} : tensor<4x16xf32>
+  %y = colossal.matmul %a, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %l = colossal.reduce_mean %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A pre-LN attention block on a [B, T, C] = [1, 4, 8] input with 2 heads: layer_norm, the fused
+// causal attention, residual, sum. The backward is layer_norm_grad and attention_grad; x is an
+// input, so only the parameters get gradients.
+// CHECK-LABEL: func.func @ln_attention
+// CHECK-SAME: tensor<8xf32> {colossal.output = "grad:ln.weight"}, tensor<8xf32> {colossal.output = "grad:ln.bias"}, tensor<8x8xf32> {colossal.output = "grad:wq"}, tensor<8x8xf32> {colossal.output = "grad:wk"}, tensor<8x8xf32> {colossal.output = "grad:wv"})
+// CHECK: %[[ONES:.*]] = colossal.constant dense<1.000000e+00> : tensor<1x2x4x4xf32>
+// CHECK: %[[N:.*]] = colossal.layer_norm %arg0, %arg1, %arg2
+// CHECK: %[[Q:.*]] = colossal.transpose
+// CHECK: %[[K:.*]] = colossal.transpose
+// CHECK: %[[V:.*]] = colossal.transpose
+// CHECK: %[[Y:.*]] = colossal.attention %[[Q]], %[[K]], %[[V]] {causal = true
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = colossal.attention_grad %[[Q]], %[[K]], %[[V]], %[[Y]], %[[ONES]] {causal = true, scale = 5.000000e-01 : f32}
+// The heads are transposed back and the three projections' input gradients summed.
+// CHECK: colossal.transpose %[[DV]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: %[[N2:.*]] = colossal.reshape %[[N]] : tensor<1x4x8xf32> -> tensor<4x8xf32>
+// CHECK: %[[DWV:.*]] = colossal.gemm %[[N2]], %{{.*}} {{.*}}trans_a = true, trans_b = false}
+// CHECK: colossal.add
+// CHECK: colossal.add
+// CHECK: %{{.*}}, %[[DG:.*]], %[[DBETA:.*]] = colossal.layer_norm_grad %arg0, %arg1, %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+// CHECK: return %{{.*}}, %[[DG]], %[[DBETA]], %{{.*}}, %{{.*}}, %[[DWV]]
+func.func @ln_attention(%x: tensor<1x4x8xf32> {colossal.input = "x"}, %g: tensor<8xf32> {colossal.param = "ln.weight"}, %bt: tensor<8xf32> {colossal.param = "ln.bias"}, %wq: tensor<8x8xf32> {colossal.param = "wq"}, %wk: tensor<8x8xf32> {colossal.param = "wk"}, %wv: tensor<8x8xf32> {colossal.param = "wv"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %n = colossal.layer_norm %x, %g, %bt {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<1x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<1x4x8xf32>
+  %q0 = colossal.matmul %n, %wq : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %k0 = colossal.matmul %n, %wk : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %v0 = colossal.matmul %n, %wv : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %q1 = colossal.reshape %q0 : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %k1 = colossal.reshape %k0 : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %v1 = colossal.reshape %v0 : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %q = colossal.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k = colossal.transpose %k1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v = colossal.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = colossal.attention %q, %k, %v {causal = true, scale = 5.000000e-01 : f32} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o1 = colossal.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %o2 = colossal.reshape %o1 : tensor<1x4x2x4xf32> -> tensor<1x4x8xf32>
+  %r = colossal.add %x, %o2 : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %l = colossal.reduce_sum %r {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<1x4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Functions with another signature are left alone.
+// CHECK-LABEL: func.func @not_a_loss
+// CHECK-SAME: -> (tensor<4xf32> {colossal.output = "y"})
+// CHECK-NEXT: colossal.exp
+// CHECK-NEXT: return
+func.func @not_a_loss(%w: tensor<4xf32> {colossal.param = "w"}) -> (tensor<4xf32> {colossal.output = "y"}) {
+  %y = colossal.exp %w : tensor<4xf32>
+  return %y : tensor<4xf32>
+}

@@ -1,0 +1,343 @@
+//===- OnnxExportTest.cpp - exportOnnx on a hand-built plan and ONNX model ------------------===//
+//
+// The model is built here with libonnx's protobuf messages:
+//   x[1,2] -MatMul(w[2,3])-> h; h -MatMul(tied[3,2])-> a; tied -Identity-> tied_copy;
+//   h -MatMul(tied_copy)-> b; (a + b) + c -> y
+// `tied` and the constant `c` live in an external data file; `w` is inline float_data. The plan's
+// PARAM states are w, tied and tied_copy (the Identity-split copy); `c` is not a parameter.
+// Expected values are the ones the test hands to the exporter, compared bit for bit.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/OnnxExport.h"
+#include "colossal/runtime/Safetensors.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace colossal::runtime;
+namespace plan = colossal::plan;
+
+namespace {
+
+struct Value {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+std::vector<float> floatsOf(const onnx::TensorProto &t) {
+  if (!t.raw_data().empty()) {
+    std::vector<float> v(t.raw_data().size() / 4);
+    std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
+    return v;
+  }
+  return {t.float_data().begin(), t.float_data().end()};
+}
+
+class OnnxExportTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-onnx-export", dir));
+    writeModel();
+    makePlan();
+    values["w"] = {{2, 3}, {10, 11, 12, 13, 14, 15}};
+    values["tied"] = {{3, 2}, {-1, -2, -3, -4, -5, -6}};
+    values["tied_copy"] = {{3, 2}, {0.5f, 0.25f, 0.125f, 2, 4, 8}};
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
+
+  std::string path(const std::string &name) {
+    llvm::SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  }
+
+  static void writeFile(const std::string &p, const std::string &bytes) {
+    std::ofstream os(p, std::ios::binary);
+    os.write(bytes.data(), bytes.size());
+  }
+
+  void writeModel() {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto &g = *m.mutable_graph();
+    g.set_name("tied");
+    auto addInput = [](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> *list,
+                       const std::string &name, std::vector<int64_t> shape) {
+      onnx::ValueInfoProto *v = list->Add();
+      v->set_name(name);
+      auto *tt = v->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    };
+    addInput(g.mutable_input(), "x", {1, 2});
+    addInput(g.mutable_output(), "y", {1, 2});
+    onnx::TensorProto *w = g.add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(2);
+    w->add_dims(3);
+    for (float f : {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}) w->add_float_data(f);
+    // External data: 8 junk bytes, then tied (6 floats), then c (2 floats).
+    std::vector<float> tied = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, c = {7, 8};
+    std::string bin(8, 'j');
+    bin.append(reinterpret_cast<const char *>(tied.data()), 24);
+    bin.append(reinterpret_cast<const char *>(c.data()), 8);
+    writeFile(path("weights.bin"), bin);
+    auto external = [&](const std::string &name, std::vector<int64_t> dims, int64_t offset,
+                        int64_t length) {
+      onnx::TensorProto *t = g.add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : dims) t->add_dims(d);
+      t->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto kv = [&](const std::string &k, const std::string &v) {
+        auto *e = t->add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      kv("location", "weights.bin");
+      kv("offset", std::to_string(offset));
+      kv("length", std::to_string(length));
+    };
+    external("tied", {3, 2}, 8, 24);
+    external("c", {2}, 32, 8);
+    auto node = [&](const std::string &op, std::vector<std::string> in, const std::string &out) {
+      onnx::NodeProto *n = g.add_node();
+      n->set_op_type(op);
+      n->set_name(op + "_" + out);
+      for (auto &i : in) n->add_input(i);
+      n->add_output(out);
+    };
+    node("MatMul", {"x", "w"}, "h");
+    node("MatMul", {"h", "tied"}, "a");
+    node("Identity", {"tied"}, "tied_copy");
+    node("MatMul", {"h", "tied_copy"}, "b");
+    node("Add", {"a", "b"}, "s");
+    node("Add", {"s", "c"}, "y");
+    std::string bytes;
+    ASSERT_TRUE(m.SerializeToString(&bytes));
+    writeFile(path("model.onnx"), bytes);
+  }
+
+  void makePlan() {
+    loaded.path = path("model.cplan");
+    loaded.plan.set_version(kPlanVersion);
+    loaded.plan.set_mode("train");
+    loaded.plan.mutable_train()->set_source_model(path("model.onnx"));
+    auto hash = fnv1a64File(path("model.onnx"));
+    ASSERT_TRUE(static_cast<bool>(hash));
+    loaded.plan.mutable_train()->set_source_model_hash(*hash);
+    auto state = [&](const std::string &name, std::vector<int64_t> shape, plan::StateTensor::Role role,
+                     const std::string &source) {
+      plan::StateTensor *s = loaded.plan.add_states();
+      s->set_name(name);
+      s->set_dtype(plan::F32);
+      for (int64_t d : shape) s->add_shape(d);
+      s->set_role(role);
+      if (role == plan::StateTensor::PARAM) {
+        s->set_source(source);
+        s->set_init_weight("init." + name);
+      } else {
+        s->set_param(source);
+      }
+    };
+    state("w", {2, 3}, plan::StateTensor::PARAM, "w");
+    state("w.grad", {2, 3}, plan::StateTensor::GRAD, "w");
+    state("tied", {3, 2}, plan::StateTensor::PARAM, "tied");
+    state("tied_copy", {3, 2}, plan::StateTensor::PARAM, "tied_copy");
+    state("tied_copy.exp_avg", {3, 2}, plan::StateTensor::OPTIMIZER, "tied_copy");
+  }
+
+  llvm::Error exportWith(const std::map<std::string, Value> &vals, const std::string &out) {
+    return exportOnnx(loaded, [&](llvm::StringRef name) -> llvm::Expected<ParamValue> {
+      auto it = vals.find(name.str());
+      if (it == vals.end())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "test: no value for '" + name.str() + "'");
+      return ParamValue{DType::F32, it->second.shape, it->second.data.data(),
+                        it->second.data.size() * 4};
+    }, out);
+  }
+
+  onnx::ModelProto readModel(const std::string &p) {
+    onnx::ModelProto m;
+    auto buf = llvm::MemoryBuffer::getFile(p);
+    EXPECT_TRUE(static_cast<bool>(buf)) << p;
+    if (buf) EXPECT_TRUE(m.ParseFromArray((*buf)->getBufferStart(), (*buf)->getBufferSize()));
+    return m;
+  }
+
+  std::string errorOf(llvm::Error e) {
+    EXPECT_TRUE(static_cast<bool>(e)) << "expected an error";
+    return e ? llvm::toString(std::move(e)) : "";
+  }
+
+  /// Checks the exported model holds `vals` for the parameters and the original `c`, all inline,
+  /// with the Identity replaced by an initializer.
+  void expectExported(const std::string &out, const std::map<std::string, Value> &vals) {
+    onnx::ModelProto m = readModel(out);
+    std::map<std::string, const onnx::TensorProto *> inits;
+    for (const onnx::TensorProto &t : m.graph().initializer()) {
+      EXPECT_TRUE(inits.emplace(t.name(), &t).second) << "duplicate initializer " << t.name();
+      EXPECT_NE(t.data_location(), onnx::TensorProto::EXTERNAL) << t.name();
+      EXPECT_EQ(t.external_data_size(), 0) << t.name();
+    }
+    ASSERT_EQ(inits.size(), 4u);
+    for (const char *name : {"w", "tied", "tied_copy"}) {
+      ASSERT_TRUE(inits.count(name)) << name;
+      const onnx::TensorProto &t = *inits[name];
+      EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT) << name;
+      EXPECT_EQ(std::vector<int64_t>(t.dims().begin(), t.dims().end()), vals.at(name).shape) << name;
+      EXPECT_EQ(floatsOf(t), vals.at(name).data) << name;
+    }
+    ASSERT_TRUE(inits.count("c"));
+    EXPECT_EQ(floatsOf(*inits["c"]), (std::vector<float>{7, 8}));
+    std::vector<std::string> ops;
+    for (const onnx::NodeProto &n : m.graph().node()) ops.push_back(n.op_type());
+    EXPECT_EQ(ops, (std::vector<std::string>{"MatMul", "MatMul", "MatMul", "Add", "Add"}));
+    // The consumer of the former Identity output now reads the new initializer.
+    EXPECT_EQ(m.graph().node(2).input(1), "tied_copy");
+  }
+
+  llvm::SmallString<128> dir;
+  LoadedPlan loaded;
+  std::map<std::string, Value> values;
+};
+
+TEST_F(OnnxExportTest, ReplacesParametersAndSplitsIdentityTies) {
+  ASSERT_FALSE(static_cast<bool>(exportWith(values, path("out.onnx"))));
+  expectExported(path("out.onnx"), values);
+  // The source model is untouched.
+  auto hash = fnv1a64File(path("model.onnx"));
+  ASSERT_TRUE(static_cast<bool>(hash));
+  EXPECT_EQ(*hash, loaded.plan.train().source_model_hash());
+}
+
+TEST_F(OnnxExportTest, ModelWithoutParametersIsCopiedInline) {
+  loaded.plan.clear_states();  // an inference plan: nothing replaced, external data inlined
+  ASSERT_FALSE(static_cast<bool>(exportWith({}, path("out.onnx"))));
+  onnx::ModelProto m = readModel(path("out.onnx"));
+  ASSERT_EQ(m.graph().initializer_size(), 3);
+  EXPECT_EQ(floatsOf(m.graph().initializer(0)), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(floatsOf(m.graph().initializer(1)),
+            (std::vector<float>{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}));
+  EXPECT_EQ(floatsOf(m.graph().initializer(2)), (std::vector<float>{7, 8}));
+  EXPECT_EQ(m.graph().node_size(), 6);  // the Identity stays
+}
+
+TEST_F(OnnxExportTest, ValuesFromPlanWeightsAndFromCheckpoint) {
+  // No checkpoint: the plan's initial weights (keys init.<name>).
+  std::vector<NamedTensor> init;
+  for (auto &[name, v] : values)
+    init.push_back({"init." + name, DType::F32, v.shape, v.data.data(), v.data.size() * 4});
+  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path("model.safetensors"), init)));
+  auto opened = SafetensorsFile::open(path("model.safetensors"));
+  ASSERT_TRUE(static_cast<bool>(opened));
+  loaded.weights = std::move(*opened);
+  ASSERT_FALSE(static_cast<bool>(exportOnnxCommand(loaded, "", path("from-init.onnx"))));
+  expectExported(path("from-init.onnx"), values);
+
+  // A checkpoint folder found through `latest`: tensors named like the states.
+  std::map<std::string, Value> trained = values;
+  for (auto &[name, v] : trained)
+    for (float &f : v.data) f = f * 3 + 1;
+  ASSERT_FALSE(llvm::sys::fs::create_directories(path("ckpt/step-00000007")));
+  writeFile(path("ckpt/latest"), "step-00000007\n");
+  writeFile(path("ckpt/step-00000007/manifest.json"), "{}");
+  std::vector<NamedTensor> ck;
+  for (auto &[name, v] : trained)
+    ck.push_back({name, DType::F32, v.shape, v.data.data(), v.data.size() * 4});
+  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path("ckpt/step-00000007/model.safetensors"), ck)));
+  ASSERT_FALSE(static_cast<bool>(exportOnnxCommand(loaded, path("ckpt"), path("from-ckpt.onnx"))));
+  expectExported(path("from-ckpt.onnx"), trained);
+
+  // A checkpoint missing a parameter names the file and the tensor.
+  ck.pop_back();  // drops "w" (std::map order: tied, tied_copy, w)
+  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path("ckpt/step-00000007/model.safetensors"), ck)));
+  std::string msg = errorOf(exportOnnxCommand(loaded, path("ckpt/step-00000007"), path("bad.onnx")));
+  EXPECT_NE(msg.find("step-00000007/model.safetensors: no tensor 'w'"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(path("bad.onnx")));
+
+  msg = errorOf(exportOnnxCommand(loaded, path("nowhere"), path("bad.onnx")));
+  EXPECT_NE(msg.find("nowhere"), std::string::npos) << msg;
+}
+
+TEST_F(OnnxExportTest, MissingOrChangedModel) {
+  loaded.plan.mutable_train()->set_source_model(path("gone.onnx"));
+  std::string msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find(path("gone.onnx")), std::string::npos) << msg;
+
+  loaded.plan.mutable_train()->set_source_model(path("model.onnx"));
+  loaded.plan.mutable_train()->set_source_model_hash(loaded.plan.train().source_model_hash() ^ 1);
+  msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find("the model changed since compilation"), std::string::npos) << msg;
+
+  loaded.plan.mutable_train()->clear_source_model();
+  msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find("records no source model"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(path("out.onnx")));
+}
+
+TEST_F(OnnxExportTest, RefusesToOverwriteItsInputs) {
+  std::string msg = errorOf(exportWith(values, path("model.onnx")));
+  EXPECT_NE(msg.find("is the source model"), std::string::npos) << msg;
+  msg = errorOf(exportWith(values, path("weights.bin")));
+  EXPECT_NE(msg.find("is an external data file"), std::string::npos) << msg;
+  auto hash = fnv1a64File(path("model.onnx"));
+  ASSERT_TRUE(static_cast<bool>(hash));
+  EXPECT_EQ(*hash, loaded.plan.train().source_model_hash());
+}
+
+TEST_F(OnnxExportTest, BadValuesAndSourcesLeaveOutputUntouched) {
+  writeFile(path("out.onnx"), "previous");
+  auto expectError = [&](const std::map<std::string, Value> &vals, const std::string &needle) {
+    std::string msg = errorOf(exportWith(vals, path("out.onnx")));
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    auto buf = llvm::MemoryBuffer::getFile(path("out.onnx"));
+    ASSERT_TRUE(static_cast<bool>(buf));
+    EXPECT_EQ((*buf)->getBuffer(), "previous");
+  };
+  auto missing = values;
+  missing.erase("tied_copy");
+  expectError(missing, "test: no value for 'tied_copy'");
+
+  auto badShape = values;
+  badShape["w"].shape = {3, 2};
+  expectError(badShape, "parameter 'w': the value has shape [3, 2], the plan says [2, 3]");
+
+  loaded.plan.mutable_states(2)->set_source("nope");
+  expectError(values, "parameter 'tied': its source 'nope' is neither an initializer");
+  loaded.plan.mutable_states(2)->set_source("");
+  expectError(values, "parameter 'tied' has no source");
+  loaded.plan.mutable_states(2)->set_source("tied");
+
+  // The plan's shape disagrees with the model's initializer.
+  loaded.plan.mutable_states(0)->set_shape(0, 3);
+  loaded.plan.mutable_states(0)->set_shape(1, 2);
+  auto transposed = values;
+  transposed["w"].shape = {3, 2};
+  expectError(transposed, "initializer 'w' of");
+}
+
+TEST_F(OnnxExportTest, ExternalDataOutOfRange) {
+  writeFile(path("weights.bin"), std::string(12, 'x'));  // shorter than tied's range
+  std::string msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find("initializer 'c': external data range [32, 40) exceeds 'weights.bin'"),
+            std::string::npos)
+      << msg;
+}
+
+}  // namespace
