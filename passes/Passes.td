@@ -87,4 +87,113 @@ def TestGradients : Pass<"colossal-test-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Training (docs/training.md "Compiler pipeline"): from the imported @forward, build @eval,
+// @train_step and @optimizer_step, in this order:
+//   colossal-append-loss, colossal-autodiff, colossal-optimizer
+// Each pass also records what the plan's TrainConfig needs in the module's `colossal.train`
+// dictionary (docs/training.md "Module attribute colossal.train").
+//===----------------------------------------------------------------------===//
+
+def AppendLoss : Pass<"colossal-append-loss", "mlir::ModuleOp"> {
+  let summary = "Append the training loss: build @eval and the basis of @train_step";
+  let description = [{
+    Starts from `@forward_microbatch` when the module has it (the model imported at
+    B / grad_accum rows), else from `@forward`, and clones it into `@eval` and `@train_step`,
+    each returning one `loss` tensor<f32> (result attribute `colossal.output = "loss"`); ops that
+    do not reach the loss are dropped. `@forward` stays unchanged; `@forward_microbatch` is erased.
+
+    `kind=cross_entropy`: `logits` names a float32 output [..., C] of the model, which must have
+    exactly one input left (the token ids, int64 or int32 [B, T]). The pass creates the int64
+    input `labels` with the logits' shape minus the class dim (it must equal the token input's
+    shape), reshapes logits to [N, C] and labels to [N] and appends `colossal.cross_entropy`
+    (mean over the rows whose label is not `ignore-index`).
+    `kind=output`: the model computes its own loss: `output` names its one-element f32 output and
+    `labels` its int64 labels input; the model must have exactly two inputs (tokens, labels).
+    `logits`, when given, names an output whose last dim is the vocabulary size.
+
+    Errors: no @forward, logits/output not an output of the model, a labels name that clashes with
+    an input (cross_entropy) or names no input (output), any other number of unbound inputs,
+    shapes or element types that do not fit.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
+           "cross_entropy (append the loss) or output (the model computes it)">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "the logits output [..., C]">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
+           "the int64 labels input (created by the pass for cross_entropy)">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "kind=output: the model's scalar loss output">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "label value whose rows do not count (torch's ignore_index)">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
+def Autodiff : Pass<"colossal-autodiff", "mlir::ModuleOp"> {
+  let summary = "Differentiate @train_step's loss and accumulate the gradients";
+  let description = [{
+    The trainable parameters are the float `colossal.param` arguments of `@train_step` that reach
+    its loss, minus those matched by a `frozen` regex (POSIX extended, matched against the whole
+    parameter name or the whole ONNX node name of any op consuming it in `@forward`). For each,
+    `@train_step` gets a gradient accumulator argument (`colossal.state = "<p>.grad"`, the
+    parameter's type) and a `colossal.accumulate_grad %acc, %dp {scale = 1/grad-accum}` of the
+    gradient built by the autodiff driver (passes/Autodiff/Autodiff.h: reverse walk from the loss,
+    seed 1, each op's VJPOpInterface).
+
+    Rebatching: @train_step must take global_batch / grad-accum rows of the token input
+    (colossal-append-loss builds it from the microbatch import); anything else is an error.
+    Errors: no @train_step, a frozen regex that matches no parameter, a global batch not divisible
+    by grad-accum, no trainable parameter reaching the loss, an op on a path from a trainable
+    parameter to the loss without a VJP (named with its ONNX node).
+  }];
+  let options = [
+    ListOption<"frozen", "frozen", "std::string",
+               "regexes: parameters that are not trained">,
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "microbatches per optimizer step">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
+def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
+  let summary = "Build @optimizer_step: global gradient norm and one update per parameter";
+  let description = [{
+    For the trainable parameters (those with a `<p>.grad` accumulator in @train_step), builds
+    `@optimizer_step(params, grads, optimizer state, lr: tensor<f32>, step: tensor<i64>)
+    -> grad_norm: tensor<f32>`: `colossal.global_norm` over all gradients, then one
+    `colossal.<kind>_update` per parameter with PyTorch 1.13's semantics (docs/training.md).
+    Optimizer state arguments are `colossal.state = "<p>.exp_avg"`, `"<p>.exp_avg_sq"` (adam,
+    adamw) or `"<p>.momentum_buffer"` (sgd with momentum ≠ 0), zero-initialized.
+    Parameters matched by a `no-decay` regex (as `frozen`) get weight_decay 0. The learning-rate
+    schedule options are only recorded for the runtime, which computes `lr` each step.
+    Errors: no @train_step, a hyperparameter PyTorch would reject, a no-decay regex that matches
+    no parameter.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"", "sgd, adam or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"0", "base learning rate (> 0, required)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "adam(w): first-moment decay">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "adam(w): second-moment decay">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "adam(w): added after the square root">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0",
+           "weight decay (decoupled for adamw, L2 for adam and sgd)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "sgd: momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0", "sgd: dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "sgd: Nesterov momentum">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "regexes: parameters without weight decay">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
+           "global-norm clipping threshold (0: off)">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
+           "constant or cosine (linear warm-up, then cosine decay to min-lr)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "cosine: warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "cosine: step at which lr reaches min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "cosine: final learning rate">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
 #endif

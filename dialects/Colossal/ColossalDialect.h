@@ -12,6 +12,14 @@ inline constexpr llvm::StringLiteral kParamAttr = "colossal.param";   // StringA
 inline constexpr llvm::StringLiteral kValueAttr = "colossal.value";   // ElementsAttr: its data
 inline constexpr llvm::StringLiteral kInputAttr = "colossal.input";   // StringAttr: input name
 inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringAttr: output name
+// Training (docs/training.md): a persistent tensor other than a parameter ("<p>.grad",
+// "<p>.exp_avg", ...), the ONNX tensor a parameter came from, and the module's TrainConfig.
+inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
+inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
+inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
+/// Train mode, grad_accum > 1: the model imported at B / grad_accum rows, which
+/// colossal-append-loss turns into @eval and @train_step (and then erases).
+inline constexpr llvm::StringLiteral kMicrobatchFunction = "forward_microbatch";
 } // namespace colossal
 
 #endif

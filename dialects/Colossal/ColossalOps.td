@@ -303,5 +303,6 @@ include "dialects/Colossal/ColossalIndexingOps.td"
 include "dialects/Colossal/ColossalElementwiseOps.td"
 include "dialects/Colossal/ColossalMiscOps.td"
 include "dialects/Colossal/ColossalGradOps.td"
+include "dialects/Colossal/ColossalTrainOps.td"
 
 #endif // COLOSSAL_OPS_TD

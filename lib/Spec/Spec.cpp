@@ -7,12 +7,16 @@
 #include "colossal/Spec/Spec.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/YAMLTraits.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -50,6 +54,106 @@ struct Dim {
   int64_t value = 0;
 };
 
+/// A number checked where it is read (so the error points at it). `Tag::check` returns the error
+/// message for a bad value, or an empty StringRef.
+template <typename Tag> struct Real {
+  double value = Tag::dflt;
+};
+template <typename Tag> struct Int {
+  int64_t value = Tag::dflt;
+};
+struct LrTag {
+  static constexpr double dflt = 0;
+  static StringRef check(double v) { return v > 0 ? "" : "lr must be a number > 0"; }
+};
+struct BetaTag {
+  static constexpr double dflt = 0;
+  static StringRef check(double v) {
+    return v >= 0 && v < 1 ? "" : "each of betas must be a number in [0, 1)";
+  }
+};
+struct NonNegativeTag {
+  static constexpr double dflt = 0;
+  static StringRef check(double v) { return v >= 0 ? "" : "expected a number >= 0"; }
+};
+struct DampeningTag {
+  static constexpr double dflt = 0;
+  static StringRef check(double v) {
+    return v >= 0 && v <= 1 ? "" : "dampening must be a number in [0, 1]";
+  }
+};
+struct GradClipTag {
+  static constexpr double dflt = 0;
+  static StringRef check(double v) {
+    return v > 0 ? "" : "grad_clip must be a number > 0 (leave it out to turn clipping off)";
+  }
+};
+struct GradAccumTag {
+  static constexpr int64_t dflt = 1;
+  static StringRef check(int64_t v) {
+    return v >= 1 ? "" : "grad_accum must be an integer >= 1 (microbatches per optimizer step)";
+  }
+};
+struct StepsTag {
+  static constexpr int64_t dflt = 0;
+  static StringRef check(int64_t v) { return v >= 0 ? "" : "expected an integer >= 0"; }
+};
+struct AnyIntTag {
+  static constexpr int64_t dflt = -100;
+  static StringRef check(int64_t) { return ""; }
+};
+
+/// A regex of `frozen` / `no_decay`, validated with LLVM's Regex (POSIX extended).
+struct Pattern {
+  std::string value;
+};
+/// A `kind:` value from a fixed list.
+template <typename Tag> struct Kind {
+  std::string value = Tag::dflt;
+};
+struct LossKindTag {
+  static constexpr const char *dflt = "cross_entropy";
+  static constexpr const char *choices[] = {"cross_entropy", "output"};
+  static constexpr const char *error = "loss.kind must be cross_entropy or output";
+};
+struct OptimizerKindTag {
+  static constexpr const char *dflt = "adamw";
+  static constexpr const char *choices[] = {"sgd", "adam", "adamw"};
+  static constexpr const char *error = "optimizer.kind must be sgd, adam or adamw";
+};
+struct ScheduleKindTag {
+  static constexpr const char *dflt = "constant";
+  static constexpr const char *choices[] = {"constant", "cosine"};
+  static constexpr const char *error = "lr_schedule.kind must be constant or cosine";
+};
+
+struct RawLoss {
+  Kind<LossKindTag> kind;
+  std::string logits, labels = "labels", output;
+  Int<AnyIntTag> ignoreIndex;
+};
+struct RawOptimizer {
+  Kind<OptimizerKindTag> kind;
+  Real<LrTag> lr;
+  std::vector<Real<BetaTag>> betas;
+  std::optional<Real<NonNegativeTag>> eps, weightDecay, momentum;
+  Real<DampeningTag> dampening;
+  bool nesterov = false;
+};
+struct RawSchedule {
+  Kind<ScheduleKindTag> kind;
+  Int<StepsTag> warmupSteps, totalSteps;
+  Real<NonNegativeTag> minLr;
+};
+struct RawTrain {
+  RawLoss loss;
+  RawOptimizer optimizer;
+  std::optional<RawSchedule> schedule;
+  std::optional<Real<GradClipTag>> gradClip;
+  Int<GradAccumTag> gradAccum;
+  std::vector<Pattern> frozen, noDecay;
+};
+
 using ShapeMap = std::map<std::string, std::vector<Dim>>;
 using ValueMap = std::map<std::string, std::string>;
 using MeshMap = std::map<std::string, MeshSize>;
@@ -63,12 +167,14 @@ struct RawSpec {
   std::optional<Precision> precision;
   std::optional<Zero> zero;
   std::string passes;
-  bool hasTrain = false;
+  RawTrain train;
 };
 
 } // namespace
 
 LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Dim)
+LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Real<BetaTag>)
+LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Pattern)
 
 namespace llvm::yaml {
 
@@ -76,10 +182,10 @@ template <> struct ScalarTraits<Mode> {
   static void output(const Mode &m, void *, raw_ostream &os) { os << m.value; }
   static StringRef input(StringRef scalar, void *, Mode &m) {
     m.value = scalar.str();
-    if (scalar == "inference")
+    if (scalar == "inference" || scalar == "train")
       return {};
-    if (scalar == "train" || scalar == "generate")
-      return "this mode is not supported yet (only 'inference' is implemented)";
+    if (scalar == "generate")
+      return "this mode is not supported yet (only 'inference' and 'train' are implemented)";
     return "mode must be inference, train or generate";
   }
   static QuotingType mustQuote(StringRef) { return QuotingType::None; }
@@ -107,6 +213,144 @@ template <> struct ScalarTraits<MeshSize> {
     return {};
   }
   static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+
+template <typename Tag> struct ScalarTraits<Real<Tag>> {
+  static void output(const Real<Tag> &r, void *, raw_ostream &os) { os << r.value; }
+  static StringRef input(StringRef scalar, void *, Real<Tag> &r) {
+    // YAML's .inf/.nan spellings are not numbers here; every value must be finite.
+    if (scalar.getAsDouble(r.value) || !std::isfinite(r.value))
+      return "expected a finite number";
+    return Tag::check(r.value);
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+template <typename Tag> struct ScalarTraits<Int<Tag>> {
+  static void output(const Int<Tag> &i, void *, raw_ostream &os) { os << i.value; }
+  static StringRef input(StringRef scalar, void *, Int<Tag> &i) {
+    if (scalar.getAsInteger(10, i.value))
+      return "expected an integer";
+    return Tag::check(i.value);
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+template <typename Tag> struct ScalarTraits<Kind<Tag>> {
+  static void output(const Kind<Tag> &k, void *, raw_ostream &os) { os << k.value; }
+  static StringRef input(StringRef scalar, void *, Kind<Tag> &k) {
+    k.value = scalar.str();
+    return llvm::is_contained(Tag::choices, scalar) ? StringRef() : StringRef(Tag::error);
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+
+template <> struct ScalarTraits<Pattern> {
+  static void output(const Pattern &p, void *, raw_ostream &os) { os << p.value; }
+  static StringRef input(StringRef scalar, void *, Pattern &p) {
+    static std::string message; // the parser copies it into its diagnostic at once
+    p.value = scalar.str();
+    std::string why;
+    if (!Regex(("^(" + scalar + ")$").str()).isValid(why)) {
+      message = "invalid regex (POSIX extended): " + why;
+      return message;
+    }
+    // The regex travels as a pass option (`frozen=a,b`), which a space, a quote, a comma outside
+    // `{m,n}` or an unbalanced bracket would split or end.
+    int depth[3] = {0, 0, 0};
+    for (char c : scalar) {
+      if (c == ' ' || c == '\t' || c == '"' || c == '\'')
+        return "a regex here may not hold spaces or quotes (write [[:space:]] or . instead)";
+      if (c == ',' && depth[2] == 0)
+        return "a regex here may hold a comma only inside {m,n} (the list travels as a "
+               "comma-separated pass option)";
+      depth[0] += c == '(' ? 1 : c == ')' ? -1 : 0;
+      depth[1] += c == '[' ? 1 : c == ']' ? -1 : 0;
+      depth[2] += c == '{' ? 1 : c == '}' ? -1 : 0;
+    }
+    if (depth[0] || depth[1] || depth[2])
+      return "a regex here must have balanced (), [] and {} (it travels as a pass option)";
+    return {};
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::None; }
+};
+
+template <> struct MappingTraits<RawLoss> {
+  static void mapping(IO &io, RawLoss &l) {
+    io.mapOptional("kind", l.kind);
+    if (l.kind.value == "output") {
+      io.mapRequired("output", l.output);
+      io.mapOptional("logits", l.logits); // optional: gives the vocabulary size
+    } else {
+      io.mapRequired("logits", l.logits);
+    }
+    io.mapOptional("labels", l.labels);
+    io.mapOptional("ignore_index", l.ignoreIndex);
+  }
+  static std::string validate(IO &, RawLoss &l) {
+    if (l.labels.empty())
+      return "loss.labels must name the labels input";
+    if (l.kind.value == "output" && l.output.empty())
+      return "loss.output must name the model's scalar loss output";
+    if (l.kind.value == "cross_entropy" && l.logits.empty())
+      return "loss.logits must name the model's logits output";
+    return "";
+  }
+};
+template <> struct MappingTraits<RawOptimizer> {
+  static void mapping(IO &io, RawOptimizer &o) {
+    // Keys that do not apply to the kind are not mapped, so they are "unknown key" errors.
+    io.mapOptional("kind", o.kind);
+    io.mapRequired("lr", o.lr);
+    if (o.kind.value == "sgd") {
+      io.mapOptional("momentum", o.momentum);
+      io.mapOptional("dampening", o.dampening);
+      io.mapOptional("nesterov", o.nesterov);
+    } else {
+      io.mapOptional("betas", o.betas);
+      io.mapOptional("eps", o.eps);
+    }
+    io.mapOptional("weight_decay", o.weightDecay);
+  }
+  static std::string validate(IO &, RawOptimizer &o) {
+    if (!o.betas.empty() && o.betas.size() != 2)
+      return "optimizer.betas must be two numbers [beta1, beta2]";
+    double momentum = o.momentum ? o.momentum->value : 0;
+    if (o.nesterov && (momentum <= 0 || o.dampening.value != 0))
+      return "optimizer: nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)";
+    return "";
+  }
+};
+template <> struct MappingTraits<RawSchedule> {
+  static void mapping(IO &io, RawSchedule &s) {
+    io.mapOptional("kind", s.kind);
+    if (s.kind.value == "cosine") {
+      io.mapOptional("warmup_steps", s.warmupSteps);
+      io.mapRequired("total_steps", s.totalSteps);
+      io.mapOptional("min_lr", s.minLr);
+    }
+  }
+  static std::string validate(IO &, RawSchedule &s) {
+    if (s.kind.value == "cosine" && s.totalSteps.value < s.warmupSteps.value)
+      return "lr_schedule: total_steps (" + std::to_string(s.totalSteps.value) +
+             ") must be >= warmup_steps (" + std::to_string(s.warmupSteps.value) + ")";
+    return "";
+  }
+};
+template <> struct MappingTraits<RawTrain> {
+  static void mapping(IO &io, RawTrain &t) {
+    io.mapRequired("loss", t.loss);
+    io.mapRequired("optimizer", t.optimizer);
+    io.mapOptional("lr_schedule", t.schedule);
+    io.mapOptional("grad_clip", t.gradClip);
+    io.mapOptional("grad_accum", t.gradAccum);
+    io.mapOptional("frozen", t.frozen);
+    io.mapOptional("no_decay", t.noDecay);
+  }
+  static std::string validate(IO &, RawTrain &t) {
+    if (t.schedule && t.schedule->kind.value == "cosine" &&
+        t.schedule->minLr.value > t.optimizer.lr.value)
+      return "lr_schedule.min_lr must not exceed optimizer.lr";
+    return "";
+  }
 };
 
 template <> struct CustomMappingTraits<ShapeMap> {
@@ -197,14 +441,10 @@ template <> struct MappingTraits<RawSpec> {
     io.mapOptional("precision", s.precision);
     io.mapOptional("zero", s.zero);
     io.mapOptional("passes", s.passes);
-    // Say "not supported yet" rather than "unknown key" for a key the format defines.
-    if (llvm::is_contained(io.keys(), "train")) {
-      s.hasTrain = true;
-      io.setError("train: training is not supported yet");
-    }
-  }
-  static std::string validate(IO &, RawSpec &s) {
-    return "";
+    if (s.mode.value == "train")
+      io.mapRequired("train", s.train);
+    else if (llvm::is_contained(io.keys(), "train"))
+      io.setError("train: applies only to mode: train");
   }
 };
 
@@ -280,12 +520,89 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
+  if (raw.mode.value == "train") {
+    const RawTrain &r = raw.train;
+    TrainSpec t;
+    t.lossKind = r.loss.kind.value;
+    t.logits = r.loss.logits;
+    t.labels = r.loss.labels;
+    t.output = r.loss.output;
+    t.ignoreIndex = r.loss.ignoreIndex.value;
+    const RawOptimizer &o = r.optimizer;
+    t.optimizer = o.kind.value;
+    t.lr = o.lr.value;
+    if (o.betas.size() == 2) {
+      t.beta1 = o.betas[0].value;
+      t.beta2 = o.betas[1].value;
+    }
+    if (o.eps)
+      t.eps = o.eps->value;
+    // PyTorch's defaults: AdamW 0.01, Adam and SGD 0.
+    t.weightDecay = o.weightDecay ? o.weightDecay->value : t.optimizer == "adamw" ? 0.01 : 0.0;
+    t.momentum = o.momentum ? o.momentum->value : 0;
+    t.dampening = o.dampening.value;
+    t.nesterov = o.nesterov;
+    if (r.schedule) {
+      t.schedule = r.schedule->kind.value;
+      t.warmupSteps = r.schedule->warmupSteps.value;
+      t.totalSteps = r.schedule->totalSteps.value;
+      t.minLr = r.schedule->minLr.value;
+    }
+    t.gradClip = r.gradClip ? r.gradClip->value : 0;
+    t.gradAccum = r.gradAccum.value;
+    for (const Pattern &p : r.frozen)
+      t.frozen.push_back(p.value);
+    for (const Pattern &p : r.noDecay)
+      t.noDecay.push_back(p.value);
+    spec.train = std::move(t);
+  }
   return spec;
 }
 
-std::string defaultPipeline(const Spec &) {
-  return "builtin.module(func.func(canonicalize, colossal-fuse-norms, colossal-fuse-activations, "
-         "colossal-fuse-attention, canonicalize, cse))";
+/// The shortest decimal that reads back as exactly `v` (so the printed pipeline loses nothing).
+static std::string formatReal(double v) {
+  char text[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof text, "%.*g", precision, v);
+    if (std::strtod(text, nullptr) == v)
+      break;
+  }
+  return text;
+}
+
+std::string defaultPipeline(const Spec &spec) {
+  std::string fusion = "func.func(canonicalize, colossal-fuse-norms, colossal-fuse-activations, "
+                       "colossal-fuse-attention, canonicalize, cse)";
+  if (!spec.train)
+    return "builtin.module(" + fusion + ")";
+  const TrainSpec &t = *spec.train;
+  std::string s;
+  raw_string_ostream os(s);
+  os << "builtin.module(" << fusion << ", colossal-append-loss{kind=" << t.lossKind;
+  if (!t.logits.empty())
+    os << " logits=" << t.logits;
+  os << " labels=" << t.labels;
+  if (!t.output.empty())
+    os << " output=" << t.output;
+  os << " ignore-index=" << t.ignoreIndex << "}, colossal-autodiff{grad-accum=" << t.gradAccum;
+  if (!t.frozen.empty())
+    os << " frozen=" << llvm::join(t.frozen, ",");
+  os << "}, colossal-optimizer{kind=" << t.optimizer << " lr=" << formatReal(t.lr);
+  if (t.optimizer == "sgd")
+    os << " momentum=" << formatReal(t.momentum) << " dampening=" << formatReal(t.dampening)
+       << " nesterov=" << (t.nesterov ? "true" : "false");
+  else
+    os << " beta1=" << formatReal(t.beta1) << " beta2=" << formatReal(t.beta2)
+       << " eps=" << formatReal(t.eps);
+  os << " weight-decay=" << formatReal(t.weightDecay);
+  if (!t.noDecay.empty())
+    os << " no-decay=" << llvm::join(t.noDecay, ",");
+  os << " max-grad-norm=" << formatReal(t.gradClip) << " lr-schedule=" << t.schedule;
+  if (t.schedule == "cosine")
+    os << " warmup-steps=" << t.warmupSteps << " total-steps=" << t.totalSteps
+       << " min-lr=" << formatReal(t.minLr);
+  os << "}, func.func(canonicalize, cse))";
+  return s;
 }
 
 } // namespace colossal

@@ -94,6 +94,10 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     importOptions.inputShapes[name] = shape;
   for (auto &[name, file] : spec.values)
     importOptions.inputValues[name] = file;
+  if (spec.train) {
+    importOptions.trainParams = true;
+    importOptions.microbatches = spec.train->gradAccum;
+  }
   OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
   if (!module)
     return 1;

@@ -15,6 +15,16 @@ struct ImportOptions {
   llvm::StringMap<std::vector<int64_t>> inputShapes;
   /// Inputs bound to constant values at compile time (NAME -> .npy file).
   llvm::StringMap<std::string> inputValues;
+  /// Train mode (docs/training.md): every `Identity` of a float parameter initializer becomes a
+  /// parameter of its own, named after the Identity's output, and every parameter argument
+  /// carries `colossal.source` (the initializer's or the Identity output's name). Off: an
+  /// Identity of an initializer resolves to the initializer's own parameter (inference).
+  bool trainParams = false;
+  /// Train mode, grad_accum > 1: the module also holds `@forward_microbatch` (kMicrobatchFunction
+  /// in ColossalDialect.h), the model imported again with dim 0 of every unbound input divided by
+  /// this (an error when the model fixes that dim or it is not divisible). colossal-append-loss
+  /// builds @eval and @train_step from it.
+  int64_t microbatches = 1;
 };
 
 /// Imports an ONNX model (opsets 7..21, default domain) into a module holding `func.func @forward`

@@ -12,12 +12,15 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <unordered_map>
 
 using namespace mlir;
@@ -69,8 +72,10 @@ std::string onnxTypeName(int t) {
 
 class GraphImporter {
 public:
-  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx) {
+  /// `batchDivisor` > 1 imports the microbatch form: dim 0 of every unbound input divided by it.
+  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx,
+                int64_t batchDivisor = 1)
+      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {
     SmallString<256> d(path);
     llvm::sys::path::remove_filename(d);
     dir = d.empty() ? "." : std::string(d);
@@ -108,6 +113,7 @@ private:
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
+  int64_t batchDivisor;
   onnx::ModelProto model;
   int64_t opset = 0;
   /// Opset of the ai.onnx.preview.training domain (0: not imported).
@@ -118,7 +124,13 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
   std::unordered_map<std::string, Value> values;
   std::unordered_map<std::string, const onnx::TensorProto *> initializers;
-  std::unordered_map<const onnx::TensorProto *, Value> paramValues, constValues;
+  std::unordered_map<const onnx::TensorProto *, Value> constValues;
+  /// Parameters by (initializer, name): in train mode each Identity alias is its own parameter.
+  std::map<std::pair<const onnx::TensorProto *, std::string>, Value> paramValues;
+  /// Train mode: initializers some node reads as a weight (see markTrainedInitializers); they are
+  /// parameters at every use, never folded into constants.
+  llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
+  void markTrainedInitializers();
   llvm::StringSet<> graphOutputs;
   size_t anonymous = 0;
 };
@@ -319,6 +331,34 @@ LogicalResult GraphImporter::loadModel() {
   return success();
 }
 
+/// Train mode: a float initializer is a weight (a parameter, trained) unless every node reading it
+/// (directly or through Identity) is one that reads buffers, not weights: shape and index
+/// arithmetic, comparisons, masks and table lookups (Slice or Where of a RoPE or mask table).
+/// Value-preserving data movement (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Cast, Expand,
+/// Concat) counts as a weight use, so a Linear weight exported as `Transpose(W)` (torch with
+/// constant folding off) trains; and an initializer with one weight use is a parameter at all its
+/// uses, so no stale constant copy of a trained weight survives.
+void GraphImporter::markTrainedInitializers() {
+  static const llvm::StringSet<> bufferReaders = {
+      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
+      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
+  llvm::StringMap<const onnx::TensorProto *> alias;
+  for (const auto &[name, t] : initializers)
+    alias[name] = t;
+  for (const auto &node : model.graph().node()) {
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
+      if (auto it = alias.find(node.input(0)); it != alias.end())
+        alias[node.output(0)] = it->second;
+      continue;
+    }
+    if (bufferReaders.contains(node.op_type()))
+      continue;
+    for (const std::string &in : node.input())
+      if (auto it = alias.find(in); it != alias.end())
+        trainedInitializers.insert(it->second);
+  }
+}
+
 Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   const onnx::TensorProto &t = *initializers.at(alias);
   const std::string &name = t.name();
@@ -327,24 +367,35 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   for (int64_t d : t.dims())
     numel *= d;
   // Float tensors with more than one element are parameters; everything else is a constant.
+  if (options.trainParams && trainedInitializers.contains(&t))
+    asConstant = false;
   bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
-  auto &cache = param ? paramValues : constValues;
-  if (auto it = cache.find(&t); it != cache.end())
+  // Train mode (docs/training.md): an Identity of an initializer is a parameter of its own, named
+  // after the Identity's output; `colossal.source` records the ONNX name for export.
+  std::string paramName = options.trainParams ? alias : name;
+  if (param) {
+    if (auto it = paramValues.find({&t, paramName}); it != paramValues.end())
+      return it->second;
+  } else if (auto it = constValues.find(&t); it != constValues.end()) {
     return it->second;
+  }
   auto attr = tensorAttr(t, "initializer '" + name + "'");
   if (failed(attr))
     return Value();
-  Value v;
   if (param) {
-    v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(name)));
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr(kParamAttr, b.getStringAttr(name)), b.getNamedAttr(kValueAttr, *attr)}));
-  } else {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(body);
-    v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
+    Value v = body->addArgument(attr->getType(), NameLoc::get(b.getStringAttr(paramName)));
+    SmallVector<NamedAttribute> attrs = {b.getNamedAttr(kParamAttr, b.getStringAttr(paramName)),
+                                         b.getNamedAttr(kValueAttr, *attr)};
+    if (options.trainParams)
+      attrs.push_back(b.getNamedAttr(kSourceAttr, b.getStringAttr(paramName)));
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    paramValues[{&t, paramName}] = v;
+    return v;
   }
-  cache[&t] = v;
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(body);
+  Value v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), *attr);
+  constValues[&t] = v;
   return v;
 }
 
@@ -357,6 +408,8 @@ LogicalResult GraphImporter::importInputs() {
     }
     initializers[init.name()] = &init;
   }
+  if (options.trainParams)
+    markTrainedInitializers();
   llvm::StringSet<> seen;
   for (const auto &input : graph.input()) {
     const std::string &name = input.name();
@@ -396,6 +449,29 @@ LogicalResult GraphImporter::importInputs() {
           return failure();
         }
       shape.assign(want.begin(), want.end());
+    }
+    // The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
+    // fills is the batch, split into `batchDivisor` microbatches.
+    if (batchDivisor > 1 && !options.inputValues.count(name) &&
+        (shape.empty() || !ShapedType::isDynamic(shape[0]))) {
+      if (shape.empty()) {
+        fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
+                  Twine(batchDivisor) + " microbatches (train.grad_accum)");
+        return failure();
+      }
+      if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
+        fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
+                  " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
+                  " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
+                  "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
+        return failure();
+      }
+      if (shape[0] % batchDivisor != 0) {
+        fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
+                  ") is not divisible by train.grad_accum " + Twine(batchDivisor));
+        return failure();
+      }
+      shape[0] /= batchDivisor;
     }
     {
       int64_t n = 1;
@@ -839,6 +915,20 @@ namespace colossal {
 OwningOpRef<ModuleOp> importONNX(StringRef path, const ImportOptions &options,
                                  MLIRContext &context) {
   onnx_import::GraphImporter importer(path, options, context);
-  return importer.run();
+  OwningOpRef<ModuleOp> module = importer.run();
+  if (!module || options.microbatches <= 1)
+    return module;
+  // Train mode with grad_accum > 1: @train_step and @eval take B / grad_accum rows. Reshape
+  // targets and other shape arithmetic are folded at import, so the microbatch form is a second
+  // import at the smaller batch, not a copy of @forward with new types.
+  onnx_import::GraphImporter micro(path, options, context, options.microbatches);
+  OwningOpRef<ModuleOp> microModule = micro.run();
+  if (!microModule)
+    return nullptr;
+  auto fn = microModule->lookupSymbol<func::FuncOp>("forward");
+  fn->remove();
+  fn.setName(kMicrobatchFunction);
+  module->push_back(fn);
+  return module;
 }
 } // namespace colossal

@@ -24,6 +24,8 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerReduceKindKernels(r);
   cpu::registerIndexingKernels(r);
   cpu::registerMiscKernels(r);
+  cpu::registerOptimKernels(r);
+  cpu::registerCrossEntropyKernels(r);
   cpu::registerGradKernels(r);
   cpu::registerAttentionGradKernels(r);
 }

@@ -128,6 +128,8 @@ void registerNNKernels(KernelRegistry &r);
 void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
 void registerIndexingKernels(KernelRegistry &r);    // indexing.cpp
 void registerMiscKernels(KernelRegistry &r);
+void registerOptimKernels(KernelRegistry &r);         // optim.cpp
+void registerCrossEntropyKernels(KernelRegistry &r);  // cross_entropy.cpp
 
 /// Reduction layout: merges `shape` into alternating groups of kept and reduced dims (size-1 dims
 /// dropped), so a reduction over sorted `axes` walks at most a few strided loops. Returns the
