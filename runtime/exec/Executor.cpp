@@ -1,6 +1,8 @@
 //===- Executor.cpp - Runs one program of a loaded plan -------------------------------------===//
 #include "colossal/runtime/Executor.h"
 
+#include "colossal/runtime/StateStore.h"
+
 namespace colossal::runtime {
 
 /// One resolved instruction: its kernel and operand views, built once in create().
@@ -18,7 +20,7 @@ llvm::Error fail(const llvm::Twine &msg) {
 
 Executor::~Executor() {
   if (device_) {
-    if (arena_) device_->deallocate(arena_);
+    if (arena_ && ownsArena_) device_->deallocate(arena_);
     if (workspace_) device_->deallocate(workspace_);
   }
 }
@@ -27,6 +29,20 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
                                                            const KernelRegistry &registry,
                                                            Device &device,
                                                            llvm::StringRef programName) {
+  return create(loaded, registry, device, programName, ExecutorOptions());
+}
+
+uint64_t maxArenaBytes(const plan::Plan &plan) {
+  uint64_t bytes = 0;
+  for (const plan::Program &prog : plan.programs()) bytes = std::max<uint64_t>(bytes, prog.arena_bytes());
+  return bytes;
+}
+
+llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loaded,
+                                                           const KernelRegistry &registry,
+                                                           Device &device,
+                                                           llvm::StringRef programName,
+                                                           const ExecutorOptions &options) {
   const plan::Program *prog = loaded.program(programName);
   if (!prog) return fail(loaded.path + ": no program named '" + programName + "'");
   DeviceKind kind = static_cast<DeviceKind>(prog->device());
@@ -36,18 +52,40 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
   std::unique_ptr<Executor> ex(new Executor());
   ex->program_ = prog;
   ex->device_ = &device;
-  llvm::Expected<void *> arena = device.allocate(prog->arena_bytes(), kArenaAlignment);
-  if (!arena) return arena.takeError();
-  ex->arena_ = *arena;
+  std::string where = loaded.path + ": program '" + programName.str() + "'";
+  if (options.arena) {
+    if (options.arenaBytes < prog->arena_bytes())
+      return fail(where + " needs an arena of " + llvm::Twine(prog->arena_bytes()) + " bytes, given " +
+                  llvm::Twine(options.arenaBytes));
+    if (reinterpret_cast<uintptr_t>(options.arena) % kArenaAlignment != 0)
+      return fail(where + ": the given arena is not aligned to " + llvm::Twine(kArenaAlignment) + " bytes");
+    ex->arena_ = options.arena;
+    ex->ownsArena_ = false;
+  } else {
+    llvm::Expected<void *> arena = device.allocate(prog->arena_bytes(), kArenaAlignment);
+    if (!arena) return arena.takeError();
+    ex->arena_ = *arena;
+  }
 
-  // Bind every buffer: arena offset or weight bytes. WEIGHT buffers stay in the mapped file (the
-  // CPU reads them in place; a CUDA device would upload them here).
+  // Bind every buffer: arena offset, weight bytes or state tensor. WEIGHT buffers stay in the
+  // mapped file (the CPU reads them in place; a CUDA device would upload them here).
   for (const plan::Buffer &b : prog->buffers()) {
     TensorRef t;
     t.dtype = static_cast<DType>(b.dtype());
     t.shape.assign(b.shape().begin(), b.shape().end());
     if (b.storage() == plan::ARENA) {
       t.data = static_cast<char *>(ex->arena_) + b.offset();
+    } else if (b.storage() == plan::STATE) {
+      std::string what = where + " buffer " + std::to_string(b.id()) + " (state '" + b.state_name() + "')";
+      if (!options.states)
+        return fail(what + ": the program has STATE buffers but runs without a state store");
+      const StateEntry *st = options.states->find(b.state_name());
+      if (!st) return fail(what + ": not in the state store");
+      if (st->tensor.dtype != t.dtype || st->tensor.numel() != t.numel())
+        return fail(what + ": the store holds " + dtypeName(st->tensor.dtype) + " " +
+                    shapeToString(st->tensor.shape) + ", the buffer is " + dtypeName(t.dtype) + " " +
+                    shapeToString(t.shape));
+      t.data = st->tensor.data;
     } else {
       const SafetensorsTensor *w = loaded.weights ? loaded.weights->find(b.weight_name()) : nullptr;
       if (!w) return fail(loaded.path + ": weight '" + b.weight_name() + "' is not loaded");

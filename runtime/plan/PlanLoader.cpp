@@ -2,11 +2,14 @@
 #include "colossal/runtime/Plan.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace colossal::runtime {
@@ -47,8 +50,184 @@ TensorRef viewOf(const plan::Buffer &b) {
   return t;
 }
 
+/// Plan.states by name (validated by validateStates before any program).
+using StateMap = llvm::StringMap<const plan::StateTensor *>;
+
+/// Update instructions write persistent state in place (docs/training.md): output i is input i.
+bool isUpdateOp(llvm::StringRef op) {
+  return op == "accumulate_grad" || op == "adamw_update" || op == "adam_update" || op == "sgd_update";
+}
+
+/// The aliasing rule for STATE buffers: an update instruction lists the STATE buffers it writes as
+/// its outputs, each the same buffer id as the input at the same position; no other instruction
+/// writes a STATE buffer.
+llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction &inst,
+                             const std::string &what) {
+  bool update = isUpdateOp(inst.op());
+  for (int o = 0; o < inst.outputs_size(); ++o) {
+    uint32_t id = inst.outputs(o);
+    const plan::Buffer &b = prog.buffers(id);
+    if (!update) {
+      if (b.storage() == plan::STATE)
+        return fail(what + ": writes STATE buffer " + llvm::Twine(id) + " ('" + b.state_name() +
+                    "'); only accumulate_grad, adamw_update, adam_update and sgd_update may");
+      continue;
+    }
+    if (b.storage() != plan::STATE)
+      return fail(what + ": output " + llvm::Twine(o) + " (buffer " + llvm::Twine(id) +
+                  ") is not a STATE buffer; an update writes persistent state in place");
+    if (o >= inst.inputs_size() || inst.inputs(o) != id)
+      return fail(what + ": output " + llvm::Twine(o) + " (buffer " + llvm::Twine(id) + ", state '" +
+                  b.state_name() + "') must be the same buffer as input " + llvm::Twine(o));
+  }
+  return llvm::Error::success();
+}
+
+llvm::StringRef roleName(int role) {
+  switch (role) {
+  case plan::StateTensor::PARAM: return "PARAM";
+  case plan::StateTensor::GRAD: return "GRAD";
+  case plan::StateTensor::OPTIMIZER: return "OPTIMIZER";
+  default: return "invalid";
+  }
+}
+
+/// Plan.states: unique non-empty names, valid roles, dtypes and shapes; PARAM names its initial
+/// weight; GRAD and OPTIMIZER name an existing PARAM (a GRAD has its dtype and shape).
+llvm::Error validateStates(const plan::Plan &p, const std::string &file, StateMap &states) {
+  for (const plan::StateTensor &st : p.states()) {
+    std::string what = file + "state '" + st.name() + "'";
+    if (st.name().empty()) return fail(file + "state without a name");
+    if (!states.try_emplace(st.name(), &st).second) return fail(what + ": appears twice");
+    if (!isValidDType(st.dtype())) return fail(what + ": invalid dtype " + llvm::Twine(st.dtype()));
+    for (int64_t d : st.shape())
+      if (d < 0) return fail(what + ": negative dimension in its shape");
+    switch (st.role()) {
+    case plan::StateTensor::PARAM:
+      if (st.init_weight().empty()) return fail(what + ": PARAM without init_weight");
+      break;
+    case plan::StateTensor::GRAD:
+    case plan::StateTensor::OPTIMIZER:
+      if (st.param().empty()) return fail(what + ": " + roleName(st.role()) + " state names no param");
+      break;
+    default:
+      return fail(what + ": invalid role " + llvm::Twine(st.role()));
+    }
+  }
+  for (const plan::StateTensor &st : p.states()) {
+    if (st.role() == plan::StateTensor::PARAM) continue;
+    std::string what = file + "state '" + st.name() + "'";
+    auto it = states.find(st.param());
+    if (it == states.end() || it->second->role() != plan::StateTensor::PARAM)
+      return fail(what + ": its param '" + st.param() + "' is not a PARAM state of the plan");
+    const plan::StateTensor &param = *it->second;
+    if (st.role() == plan::StateTensor::GRAD &&
+        (st.dtype() != param.dtype() ||
+         !std::equal(st.shape().begin(), st.shape().end(), param.shape().begin(), param.shape().end())))
+      return fail(what + ": gradient accumulator must have its param's dtype and shape (" +
+                  dtypeName(static_cast<DType>(param.dtype())) + " " +
+                  shapeToString(std::vector<int64_t>(param.shape().begin(), param.shape().end())) + ")");
+  }
+  return llvm::Error::success();
+}
+
+/// A program's binding by name, or null.
+const plan::Buffer *findBinding(const plan::Program &prog,
+                                const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+                                llvm::StringRef name) {
+  for (const plan::Binding &b : bindings)
+    if (b.name() == name) return &prog.buffers(b.buffer());
+  return nullptr;
+}
+
+const plan::Program *findProgram(const plan::Plan &p, llvm::StringRef name) {
+  for (const plan::Program &prog : p.programs())
+    if (prog.name() == name) return &prog;
+  return nullptr;
+}
+
+/// TrainConfig of a `mode: train` plan against its programs (docs/training.md "Plan").
+llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
+  if (!p.has_train()) return fail(file + "mode is 'train' but the plan has no TrainConfig");
+  const plan::TrainConfig &tc = p.train();
+  std::string where = file + "TrainConfig: ";
+  if (tc.vocab_size() < 1) return fail(where + "vocab_size " + llvm::Twine(tc.vocab_size()) + " must be >= 1");
+  if (tc.global_batch() < 1) return fail(where + "global_batch " + llvm::Twine(tc.global_batch()) + " must be >= 1");
+  if (tc.seq_len() < 1) return fail(where + "seq_len " + llvm::Twine(tc.seq_len()) + " must be >= 1");
+  if (tc.grad_accum() < 1 || tc.global_batch() % tc.grad_accum() != 0)
+    return fail(where + "grad_accum " + llvm::Twine(tc.grad_accum()) + " must be >= 1 and divide global_batch " +
+                llvm::Twine(tc.global_batch()));
+  if (tc.optimizer() != "sgd" && tc.optimizer() != "adam" && tc.optimizer() != "adamw")
+    return fail(where + "optimizer '" + tc.optimizer() + "' (expected sgd, adam or adamw)");
+  if (!std::isfinite(tc.lr()) || tc.lr() < 0) return fail(where + "lr " + std::to_string(tc.lr()) + " must be finite and >= 0");
+  if (tc.lr_schedule() != "constant" && tc.lr_schedule() != "cosine")
+    return fail(where + "lr_schedule '" + tc.lr_schedule() + "' (expected constant or cosine)");
+  if (tc.lr_schedule() == "cosine" &&
+      (tc.warmup_steps() < 0 || tc.total_steps() < 0 || !std::isfinite(tc.min_lr()) || tc.min_lr() < 0))
+    return fail(where + "cosine schedule needs warmup_steps >= 0, total_steps >= 0 and a finite min_lr >= 0");
+  if (!std::isfinite(tc.grad_clip()) || tc.grad_clip() < 0)
+    return fail(where + "grad_clip " + std::to_string(tc.grad_clip()) + " must be finite and >= 0");
+  if (tc.tokens_input().empty() || tc.labels_input().empty() || tc.logits_output().empty())
+    return fail(where + "tokens_input, labels_input and logits_output must be set");
+
+  const int64_t B = tc.global_batch(), T = tc.seq_len(), b = B / tc.grad_accum();
+  auto shapeOf = [](const plan::Buffer &buf) {
+    return std::vector<int64_t>(buf.shape().begin(), buf.shape().end());
+  };
+  // One binding: present, of `dtype` (or, for tokens, i64 or i32) and `shape`.
+  auto expectBinding = [&](const plan::Program &prog, bool input, llvm::StringRef name,
+                           std::vector<DType> dtypes, std::vector<int64_t> shape) -> llvm::Error {
+    std::string what = file + "program '" + prog.name() + "' " + (input ? "input" : "output") + " '" + name.str() + "'";
+    const plan::Buffer *buf = findBinding(prog, input ? prog.inputs() : prog.outputs(), name);
+    if (!buf) return fail(what + ": missing (named by the plan's TrainConfig, docs/training.md)");
+    DType dt = static_cast<DType>(buf->dtype());
+    if (std::find(dtypes.begin(), dtypes.end(), dt) == dtypes.end()) {
+      std::string want;
+      for (DType d : dtypes) want += (want.empty() ? "" : " or ") + dtypeName(d).str();
+      return fail(what + ": dtype " + dtypeName(dt) + ", expected " + want);
+    }
+    if (shapeOf(*buf) != shape)
+      return fail(what + ": shape " + shapeToString(shapeOf(*buf)) + ", expected " + shapeToString(shape));
+    return llvm::Error::success();
+  };
+  const std::vector<DType> tokenTypes = {DType::I64, DType::I32};
+  for (llvm::StringRef name : {"forward", "eval", "train_step", "optimizer_step"})
+    if (!findProgram(p, name))
+      return fail(file + "training plan has no program '" + name + "' (docs/training.md)");
+
+  const plan::Program &fwd = *findProgram(p, "forward");
+  if (llvm::Error e = expectBinding(fwd, true, tc.tokens_input(), tokenTypes, {B, T})) return e;
+  const plan::Buffer *logits = findBinding(fwd, fwd.outputs(), tc.logits_output());
+  if (!logits) return fail(file + "program 'forward' output '" + tc.logits_output() + "': missing (TrainConfig.logits_output)");
+  std::vector<int64_t> ls = shapeOf(*logits);
+  if (logits->dtype() != plan::F32 || ls.empty() || ls.back() != tc.vocab_size() ||
+      numElements(ls) != B * T * tc.vocab_size())
+    return fail(file + "program 'forward' output '" + tc.logits_output() + "': " +
+                dtypeName(static_cast<DType>(logits->dtype())) + " " + shapeToString(ls) +
+                ", expected f32 [" + llvm::Twine(B) + ", " + llvm::Twine(T) + ", " + llvm::Twine(tc.vocab_size()) + "]");
+  for (llvm::StringRef name : {"eval", "train_step"}) {
+    const plan::Program &prog = *findProgram(p, name);
+    if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
+    if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
+    if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
+    for (const plan::Binding &in : prog.inputs())
+      if (in.name() != tc.tokens_input() && in.name() != tc.labels_input())
+        return fail(file + "program '" + name + "' input '" + in.name() +
+                    "': the training loop fills only the tokens and labels inputs ('" +
+                    tc.tokens_input() + "', '" + tc.labels_input() + "')");
+  }
+  const plan::Program &opt = *findProgram(p, "optimizer_step");
+  if (llvm::Error e = expectBinding(opt, true, "lr", {DType::F32}, {})) return e;
+  if (llvm::Error e = expectBinding(opt, true, "step", {DType::I64}, {})) return e;
+  if (llvm::Error e = expectBinding(opt, false, "grad_norm", {DType::F32}, {})) return e;
+  for (const plan::Binding &in : opt.inputs())
+    if (in.name() != "lr" && in.name() != "step")
+      return fail(file + "program 'optimizer_step' input '" + in.name() + "': the training loop fills only 'lr' and 'step'");
+  return llvm::Error::success();
+}
+
 llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
-                            const KernelRegistry &registry) {
+                            const KernelRegistry &registry, const StateMap &states) {
   DeviceKind device = static_cast<DeviceKind>(prog.device());
   // Buffers.
   for (int i = 0; i < prog.buffers_size(); ++i) {
@@ -76,6 +255,22 @@ llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
     case plan::WEIGHT:
       if (b.weight_name().empty()) return fail(what + ": WEIGHT buffer without weight_name");
       break;
+    case plan::STATE: {
+      if (b.state_name().empty()) return fail(what + ": STATE buffer without state_name");
+      auto it = states.find(b.state_name());
+      if (it == states.end())
+        return fail(what + ": state '" + b.state_name() + "' is not in the plan's states");
+      const plan::StateTensor &st = *it->second;
+      std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+      std::vector<int64_t> stShape(st.shape().begin(), st.shape().end());
+      // Like WEIGHT buffers, a STATE buffer may view its tensor under another shape with the same
+      // element count (a zero-copy reshape of a parameter).
+      if (b.dtype() != st.dtype() || numElements(shape) != numElements(stShape))
+        return fail(what + ": is " + dtypeName(static_cast<DType>(b.dtype())) + " " +
+                    shapeToString(shape) + " but state '" + st.name() + "' is " +
+                    dtypeName(static_cast<DType>(st.dtype())) + " " + shapeToString(stShape));
+      break;
+    }
     default:
       return fail(what + ": invalid storage " + llvm::Twine(b.storage()));
     }
@@ -97,6 +292,7 @@ llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
       if (prog.buffers(id).storage() == plan::WEIGHT)
         return fail(what + ": writes read-only WEIGHT buffer " + llvm::Twine(id));
     }
+    if (llvm::Error e = checkStateWrites(prog, inst, what)) return e;
     if (inst.stream() != 0)
       return fail(what + ": stream " + llvm::Twine(inst.stream()) + " (only stream 0 exists on " +
                   deviceKindName(device) + ")");
@@ -155,6 +351,8 @@ llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
 }
 
 bool usesWeights(const plan::Plan &p) {
+  for (const plan::StateTensor &st : p.states())
+    if (st.role() == plan::StateTensor::PARAM) return true;
   for (const plan::Program &prog : p.programs())
     for (const plan::Buffer &b : prog.buffers())
       if (b.storage() == plan::WEIGHT) return true;
@@ -171,19 +369,35 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
   if (p.programs_size() == 0) return fail(file + "plan has no programs");
   if (usesWeights(p) && p.weights_file().empty())
     return fail(file + "plan has WEIGHT buffers but names no weights file");
+  StateMap states;
+  if (llvm::Error e = validateStates(p, file, states)) return e;
   llvm::StringSet<> names;
   for (const plan::Program &prog : p.programs()) {
     if (!names.insert(prog.name()).second)
       return fail(file + "program '" + prog.name() + "' appears twice");
     if (prog.device() != plan::CPU && prog.device() != plan::CUDA)
       return fail(file + "program '" + prog.name() + "': invalid device " + llvm::Twine(prog.device()));
-    if (llvm::Error e = validateProgram(prog, file + "program '" + prog.name() + "': ", registry))
+    if (llvm::Error e = validateProgram(prog, file + "program '" + prog.name() + "': ", registry, states))
       return e;
   }
+  if (p.mode() == "train")
+    if (llvm::Error e = validateTrainConfig(p, file)) return e;
   return llvm::Error::success();
 }
 
 llvm::Error validateWeights(const plan::Plan &p, llvm::StringRef planPath, const SafetensorsFile &weights) {
+  for (const plan::StateTensor &st : p.states()) {
+    if (st.role() != plan::StateTensor::PARAM) continue;
+    std::string what = weights.path() + ": weight '" + st.init_weight() + "' (initial value of state '" +
+                       st.name() + "' of " + planPath.str() + ")";
+    const SafetensorsTensor *t = weights.find(st.init_weight());
+    if (!t) return fail(what + ": not in the weights file");
+    DType want = static_cast<DType>(st.dtype());
+    std::vector<int64_t> shape(st.shape().begin(), st.shape().end());
+    if (t->dtype != want || t->shape != shape)
+      return fail(what + ": plan expects " + dtypeName(want) + " " + shapeToString(shape) +
+                  ", file has " + dtypeName(t->dtype) + " " + shapeToString(t->shape));
+  }
   for (const plan::Program &prog : p.programs())
     for (int i = 0; i < prog.buffers_size(); ++i) {
       const plan::Buffer &b = prog.buffers(i);

@@ -3,6 +3,7 @@
 //   colossal-opt MODEL.onnx --spec SPEC.yaml -o MODEL.cplan     compile to a plan
 //   colossal-opt MODEL.onnx --spec SPEC.yaml --emit=mlir        IR after the pipeline
 //   colossal-opt IN.mlir --pass-pipeline='builtin.module(...)'  mlir-opt mode (lit tests)
+//   colossal-opt IN.mlir --emit=plan -o M.cplan [--report]      lower a module to a plan
 //
 // Every standard mlir-opt flag works in both modes (--pass-pipeline, --dump-pass-pipeline,
 // --mlir-print-ir-after-all, -split-input-file, -verify-diagnostics).
@@ -16,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
@@ -25,6 +27,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -136,7 +139,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
   {
-    // The plan records the model compiled: `colossal-run export --onnx` rereads it.
+    // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
+    // also the spec's hash (checkpoint manifests).
     llvm::SmallString<256> absolute(input);
     if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
       return fail(input + ": " + ec.message());
@@ -145,8 +149,50 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     if (!modelHash)
       return fail(llvm::toString(modelHash.takeError()));
     planOptions.sourceModelHash = *modelHash;
+    if (spec.mode == "train" && !specPath.empty()) {
+      auto specHash = colossal::runtime::fnv1a64File(specPath);
+      if (!specHash)
+        return fail(llvm::toString(specHash.takeError()));
+      planOptions.specHash = *specHash;
+    }
   }
   if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
+    return 1;
+  return 0;
+}
+
+/// `colossal-opt IN.mlir --emit=plan -o M.cplan [--pass-pipeline=...] [--report]`: lowers a
+/// hand-written module (lit tests of the plan lowering); the mode follows the module (train when
+/// it carries `colossal.train`).
+static int compileMLIR(StringRef input, StringRef output, DialectRegistry &registry) {
+  if (output.empty() || output == "-")
+    return fail("compiling to a plan needs -o MODEL.cplan");
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  std::string err;
+  auto file = openInputFile(input, &err);
+  if (!file)
+    return fail(err);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  auto &registered = llvm::cl::getRegisteredOptions();
+  if (auto it = registered.find("pass-pipeline");
+      it != registered.end() && it->second->getNumOccurrences() > 0) {
+    std::string pipeline = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
+    auto parsed = parsePassPipeline(pipeline, llvm::errs());
+    if (failed(parsed))
+      return fail("invalid pass pipeline '" + pipeline + "'");
+    PassManager pm(&context, parsed->getOpAnchorName());
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+  if (failed(colossal::emitPlan(*module, output, {}, report ? &llvm::outs() : nullptr)))
     return 1;
   return 0;
 }
@@ -164,5 +210,7 @@ int main(int argc, char **argv) {
     return compileONNX(input, output, registry);
   if (!specPath.empty())
     return fail("--spec applies to an ONNX model; '" + input + "' is not a .onnx file");
+  if (emitKind.getNumOccurrences() > 0 && emitKind == "plan")
+    return compileMLIR(input, output, registry);
   return asMainReturnCode(MlirOptMain(argc, argv, input, output, registry));
 }

@@ -1,25 +1,36 @@
 //===- main.cpp - colossal-run: execute a compiled plan -------------------------------------===//
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
-//                [--repeat N] [--warmup N] [--program NAME]
+//                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
+//   colossal-run MODEL.cplan train --data TOKENS.bin --token-dtype uint8|uint16 --steps N
+//                --metrics M.jsonl [--save DIR --save-every K] [--resume DIR]
+//                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
+//   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
+//                [--temperature X --seed S] [--threads N]
 //   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR]
 //
-// `export` writes the source ONNX model with the plan's (or a checkpoint's) parameter values
-// (docs/training.md; runtime/checkpoint/OnnxExport.cpp). The generic mode:
+// `train`, `sample` and `export` are docs/training.md's subcommands; their logic lives in the
+// runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/). The generic mode:
 //
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
 // match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
 // uint16 arrays holding the raw bfloat16 bits, as NumPy-only tools write bfloat16),
 // runs the program and writes each output to DIR/NAME.npy (created atomically; '/' and other
 // characters unsafe in file names become '_'). With --warmup/--repeat it runs the forward that
-// many times and prints "forward: median X ms, min Y ms over N runs" to stderr.
+// many times and prints "forward: median X ms, min Y ms over N runs" to stderr. A plan with
+// persistent state (a training plan) runs with its StateStore: initial values, or those of
+// --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/NAME.npy.
 // Any failure prints one line "error: ..." and exits with status 1.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/OnnxExport.h"
 #include "colossal/runtime/Plan.h"
+#include "colossal/runtime/Sampler.h"
+#include "colossal/runtime/StateStore.h"
+#include "colossal/runtime/Trainer.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
@@ -33,6 +44,8 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include <unistd.h>
@@ -43,8 +56,8 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("colossal-run options");
-cl::opt<std::string> planPath(cl::Positional, cl::Required, cl::desc("<plan.cplan>"), cl::cat(category));
-cl::opt<std::string> subcommand(cl::Positional, cl::Optional, cl::desc("[export]"), cl::cat(category));
+cl::list<std::string> positionals(cl::Positional, cl::OneOrMore, cl::desc("<plan.cplan> [train|sample|export]"),
+                                  cl::cat(category));
 cl::list<std::string> inputArgs("input", cl::desc("Bind a program input: NAME=FILE.npy (repeatable)"),
                                 cl::value_desc("NAME=FILE.npy"), cl::cat(category));
 cl::opt<std::string> outputDir("output-dir", cl::desc("Write each output to DIR/NAME.npy"),
@@ -57,12 +70,39 @@ cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl
                     cl::cat(category));
 cl::opt<std::string> programName("program", cl::desc("Program of the plan to run"),
                                  cl::init("forward"), cl::cat(category));
+cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state from a checkpoint (DIR or DIR/step-N)"),
+                                   cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write every state tensor to DIR/NAME.npy"),
+                                   cl::value_desc("DIR"), cl::cat(category));
+
+cl::OptionCategory trainCategory("train options (colossal-run MODEL.cplan train ...)");
+cl::opt<std::string> dataPath("data", cl::desc("Training tokens (little-endian uint8/uint16)"), cl::value_desc("FILE"),
+                              cl::cat(trainCategory));
+cl::opt<std::string> tokenDTypeName("token-dtype", cl::desc("uint8 or uint16"), cl::init("uint8"),
+                                    cl::cat(trainCategory));
+cl::opt<int64_t> steps("steps", cl::desc("Total optimizer steps"), cl::init(-1), cl::cat(trainCategory));
+cl::opt<std::string> metricsPath("metrics", cl::desc("Metrics, one JSON line per step"), cl::value_desc("FILE"),
+                                 cl::cat(trainCategory));
+cl::opt<std::string> saveDir("save", cl::desc("Checkpoint folder"), cl::value_desc("DIR"), cl::cat(trainCategory));
+cl::opt<int64_t> saveEvery("save-every", cl::desc("Save every K steps (and after the last)"), cl::init(0),
+                           cl::cat(trainCategory));
+cl::opt<std::string> resumeDir("resume", cl::desc("Continue from a checkpoint"), cl::value_desc("DIR"),
+                               cl::cat(trainCategory));
+cl::opt<std::string> evalDataPath("eval-data", cl::desc("Evaluation tokens"), cl::value_desc("FILE"),
+                                  cl::cat(trainCategory));
+cl::opt<int64_t> evalEvery("eval-every", cl::desc("Evaluate after every K steps"), cl::init(0), cl::cat(trainCategory));
+cl::opt<int64_t> evalSteps("eval-steps", cl::desc("Batches per evaluation"), cl::init(1), cl::cat(trainCategory));
+cl::opt<uint64_t> seed("seed", cl::desc("Random seed (recorded in checkpoints; sampling)"), cl::init(0),
+                       cl::cat(trainCategory));
+
+cl::OptionCategory sampleCategory("sample options (colossal-run MODEL.cplan sample ...)");
+cl::opt<std::string> prompt("prompt", cl::desc("Text to continue"), cl::cat(sampleCategory));
+cl::opt<int64_t> sampleTokens("tokens", cl::desc("Tokens to generate"), cl::init(-1), cl::cat(sampleCategory));
+cl::opt<double> temperature("temperature", cl::desc("0 = greedy"), cl::init(0.0), cl::cat(sampleCategory));
 
 cl::OptionCategory exportCategory("export options (colossal-run MODEL.cplan export ...)");
-cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained weights"),
-                             cl::value_desc("OUT.onnx"), cl::cat(exportCategory));
-cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Parameter values from a checkpoint (DIR or DIR/step-N)"),
-                                   cl::value_desc("DIR"), cl::cat(exportCategory));
+cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained weights"), cl::value_desc("OUT.onnx"),
+                             cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "error: " << msg << "\n";
@@ -99,20 +139,130 @@ struct InputData {
   AlignedBuffer bytes;
 };
 
-int runMain(int argc, char **argv) {
-  cl::HideUnrelatedOptions({&category, &exportCategory});
-  cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
-  if (!subcommand.empty() && subcommand != "export")
-    return fail("unknown subcommand '" + subcommand + "' (expected export)");
-  if (subcommand == "export") {
-    if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
-    auto loaded = loadPlan(planPath, KernelRegistry::cpu());
-    if (!loaded) return fail(loaded.takeError());
-    if (llvm::Error e = exportOnnxCommand(**loaded, checkpointDir, onnxOut)) return fail(std::move(e));
-    return 0;
+/// Which options each mode accepts (beyond --threads); any other given option is an error.
+llvm::Error checkModeOptions(llvm::StringRef mode) {
+  struct Use {
+    cl::Option *opt;
+    std::vector<llvm::StringRef> modes;
+  };
+  std::vector<Use> uses = {
+      {std::addressof(inputArgs), {"run"}},        {&outputDir, {"run"}},          {&repeat, {"run"}},
+      {&warmup, {"run"}},           {&programName, {"run"}},        {&dumpStatesDir, {"run"}},
+      {&checkpointDir, {"run", "sample", "export"}},
+      {&dataPath, {"train"}},       {&tokenDTypeName, {"train"}},   {&steps, {"train"}},
+      {&metricsPath, {"train"}},    {&saveDir, {"train"}},          {&saveEvery, {"train"}},
+      {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
+      {&evalSteps, {"train"}},      {&seed, {"train", "sample"}},   {&prompt, {"sample"}},
+      {&sampleTokens, {"sample"}},  {&temperature, {"sample"}},     {&onnxOut, {"export"}}};
+  for (const Use &u : uses) {
+    if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
+    std::string where;
+    for (llvm::StringRef m : u.modes)
+      where += (where.empty() ? "" : ", ") + (m == "run" ? std::string("running a program") : "'" + m.str() + "'");
+    return llvm::createStringError("--" + u.opt->ArgStr.str() + " is not an option of " +
+                                   (mode == "run" ? std::string("running a program") : "'" + mode.str() + "'") +
+                                   " (it belongs to " + where + ")");
   }
-  if (!onnxOut.empty() || !checkpointDir.empty())
-    return fail("--onnx and --checkpoint are options of 'export'");
+  return llvm::Error::success();
+}
+
+int trainMain(const LoadedPlan &plan, Device &device) {
+  if (dataPath.empty()) return fail("train needs --data TOKENS.bin");
+  if (steps < 0) return fail("train needs --steps N (N >= 0)");
+  if (metricsPath.empty()) return fail("train needs --metrics FILE");
+  std::optional<DType> tokenDType = parseTokenDType(tokenDTypeName);
+  if (!tokenDType) return fail("--token-dtype must be uint8 or uint16, not '" + tokenDTypeName + "'");
+  if (saveEvery.getNumOccurrences() && saveDir.empty()) return fail("--save-every needs --save DIR");
+  TrainOptions o;
+  o.dataPath = dataPath;
+  o.tokenDType = *tokenDType;
+  o.steps = steps;
+  o.metricsPath = metricsPath;
+  o.saveDir = saveDir;
+  o.saveEvery = saveEvery;
+  o.resumeDir = resumeDir;
+  o.evalDataPath = evalDataPath;
+  o.evalEvery = evalEvery;
+  o.evalSteps = evalSteps;
+  o.seed = seed;
+  o.progressBar = isatty(STDERR_FILENO);
+  if (llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, llvm::errs())) return fail(std::move(e));
+  return 0;
+}
+
+/// A StateStore for `plan` with --checkpoint's values when given.
+llvm::Expected<std::unique_ptr<StateStore>> openStates(const LoadedPlan &plan, Device &device) {
+  auto states = StateStore::create(plan, device);
+  if (!states) return states.takeError();
+  if (!checkpointDir.empty()) {
+    if (plan.plan.states().empty())
+      return llvm::createStringError(plan.path + ": --checkpoint given, but the plan has no persistent state");
+    llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **states);
+    if (!info) return info.takeError();
+  }
+  return states;
+}
+
+int sampleMain(const LoadedPlan &plan, Device &device) {
+  if (checkpointDir.empty()) return fail("sample needs --checkpoint DIR (the trained weights)");
+  if (sampleTokens < 0) return fail("sample needs --tokens N (N >= 0)");
+  if (!prompt.getNumOccurrences()) return fail("sample needs --prompt TEXT");
+  auto states = openStates(plan, device);
+  if (!states) return fail(states.takeError());
+  SampleOptions o;
+  o.prompt = prompt;
+  o.tokens = sampleTokens;
+  o.temperature = temperature;
+  o.seed = seed;
+  if (llvm::Error e = sampleText(plan, KernelRegistry::cpu(), device, **states, o, llvm::outs()))
+    return fail(std::move(e));
+  llvm::outs() << "\n";
+  return 0;
+}
+
+int exportMain(const LoadedPlan &plan) {
+  if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
+  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut)) return fail(std::move(e));
+  return 0;
+}
+
+/// Writes every state tensor to DIR/NAME.npy (bfloat16 as float32, names made file-safe).
+llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(dir + ": cannot create folder: " + ec.message());
+  llvm::StringMap<std::string> files;
+  for (const StateEntry &e : states.entries()) {
+    std::string file = safeFileName(e.name()) + ".npy";
+    auto [it, fresh] = files.try_emplace(file, e.name());
+    if (!fresh)
+      return llvm::createStringError(dir + ": states '" + it->second + "' and '" + e.name() + "' both map to " + file);
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, file);
+    std::vector<char> host(e.tensor.bytes());
+    states.device().copyToHost(host.data(), e.tensor.data, host.size());
+    if (e.tensor.dtype == DType::BF16) {
+      std::vector<float> f(e.tensor.numel());
+      for (size_t i = 0; i < f.size(); ++i) f[i] = bf16ToFloat(reinterpret_cast<const uint16_t *>(host.data())[i]);
+      if (llvm::Error err = writeNpy(path, DType::F32, e.tensor.shape, f.data())) return err;
+    } else if (llvm::Error err = writeNpy(path, e.tensor.dtype, e.tensor.shape, host.data())) {
+      return err;
+    }
+  }
+  return llvm::Error::success();
+}
+
+int runMain(int argc, char **argv) {
+  cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
+  cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
+  const std::string planPath = positionals[0];
+  std::string mode = "run";
+  if (positionals.size() > 1) {
+    mode = positionals[1];
+    if (mode != "train" && mode != "sample" && mode != "export")
+      return fail("unknown subcommand '" + mode + "' (expected train, sample or export)");
+  }
+  if (positionals.size() > 2) return fail("unexpected argument '" + positionals[2] + "'");
+  if (llvm::Error e = checkModeOptions(mode)) return fail(std::move(e));
   if (threads < 0) return fail("--threads must be >= 0");
   // More threads than this only oversubscribes the machine (and exhausts OpenMP's thread limits).
   constexpr int kMaxThreads = 1024;
@@ -127,7 +277,19 @@ int runMain(int argc, char **argv) {
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(threads);
-  auto executor = Executor::create(**loaded, registry, *device, programName);
+  if (mode == "train") return trainMain(**loaded, *device);
+  if (mode == "sample") return sampleMain(**loaded, *device);
+  if (mode == "export") return exportMain(**loaded);
+
+  std::unique_ptr<StateStore> states;
+  if (!(*loaded)->plan.states().empty() || !checkpointDir.empty() || !dumpStatesDir.empty()) {
+    auto s = openStates(**loaded, *device);
+    if (!s) return fail(s.takeError());
+    states = std::move(*s);
+  }
+  ExecutorOptions exOptions;
+  exOptions.states = states.get();
+  auto executor = Executor::create(**loaded, registry, *device, programName, exOptions);
   if (!executor) return fail(executor.takeError());
   Executor &ex = **executor;
 
@@ -195,6 +357,8 @@ int runMain(int argc, char **argv) {
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
 
+  if (!dumpStatesDir.empty())
+    if (llvm::Error e = dumpStates(*states, dumpStatesDir)) return fail(std::move(e));
   if (outputDir.empty()) return 0;
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail(outputDir + ": cannot create output directory: " + ec.message());

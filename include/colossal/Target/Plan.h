@@ -9,22 +9,31 @@ namespace colossal {
 
 struct PlanOptions {
   std::string producer = "colossal-opt";
-  std::string mode = "inference";
+  std::string mode = "inference"; // "train" requires a train-mode module (and "inference" takes one)
   // The ONNX model compiled, for `export --onnx`: recorded in Plan.train.source_model /
   // source_model_hash for every plan (an inference plan's TrainConfig holds only these two).
   std::string sourceModel;        // absolute path
   uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
+  uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
 };
 
-/// Lowers the module's `func.func @forward` (colossal dialect, static shapes) to a plan: plans
-/// memory (liveness-based arena with reuse, in-place updates and zero-copy reshapes), writes the
-/// weights as `<plan stem>.safetensors` beside `planPath` and the plan (runtime/plan/plan.proto)
-/// to `planPath`. Both are written to temporary names and renamed, so a failure leaves nothing
-/// half-written; a module without parameters or used constants gets no weights file (the plan's
-/// `weights_file` is empty). Output is deterministic. When `report` is non-null, prints peak arena
-/// bytes, weight bytes, the instruction count and the 10 largest arena buffers.
-/// Errors (unknown op, dynamic shape, unsupported element type, unnamed argument or result, I/O)
-/// are emitted as MLIR diagnostics on the offending op, or on @forward / the module.
+/// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module
+/// (one with the `colossal.train` attribute) also lowers `@eval`, `@train_step` and
+/// `@optimizer_step` (docs/training.md "Plan"), gets Plan.states (trainable parameters, gradient
+/// accumulators, optimizer state; STATE buffers in every program), Plan.train (the TrainConfig,
+/// from `colossal.train` and `options`) and mode "train". Plans each program's memory
+/// (liveness-based arena with reuse, in-place updates and zero-copy reshapes; update ops keep
+/// their order and write STATE buffers only), writes the weights as `<plan stem>.safetensors`
+/// beside `planPath` (each parameter and distinct constant once, however many programs use it) and
+/// the plan (runtime/plan/plan.proto) to `planPath`. Both are written to temporary names and
+/// renamed, so a failure leaves nothing half-written; a module without parameters or used
+/// constants gets no weights file (the plan's `weights_file` is empty). Output is deterministic.
+/// When `report` is non-null, prints the memory report (PlanReport.h): for inference peak arena
+/// bytes, weight bytes, the instruction count and the 10 largest arena buffers; for training also
+/// the trainable parameters and the bytes of params, grads, optimizer state, activations and peak.
+/// Errors (unknown op, dynamic shape, unsupported element type, unnamed argument or result, a
+/// missing train function, an update op writing a non-state, an inconsistent `colossal.train`,
+/// I/O) are emitted as MLIR diagnostics on the offending op, or on the function / the module.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, llvm::StringRef planPath,
                              const PlanOptions &options, llvm::raw_ostream *report);
 

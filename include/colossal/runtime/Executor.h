@@ -22,6 +22,24 @@
 
 namespace colossal::runtime {
 
+class StateStore;
+
+/// How an executor gets memory beyond the defaults (its own arena, no persistent state).
+struct ExecutorOptions {
+  /// Binds the program's STATE buffers to these tensors (docs/training.md). Required when the
+  /// program has STATE buffers; must outlive the executor.
+  const StateStore *states = nullptr;
+  /// Runs in this arena instead of allocating one: `arenaBytes` >= the program's arena_bytes,
+  /// aligned to kArenaAlignment, owned by the caller. Programs of one plan may share one arena of
+  /// maxArenaBytes() because they never run at the same time; outputs are then valid only until
+  /// another program sharing the arena runs, and inputs must be set right before each run().
+  void *arena = nullptr;
+  size_t arenaBytes = 0;
+};
+
+/// The largest arena_bytes of `plan`'s programs: the size of an arena all of them can share.
+uint64_t maxArenaBytes(const plan::Plan &plan);
+
 /// A program input or output: its name and the buffer it is bound to.
 struct BindingInfo {
   std::string name;
@@ -36,6 +54,13 @@ public:
   static llvm::Expected<std::unique_ptr<Executor>>
   create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
          llvm::StringRef programName = "forward");
+  /// As above, with STATE buffers bound to `options.states` and/or an external arena. Extra
+  /// errors: the program has STATE buffers but no store is given (or the store lacks one, or
+  /// holds it with another dtype or element count); the external arena is smaller than the
+  /// program's arena_bytes or misaligned.
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
+         llvm::StringRef programName, const ExecutorOptions &options);
   ~Executor();
 
   llvm::ArrayRef<BindingInfo> inputs() const { return inputs_; }
@@ -58,6 +83,7 @@ private:
   const plan::Program *program_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
+  bool ownsArena_ = true;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   std::vector<TensorRef> buffers_;

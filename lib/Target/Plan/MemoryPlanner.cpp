@@ -211,8 +211,9 @@ MemoryPlan planMemory(llvm::ArrayRef<Value> values, llvm::ArrayRef<Step> steps,
     storage.root = v;
     storage.bytes = value.bytes;
     storage.isWeight = value.isWeight;
+    storage.isState = value.isState;
     storage.hasInput = value.isInput;
-    storage.start = value.isInput || value.isWeight ? 0 : kUndefined;
+    storage.start = value.isInput || value.isWeight || value.isState ? 0 : kUndefined;
     plan.storageOf[v] = static_cast<uint32_t>(plan.storages.size());
     plan.storages.push_back(storage);
     members.push_back({v});
@@ -250,7 +251,8 @@ MemoryPlan planMemory(llvm::ArrayRef<Value> values, llvm::ArrayRef<Step> steps,
     uint32_t t = k + 1;
     uint32_t si = plan.storageOf[step.inputs[0]], so = plan.storageOf[step.outputs[0]];
     Storage &in = plan.storages[si], &out = plan.storages[so];
-    if (si == so || in.isWeight || out.isWeight || in.hasInput || in.hasOutput || in.end != t ||
+    if (si == so || in.isWeight || out.isWeight || in.isState || out.isState || in.hasInput ||
+        in.hasOutput || in.end != t ||
         out.start != t || in.bytes != out.bytes ||
         values[in.root].dtype != values[step.outputs[0]].dtype)
       continue;

@@ -31,6 +31,10 @@ struct Value {
   uint64_t bytes = 0;
   int dtype = 0;          // compared for in-place updates only
   bool isWeight = false;  // read-only, lives in the weights file, never in the arena
+  /// A persistent tensor (STATE: trainable parameter, gradient, optimizer state): lives outside
+  /// the arena for the whole program; update steps write it in place (their outputs are the
+  /// same values as some of their inputs), nothing else may take its bytes.
+  bool isState = false;
   bool isInput = false;   // a program input: defined at time 0
   /// Another value (defined earlier) whose storage this one reuses as-is (a reshape): same bytes,
   /// same offset or weight. -1 when the value owns its storage.
@@ -51,6 +55,7 @@ struct Storage {
   uint32_t root = 0;         // the value that owns it (first defined)
   uint64_t bytes = 0;        // the root's byte size (all members have this size)
   bool isWeight = false;
+  bool isState = false;
   bool hasInput = false;     // holds a program input
   bool hasOutput = false;    // holds a program output
   uint32_t start = 0;        // time of definition
@@ -66,8 +71,10 @@ struct MemoryPlan {
   uint64_t arenaBytes = 0;         // peak, a multiple of kArenaAlignment
   uint32_t endTime = 0;            // numSteps + 1: when outputs are read
 
-  /// Live arena storages only (not merged, not weights).
-  bool isArena(uint32_t s) const { return !storages[s].merged && !storages[s].isWeight; }
+  /// Live arena storages only (not merged, not weights, not states).
+  bool isArena(uint32_t s) const {
+    return !storages[s].merged && !storages[s].isWeight && !storages[s].isState;
+  }
 };
 
 /// Plans `values` for `steps`; `outputs` are the program's results (value ids, possibly repeated:
@@ -77,8 +84,11 @@ struct MemoryPlan {
 /// offset + bytes <= arenaBytes; storages whose live intervals intersect get disjoint byte ranges;
 /// an alias shares its root's storage; an in-place step's output shares its first input's storage
 /// only when that storage is an arena storage holding no program input or output, its last use is
-/// that step, and byte size and dtype are equal. Preconditions (checked by the caller): every
-/// step input is defined before the step, aliases point to earlier values of the same size.
+/// that step, and byte size and dtype are equal (never a weight or a state). Steps keep their
+/// order: an arena value lives from its definition to its last reader, whichever step that is
+/// (update steps that write states included). Preconditions (checked by the caller): every step
+/// input is defined before the step, aliases point to earlier values of the same size, and a step
+/// output that is already defined (an update's written state) is a state.
 MemoryPlan planMemory(llvm::ArrayRef<Value> values, llvm::ArrayRef<Step> steps,
                       llvm::ArrayRef<uint32_t> outputs);
 

@@ -42,6 +42,12 @@ constexpr StringLiteral kUnaryFn[] = {"fn", "alpha", "beta"};
 constexpr StringLiteral kBinaryFn[] = {"fn"};
 constexpr StringLiteral kReverseSequence[] = {"batch_axis", "time_axis"};
 constexpr StringLiteral kGridSample[] = {"mode", "padding_mode", "align_corners"};
+// training (docs/plan.md "Training instructions")
+constexpr StringLiteral kIgnoreIndex[] = {"ignore_index"};
+constexpr StringLiteral kAccumulateGrad[] = {"scale"};
+constexpr StringLiteral kAdam[] = {"beta1", "beta2", "eps", "weight_decay", "max_grad_norm"};
+constexpr StringLiteral kSgd[] = {"momentum", "dampening", "nesterov", "weight_decay",
+                                  "max_grad_norm"};
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
                                        "sampling_ratio", "spatial_scale", "half_pixel"};
 
@@ -134,6 +140,16 @@ const OpLowering kTable[] = {
     KERNEL("reverse_sequence", false, kReverseSequence),
     KERNEL("grid_sample", false, kGridSample),
     KERNEL("roi_align", false, kRoiAlign),
+
+    // Training (docs/training.md): the loss, the gradient norm, and the update ops, which write
+    // every operand but the last `readOnlyTail` in place (acc; p, g, m, v; p, g, [buf]).
+    KERNEL("cross_entropy", false, kIgnoreIndex),
+    KERNEL("cross_entropy_grad", false, kIgnoreIndex),
+    KERNEL("global_norm", false, {}),
+    {"colossal.accumulate_grad", Kind::Update, "accumulate_grad", false, kAccumulateGrad, false, 1},
+    {"colossal.adamw_update", Kind::Update, "adamw_update", false, kAdam, false, 3},
+    {"colossal.adam_update", Kind::Update, "adam_update", false, kAdam, false, 3},
+    {"colossal.sgd_update", Kind::Update, "sgd_update", false, kSgd, false, 3},
 
     // Training: backward ops emitted by autodiff (runtime/kernels/cpu/grad.cpp). In-place safety
     // for `dy` is not claimed: the planner only reuses the first input's bytes.

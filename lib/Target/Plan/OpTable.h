@@ -19,6 +19,8 @@ struct OpLowering {
     Kernel,   // one instruction running `kernel`
     Constant, // no instruction: a WEIGHT buffer holding the op's value
     Alias,    // no instruction: the result shares the operand's bytes (reshape)
+    Update,   // one instruction with side effects and no results: it writes its leading operands
+              // (persistent STATE tensors) in place, and lists them as its outputs
   };
   llvm::StringLiteral op;     // full op name, "colossal.add"
   Kind kind;
@@ -32,6 +34,9 @@ struct OpLowering {
   /// Use `copy` instead of `kernel` when the operand and result types are equal (Cast to the same
   /// element type).
   bool copyWhenSameType = false;
+  /// Kind::Update: how many trailing operands are only read; the operands before them are
+  /// written in place (the instruction's outputs, same buffer ids as those inputs).
+  unsigned readOnlyTail = 0;
 };
 
 /// The row for `opName`, or nullptr when the plan cannot express the op.

@@ -136,12 +136,53 @@ std::string locName(Location loc) {
 }
 
 //===----------------------------------------------------------------------------------------===//
+// Module-wide tables
+//===----------------------------------------------------------------------------------------===//
+
+// kTrainAttr, kStateAttr, kSourceAttr: dialects/Colossal/ColossalDialect.h.
+constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argument: UnitAttr/BoolAttr
+
+/// A parameter as seen across every lowered function.
+struct ParamInfo {
+  TensorType type;
+  Type mlirType;
+  ElementsAttr value;  // the first `colossal.value` found
+  std::string source;  // `colossal.source`, or the name
+  bool noDecay = false;
+  bool trainable = false;
+  std::optional<double> weightDecay; // the `weight_decay` of the update op writing it
+  mutable func::FuncOp firstFunc; // mutable: emitError is not const
+  unsigned firstArg = 0;
+};
+
+struct StateInfo {
+  TensorType type;
+  Type mlirType;
+  mutable func::FuncOp firstFunc; // mutable: emitError is not const
+  unsigned firstArg = 0;
+};
+
+/// What every Collector shares: weights (stored once for the whole plan), parameters, states.
+struct ModuleTables {
+  bool train = false;
+  llvm::StringMap<ParamInfo> params;
+  std::vector<std::string> paramOrder;
+  llvm::StringMap<StateInfo> states;
+  std::vector<std::string> stateOrder;
+  llvm::StringSet<> weightNames;
+  llvm::DenseMap<Attribute, std::string> constantWeights; // deduplicates equal constants
+  unsigned nextConstant = 0;
+};
+
+//===----------------------------------------------------------------------------------------===//
 // Collected program
 //===----------------------------------------------------------------------------------------===//
 
 class Collector {
 public:
-  Collector(func::FuncOp func, CollectedProgram &out) : func(func), out(out), asmState(func) {}
+  Collector(func::FuncOp func, ModuleTables &tables, CollectedModule &module,
+            CollectedProgram &out)
+      : func(func), tables(tables), module(module), out(out), asmState(func) {}
 
   LogicalResult run();
 
@@ -151,11 +192,6 @@ private:
   LogicalResult collectOutputs(Operation *terminator);
   LogicalResult convertAttr(Operation *op, llvm::StringRef name, Attribute attr,
                             plan::Attr &result);
-  /// The bytes of `value` laid out as `type` (materialized for splats and i1).
-  LogicalResult weightData(ElementsAttr value, const TensorType &type,
-                           llvm::function_ref<InFlightDiagnostic()> emitError,
-                           llvm::ArrayRef<char> &data);
-  std::string uniqueWeightName(const llvm::Twine &wanted);
   std::string ssaName(Value v);
 
   uint32_t addTensor(Tensor t) {
@@ -164,12 +200,11 @@ private:
   }
 
   func::FuncOp func;
+  ModuleTables &tables;
+  CollectedModule &module;
   CollectedProgram &out;
   AsmState asmState;
   llvm::DenseMap<Value, uint32_t> ids;
-  llvm::StringSet<> weightNames;
-  llvm::DenseMap<Attribute, std::string> constantWeights; // deduplicates equal constants
-  unsigned nextConstant = 0;
 };
 
 std::string Collector::ssaName(Value v) {
@@ -179,17 +214,18 @@ std::string Collector::ssaName(Value v) {
   return s;
 }
 
-std::string Collector::uniqueWeightName(const llvm::Twine &wanted) {
+std::string uniqueWeightName(ModuleTables &tables, const llvm::Twine &wanted) {
   std::string name = wanted.str();
-  while (weightNames.contains(name))
-    name = ("const." + llvm::Twine(nextConstant++)).str();
-  weightNames.insert(name);
+  while (tables.weightNames.contains(name))
+    name = ("const." + llvm::Twine(tables.nextConstant++)).str();
+  tables.weightNames.insert(name);
   return name;
 }
 
-LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
-                                    llvm::function_ref<InFlightDiagnostic()> emitError,
-                                    llvm::ArrayRef<char> &data) {
+/// The bytes of `value` laid out as `type` (materialized into `module` for splats and i1).
+LogicalResult weightData(ElementsAttr value, const TensorType &type,
+                         llvm::function_ref<InFlightDiagnostic()> emitError,
+                         CollectedModule &module, llvm::ArrayRef<char> &data) {
   // Constants are embedded in the weights file; one larger than this is almost certainly a shape
   // mistake (a mask or fill over a huge bound dimension), and would need that much memory twice.
   constexpr uint64_t kMaxConstantBytes = uint64_t(1) << 30;
@@ -199,7 +235,7 @@ LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
   if (auto dense = llvm::dyn_cast<DenseElementsAttr>(value)) {
     if (type.dtype == plan::BOOL) {
       // i1 is bit-packed in MLIR's storage: write one byte per element, as the plan expects.
-      std::vector<char> &bytes = out.materialized.emplace_back();
+      std::vector<char> &bytes = module.materialized.emplace_back();
       bytes.reserve(type.bytes);
       for (bool b : dense.getValues<bool>())
         bytes.push_back(b ? 1 : 0);
@@ -210,7 +246,7 @@ LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
       if (one.size() < elemBytes)
         return emitError() << "splat constant holds " << one.size() << " bytes, expected "
                            << elemBytes;
-      std::vector<char> &bytes = out.materialized.emplace_back();
+      std::vector<char> &bytes = module.materialized.emplace_back();
       bytes.reserve(type.bytes);
       for (uint64_t i = 0; i < type.bytes / std::max<uint64_t>(elemBytes, 1); ++i)
         bytes.insert(bytes.end(), one.begin(), one.begin() + elemBytes);
@@ -235,58 +271,49 @@ LogicalResult Collector::weightData(ElementsAttr value, const TensorType &type,
 }
 
 LogicalResult Collector::collectArguments() {
-  llvm::StringSet<> inputNames;
+  llvm::StringSet<> inputNames, paramNames, stateNames;
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto inputName = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
     auto paramName = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
-    if (!inputName == !paramName)
-      return func.emitError() << "argument #" << i << " must carry exactly one of '" << kInputAttr
-                              << "' and '" << kParamAttr << "'";
-    llvm::StringRef name = inputName ? inputName.getValue() : paramName.getValue();
-    std::string why;
-    auto type = toTensorType(arg.getType(), why);
-    if (!type)
-      return func.emitError() << "argument #" << i << " ('" << name << "'): " << why;
-    if (name.empty())
-      return func.emitError() << "argument #" << i << " has an empty name";
-
+    auto stateName = func.getArgAttrOfType<StringAttr>(i, kStateAttr);
+    // Validated by the module walk (collectModule): exactly one is set, names are non-empty and
+    // types consistent.
     Tensor t;
-    t.name = name.str();
-    t.type = *type;
+    std::string why;
+    t.type = *toTensorType(arg.getType(), why); // checked by the module walk
     if (inputName) {
+      llvm::StringRef name = inputName.getValue();
       if (!inputNames.insert(name).second)
         return func.emitError() << "two inputs are named '" << name << "'";
+      t.name = name.str();
       t.isInput = true;
       uint32_t id = addTensor(std::move(t));
       ids[arg] = id;
       out.inputs.push_back({name.str(), id});
       continue;
     }
-    auto value = func.getArgAttrOfType<ElementsAttr>(i, kValueAttr);
-    if (!value)
-      return func.emitError() << "parameter '" << name << "' (argument #" << i << ") has no '"
-                              << kValueAttr << "' data";
-    if (value.getShapedType() != arg.getType())
-      return func.emitError() << "parameter '" << name << "' has data of type "
-                              << value.getShapedType() << " but is declared " << arg.getType();
-    if (name.starts_with("__"))
-      return func.emitError() << "parameter name '" << name
-                              << "' is reserved by safetensors (starts with \"__\")";
-    if (weightNames.contains(name))
-      return func.emitError() << "two parameters are named '" << name << "'";
-    weightNames.insert(name);
-    llvm::ArrayRef<char> data;
-    if (failed(weightData(value, *type,
-                          [&] {
-                            return func.emitError()
-                                   << "parameter '" << name << "' (argument #" << i << "): ";
-                          },
-                          data)))
-      return failure();
-    t.isWeight = true;
-    t.weightName = name.str();
-    out.weights.push_back({name.str(), *type, data});
+    if (paramName) {
+      llvm::StringRef name = paramName.getValue();
+      if (!paramNames.insert(name).second)
+        return func.emitError() << "two parameters are named '" << name << "'";
+      t.name = name.str();
+      if (tables.params[name].trainable) {
+        t.isState = true;
+        t.stateName = name.str();
+      } else {
+        t.isWeight = true;
+        t.weightName = name.str();
+      }
+      ids[arg] = addTensor(std::move(t));
+      continue;
+    }
+    llvm::StringRef name = stateName.getValue();
+    if (!stateNames.insert(name).second)
+      return func.emitError() << "two state arguments are named '" << name << "'";
+    t.name = name.str();
+    t.isState = true;
+    t.stateName = name.str();
     ids[arg] = addTensor(std::move(t));
   }
   return success();
@@ -341,8 +368,8 @@ LogicalResult Collector::collectOp(Operation *op) {
   }
   for (Value operand : op->getOperands())
     if (!ids.count(operand))
-      return op->emitError() << "operand " << ssaName(operand)
-                             << " is not defined in @forward's body";
+      return op->emitError() << "operand " << ssaName(operand) << " is not defined in @"
+                             << func.getName() << "'s body";
 
   std::string baseName = locName(op->getLoc());
   auto resultName = [&](OpResult r) {
@@ -362,13 +389,13 @@ LogicalResult Collector::collectOp(Operation *op) {
     Tensor t;
     t.type = resultTypes[0];
     t.isWeight = true;
-    auto [it, inserted] = constantWeights.try_emplace(value, std::string());
+    auto [it, inserted] = tables.constantWeights.try_emplace(value, std::string());
     if (inserted) {
-      it->second = uniqueWeightName("const." + llvm::Twine(nextConstant++));
+      it->second = uniqueWeightName(tables, "const." + llvm::Twine(tables.nextConstant++));
       llvm::ArrayRef<char> data;
-      if (failed(weightData(value, t.type, [&] { return op->emitError(); }, data)))
+      if (failed(weightData(value, t.type, [&] { return op->emitError(); }, module, data)))
         return failure();
-      out.weights.push_back({it->second, t.type, data});
+      module.weights.push_back({it->second, t.type, data});
     }
     t.weightName = it->second;
     t.name = baseName.empty() ? it->second : baseName;
@@ -389,9 +416,32 @@ LogicalResult Collector::collectOp(Operation *op) {
     t.type = resultTypes[0];
     t.isWeight = out.tensors[source].isWeight;
     t.weightName = out.tensors[source].weightName;
+    t.isState = out.tensors[source].isState;
+    t.stateName = out.tensors[source].stateName;
     t.aliasOf = static_cast<int32_t>(source);
     ids[op->getResult(0)] = addTensor(std::move(t));
     return success();
+  }
+  case OpLowering::Kind::Update: {
+    // Side effects only: the leading operands are persistent tensors written in place.
+    if (op->getNumResults() != 0)
+      return op->emitError() << "an update op has no results, found " << op->getNumResults();
+    if (op->getNumOperands() <= row->readOnlyTail)
+      return op->emitError() << "expected more than " << row->readOnlyTail << " operands";
+    for (unsigned i = 0, e = op->getNumOperands() - row->readOnlyTail; i < e; ++i) {
+      Value operand = op->getOperand(i);
+      for (unsigned j = 0; j < i; ++j)
+        if (op->getOperand(j) == operand)
+          return op->emitError() << "operands #" << j << " and #" << i << " are the same value "
+                                 << ssaName(operand) << "; each written tensor must be distinct";
+      const Tensor &target = out.tensors[ids.lookup(operand)];
+      if (!target.isState || target.aliasOf >= 0 || !llvm::isa<BlockArgument>(operand))
+        return op->emitError() << "operand #" << i << " (" << ssaName(operand)
+                               << ") is written in place, so it must be a trainable '"
+                               << kParamAttr << "' or a '" << kStateAttr << "' argument of @"
+                               << func.getName();
+    }
+    break;
   }
   case OpLowering::Kind::Kernel:
     break;
@@ -415,6 +465,8 @@ LogicalResult Collector::collectOp(Operation *op) {
   }
   for (Value operand : op->getOperands())
     inst.inputs.push_back(ids.lookup(operand));
+  if (row->kind == OpLowering::Kind::Update)
+    inst.outputs.append(inst.inputs.begin(), inst.inputs.end() - row->readOnlyTail);
   for (OpResult result : op->getResults()) {
     Tensor t;
     t.name = resultName(result);
@@ -444,12 +496,14 @@ LogicalResult Collector::collectOutputs(Operation *terminator) {
       return func.emitError() << "two outputs are named '" << name.getValue() << "'";
     auto it = ids.find(operand.get());
     if (it == ids.end())
-      return terminator->emitError() << "operand #" << i << " is not defined in @forward";
+      return terminator->emitError() << "operand #" << i << " is not defined in @"
+                                     << func.getName();
     uint32_t id = it->second;
     uint32_t r = root(id);
     // An output binding owns its bytes: the runtime reads it after the last instruction, so it
     // must not be a weight (read-only file), an input's storage, or another output's storage.
-    if (out.tensors[r].isWeight || out.tensors[r].isInput || !boundRoots.insert(r).second) {
+    if (out.tensors[r].isWeight || out.tensors[r].isState || out.tensors[r].isInput ||
+        !boundRoots.insert(r).second) {
       Tensor copy;
       copy.name = name.getValue().str();
       copy.type = out.tensors[id].type;
@@ -472,7 +526,7 @@ LogicalResult Collector::collectOutputs(Operation *terminator) {
 
 LogicalResult Collector::run() {
   if (func.getBody().getBlocks().size() != 1)
-    return func.emitError() << "@forward must have exactly one block";
+    return func.emitError() << "@" << func.getName() << " must have exactly one block";
   if (failed(collectArguments()))
     return failure();
   Block &body = func.getBody().front();
@@ -481,14 +535,280 @@ LogicalResult Collector::run() {
       return failure();
   Operation *terminator = body.getTerminator();
   if (!llvm::isa<func::ReturnOp>(terminator))
-    return terminator->emitError() << "expected func.return to end @forward";
+    return terminator->emitError() << "expected func.return to end @" << func.getName();
   return collectOutputs(terminator);
+}
+
+/// The parameter name p of a state "<p>.<suffix>" (the longest known parameter before a dot),
+/// or "" when there is none.
+llvm::StringRef stateParam(llvm::StringRef state, const ModuleTables &tables) {
+  for (size_t dot = state.rfind('.'); dot != llvm::StringRef::npos && dot > 0;
+       dot = state.rfind('.', dot)) {
+    llvm::StringRef p = state.take_front(dot);
+    if (tables.params.count(p))
+      return p;
+  }
+  return "";
+}
+
+/// The module walk: classifies every argument of every lowered function, checks that one name
+/// means one type everywhere, and finds the trainable parameters.
+LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> funcs,
+                            ModuleTables &tables) {
+  for (func::FuncOp func : funcs) {
+    for (BlockArgument arg : func.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      auto inputName = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+      auto paramName = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+      auto stateName = func.getArgAttrOfType<StringAttr>(i, kStateAttr);
+      int kinds = int(bool(inputName)) + int(bool(paramName)) + int(bool(stateName));
+      if (kinds != 1 || (stateName && !tables.train)) {
+        if (!tables.train)
+          return func.emitError() << "argument #" << i << " must carry exactly one of '"
+                                  << kInputAttr << "' and '" << kParamAttr << "'"
+                                  << (stateName ? " ('" + kStateAttr.str() +
+                                                      "' needs a train-mode module, one with '" +
+                                                      kTrainAttr.str() + "')"
+                                                : std::string());
+        return func.emitError() << "argument #" << i << " must carry exactly one of '"
+                                << kInputAttr << "', '" << kParamAttr << "' and '" << kStateAttr
+                                << "'";
+      }
+      llvm::StringRef name = inputName   ? inputName.getValue()
+                             : paramName ? paramName.getValue()
+                                         : stateName.getValue();
+      std::string why;
+      auto type = toTensorType(arg.getType(), why);
+      if (!type)
+        return func.emitError() << "argument #" << i << " ('" << name << "'): " << why;
+      if (name.empty())
+        return func.emitError() << "argument #" << i << " has an empty name";
+      if (inputName)
+        continue;
+      if (name.starts_with("__"))
+        return func.emitError() << (paramName ? "parameter" : "state") << " name '" << name
+                                << "' is reserved by safetensors (starts with \"__\")";
+
+      if (stateName) {
+        auto [it, inserted] = tables.states.try_emplace(name);
+        if (inserted) {
+          it->second = {*type, arg.getType(), func, i};
+          tables.stateOrder.push_back(name.str());
+        } else if (it->second.mlirType != arg.getType()) {
+          return func.emitError() << "state '" << name << "' (argument #" << i << ") is "
+                                  << arg.getType() << " here but " << it->second.mlirType
+                                  << " in @" << it->second.firstFunc.getName();
+        }
+        continue;
+      }
+
+      auto value = func.getArgAttrOfType<ElementsAttr>(i, kValueAttr);
+      if (value && value.getShapedType() != arg.getType())
+        return func.emitError() << "parameter '" << name << "' has data of type "
+                                << value.getShapedType() << " but is declared " << arg.getType();
+      auto [it, inserted] = tables.params.try_emplace(name);
+      ParamInfo &info = it->second;
+      if (inserted) {
+        info.type = *type;
+        info.mlirType = arg.getType();
+        info.firstFunc = func;
+        info.firstArg = i;
+        info.source = name.str();
+        tables.paramOrder.push_back(name.str());
+      } else if (info.mlirType != arg.getType()) {
+        return func.emitError() << "parameter '" << name << "' (argument #" << i << ") is "
+                                << arg.getType() << " here but " << info.mlirType << " in @"
+                                << info.firstFunc.getName();
+      }
+      if (value) {
+        if (info.value && info.value != value)
+          return func.emitError() << "parameter '" << name << "' (argument #" << i
+                                  << ") has other '" << kValueAttr << "' data than in @"
+                                  << info.firstFunc.getName();
+        info.value = value;
+      }
+      if (auto source = func.getArgAttrOfType<StringAttr>(i, kSourceAttr))
+        info.source = source.getValue().str();
+      if (Attribute noDecay = func.getArgAttr(i, kNoDecayAttr))
+        info.noDecay = !llvm::isa<BoolAttr>(noDecay) || llvm::cast<BoolAttr>(noDecay).getValue();
+    }
+  }
+
+  for (const std::string &name : tables.paramOrder) {
+    const ParamInfo &info = tables.params[name];
+    if (!info.value)
+      return info.firstFunc.emitError() << "parameter '" << name << "' (argument #"
+                                        << info.firstArg << ") has no '" << kValueAttr
+                                        << "' data";
+    if (tables.states.count(name))
+      return info.firstFunc.emitError() << "'" << name
+                                        << "' names both a parameter and a state";
+  }
+  if (!tables.train)
+    return success();
+
+  // Trainable: a parameter with a gradient accumulator, or one an update op writes.
+  for (const std::string &state : tables.stateOrder) {
+    const StateInfo &info = tables.states[state];
+    llvm::StringRef p = stateParam(state, tables);
+    if (p.empty())
+      return info.firstFunc.emitError()
+             << "state '" << state << "' (argument #" << info.firstArg
+             << ") must be named \"<parameter>.<kind>\" after a parameter of the module";
+    if (llvm::StringRef(state).drop_front(p.size()) == ".grad")
+      tables.params[p].trainable = true;
+  }
+  for (func::FuncOp func : funcs) {
+    WalkResult walk = func.walk([&](Operation *op) {
+      const OpLowering *row = lookupOpLowering(op->getName().getStringRef());
+      if (!row || row->kind != OpLowering::Kind::Update)
+        return WalkResult::advance();
+      for (unsigned i = 0, e = op->getNumOperands(); i + row->readOnlyTail < e; ++i) {
+        auto arg = llvm::dyn_cast<BlockArgument>(op->getOperand(i));
+        if (!arg || arg.getOwner()->getParentOp() != func.getOperation())
+          continue; // collectOp names the problem
+        if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr)) {
+          ParamInfo &info = tables.params[p.getValue()];
+          info.trainable = true;
+          if (auto wd = op->getAttrOfType<FloatAttr>("weight_decay"))
+            info.weightDecay = wd.getValueAsDouble();
+        }
+      }
+      return WalkResult::advance();
+    });
+    (void)walk;
+  }
+  // no_decay: marked on the argument, or the optimizer decays some parameters but not this one
+  // (colossal-optimizer gives a `no_decay` match weight_decay 0).
+  bool anyDecay = llvm::any_of(tables.params, [](const auto &entry) {
+    return entry.getValue().weightDecay.value_or(0) != 0;
+  });
+  for (auto &entry : tables.params)
+    if (anyDecay && entry.getValue().weightDecay == 0.0)
+      entry.getValue().noDecay = true;
+
+  // The passes' own list of trainable parameters (colossal.train's `trainable`), when present,
+  // must be the one found here: a mismatch means the module breaks the conventions.
+  if (auto dict = moduleOp->getAttrOfType<DictionaryAttr>(kTrainAttr))
+    if (auto listed = dict.getAs<ArrayAttr>("trainable")) {
+      llvm::StringSet<> names;
+      for (Attribute a : listed) {
+        auto name = llvm::dyn_cast<StringAttr>(a);
+        if (!name || !tables.params.count(name.getValue()) ||
+            !tables.params[name.getValue()].trainable)
+          return moduleOp.emitError()
+                 << "'" << kTrainAttr << "': 'trainable' lists " << a
+                 << ", which is not a parameter with a gradient accumulator or an update";
+        names.insert(name.getValue());
+      }
+      for (const std::string &name : tables.paramOrder)
+        if (tables.params[name].trainable && !names.contains(name))
+          return moduleOp.emitError() << "'" << kTrainAttr << "': 'trainable' does not list '"
+                                      << name << "', which has a gradient accumulator or an "
+                                      << "update";
+    }
+  // Every state belongs to a trainable parameter.
+  for (const std::string &state : tables.stateOrder) {
+    llvm::StringRef p = stateParam(state, tables);
+    if (!tables.params[p].trainable) {
+      const StateInfo &info = tables.states[state];
+      return info.firstFunc.emitError()
+             << "state '" << state << "' belongs to parameter '" << p
+             << "', which is frozen (no gradient accumulator '" << p
+             << ".grad' and no update op writes it)";
+    }
+  }
+  return success();
 }
 
 } // namespace
 
-LogicalResult collectProgram(func::FuncOp forward, CollectedProgram &out) {
-  return Collector(forward, out).run();
+llvm::ArrayRef<llvm::StringLiteral> programNames(bool train) {
+  static constexpr llvm::StringLiteral kTrain[] = {"forward", "eval", "train_step",
+                                                   "optimizer_step"};
+  return train ? llvm::ArrayRef<llvm::StringLiteral>(kTrain)
+               : llvm::ArrayRef<llvm::StringLiteral>(kTrain).take_front(1);
+}
+
+LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
+  ModuleTables tables;
+  tables.train = out.train = moduleOp->hasAttr(kTrainAttr);
+  llvm::SmallVector<func::FuncOp, 4> funcs;
+  for (llvm::StringRef name : programNames(out.train)) {
+    auto func = moduleOp.lookupSymbol<func::FuncOp>(name);
+    if (!func) {
+      if (out.train)
+        return moduleOp.emitError()
+               << "a train-mode module (one with '" << kTrainAttr
+               << "') must define 'func.func @" << name
+               << "' (docs/training.md: forward, eval, train_step, optimizer_step)";
+      return moduleOp.emitError() << "no 'func.func @" << name << "' to lower to a plan";
+    }
+    funcs.push_back(func);
+  }
+  if (failed(collectTables(moduleOp, funcs, tables)))
+    return failure();
+
+  // Weights: every parameter once, by name (a trainable one as its state's initial value).
+  for (const std::string &name : tables.paramOrder) {
+    const ParamInfo &info = tables.params[name];
+    tables.weightNames.insert(name);
+    llvm::ArrayRef<char> data;
+    if (failed(weightData(info.value, info.type,
+                          [&] {
+                            return info.firstFunc.emitError()
+                                   << "parameter '" << name << "' (argument #" << info.firstArg
+                                   << "): ";
+                          },
+                          out, data)))
+      return failure();
+    out.weights.push_back({name, info.type, data});
+  }
+  // States: the trainable parameters and their companions, in first-use order.
+  auto addState = [&](const std::string &name, const TensorType &type,
+                      plan::StateTensor::Role role) -> plan::StateTensor & {
+    plan::StateTensor &st = out.states.emplace_back();
+    st.set_name(name);
+    st.set_dtype(type.dtype);
+    for (int64_t d : type.shape)
+      st.add_shape(d);
+    st.set_role(role);
+    return st;
+  };
+  if (out.train) {
+    for (const std::string &name : tables.paramOrder) {
+      const ParamInfo &info = tables.params[name];
+      if (!info.trainable) {
+        out.frozen.push_back(name);
+        continue;
+      }
+      plan::StateTensor &st = addState(name, info.type, plan::StateTensor::PARAM);
+      st.set_init_weight(name);
+      st.set_source(info.source);
+      st.set_no_decay(info.noDecay);
+      uint64_t count = 1;
+      for (int64_t d : info.type.shape)
+        count *= static_cast<uint64_t>(d);
+      out.trainable.push_back({name, info.type, count});
+    }
+    for (const std::string &name : tables.stateOrder) {
+      llvm::StringRef p = stateParam(name, tables);
+      bool grad = llvm::StringRef(name).drop_front(p.size()) == ".grad";
+      plan::StateTensor &st =
+          addState(name, tables.states[name].type,
+                   grad ? plan::StateTensor::GRAD : plan::StateTensor::OPTIMIZER);
+      st.set_param(p.str());
+    }
+  }
+
+  for (func::FuncOp func : funcs) {
+    CollectedProgram &program = out.programs.emplace_back();
+    program.name = func.getName().str();
+    program.func = func;
+    if (failed(Collector(func, tables, out, program).run()))
+      return failure();
+  }
+  return success();
 }
 
 } // namespace colossal

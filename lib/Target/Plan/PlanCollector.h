@@ -1,9 +1,12 @@
-//===- PlanCollector.h - @forward as an abstract program for the plan ---------*- C++ -*-===//
+//===- PlanCollector.h - the module's functions as abstract programs ----------*- C++ -*-===//
 //
-// The first stage of emitPlan(): one walk over `func.func @forward` that checks everything the
-// plan cannot express (unknown ops, dynamic shapes, unsupported element types, unnamed arguments
-// or results) and turns the function into tensors, pending instructions (via OpTable.h) and
-// weights. Nothing is written and no memory is planned here.
+// The first stage of emitPlan(): one walk over each function the plan holds (`@forward`; in a
+// train-mode module also `@eval`, `@train_step`, `@optimizer_step`, docs/training.md) that checks
+// everything the plan cannot express (unknown ops, dynamic shapes, unsupported element types,
+// unnamed arguments or results, update ops writing anything but a persistent tensor) and turns
+// each function into tensors, pending instructions (via OpTable.h), and the module into one set of
+// weights (each parameter and each distinct constant stored once) and persistent states. Nothing
+// is written and no memory is planned here.
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_LIB_TARGET_PLAN_PLANCOLLECTOR_H
@@ -12,8 +15,10 @@
 #include "plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <deque>
@@ -35,9 +40,11 @@ struct Tensor {
   std::string name;
   TensorType type;
   bool isWeight = false;
+  bool isState = false;   // a persistent tensor of Plan.states (STATE storage)
   bool isInput = false;
   int32_t aliasOf = -1;   // a reshape: the tensor whose bytes it reuses
   std::string weightName; // WEIGHT: safetensors key
+  std::string stateName;  // STATE: Plan.states name
 };
 
 /// One instruction, with buffer ids (indices into CollectedProgram::tensors).
@@ -56,19 +63,54 @@ struct Weight {
   llvm::ArrayRef<char> data;
 };
 
+/// One function lowered to a program.
 struct CollectedProgram {
+  std::string name;                                          // "forward", "train_step", ...
+  mlir::func::FuncOp func;
   std::vector<Tensor> tensors;                               // buffer id = index
   std::vector<PendingInstruction> instructions;              // in execution order
-  std::vector<Weight> weights;                               // parameters, then used constants
   std::vector<std::pair<std::string, uint32_t>> inputs;      // name -> tensor, argument order
   std::vector<std::pair<std::string, uint32_t>> outputs;     // name -> tensor, result order
-  std::deque<std::vector<char>> materialized;                // bytes of splats and i1 weights
 };
 
-/// Fills `out` from `forward`. Output bindings that would share bytes with an input, a weight or
-/// another output get a `copy` instruction and their own tensor. Errors are emitted on the
-/// offending op (or on `forward` for arguments and results) and return failure.
-mlir::LogicalResult collectProgram(mlir::func::FuncOp forward, CollectedProgram &out);
+/// A trainable parameter (train mode): its STATE tensor is `state`, its initial value the weight
+/// of the same name.
+struct TrainableParam {
+  std::string name;
+  TensorType type;
+  uint64_t count = 0; // elements
+};
+
+/// The whole module: its programs and what they share.
+struct CollectedModule {
+  bool train = false;                         // the module carries `colossal.train`
+  std::vector<CollectedProgram> programs;     // in plan order (forward first)
+  std::vector<Weight> weights;                // parameters (first use order), then constants
+  std::vector<plan::StateTensor> states;      // train mode: Plan.states, first use order
+  std::vector<TrainableParam> trainable;      // train mode: the PARAM states, in `states` order
+  std::vector<std::string> frozen;            // train mode: parameters that stay WEIGHTs
+  std::deque<std::vector<char>> materialized; // bytes of splats and i1 weights
+};
+
+/// The functions a plan holds, in order: `forward` for an inference module; `forward`, `eval`,
+/// `train_step`, `optimizer_step` for a train-mode one (docs/training.md "Plan").
+llvm::ArrayRef<llvm::StringLiteral> programNames(bool train);
+
+/// Fills `out` from `module`. A module is in train mode when it carries the `colossal.train`
+/// attribute; then every function of programNames(true) must exist, and:
+///  - a `colossal.param` argument is a trainable parameter (STATE buffer, StateTensor role PARAM
+///    with init_weight = its weights key and source = its `colossal.source`) when some function
+///    holds its gradient accumulator `"<p>.grad"` or an update op writes it; otherwise it is
+///    frozen and stays a WEIGHT;
+///  - a `colossal.state = "NAME"` argument is a STATE buffer of StateTensor NAME (role GRAD for
+///    `"<p>.grad"`, OPTIMIZER for the others; `param` = p, which must be a trainable parameter);
+///  - an update op (OpTable.h Kind::Update) lists the STATE buffers it writes as its outputs.
+/// Parameters and states with one name must have one type in every function; a parameter's
+/// `colossal.value` may appear on one or several of its arguments, but must be the same on all.
+/// Output bindings that would share bytes with an input, a weight, a state or another output get
+/// a `copy` instruction and their own tensor. Errors are emitted on the offending op (or on the
+/// function for arguments and results, or on the module) and return failure.
+mlir::LogicalResult collectModule(mlir::ModuleOp module, CollectedModule &out);
 
 } // namespace colossal
 

@@ -16,6 +16,7 @@
 #include "MemoryPlanner.h"
 #include "PlanCollector.h"
 #include "PlanReport.h"
+#include "TrainConfig.h"
 
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
@@ -28,6 +29,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -91,24 +93,25 @@ llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
 // emitPlan
 //===----------------------------------------------------------------------------------------===//
 
-LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
-                       llvm::raw_ostream *report) {
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
-  if (!func)
-    return module.emitError() << "no 'func.func @forward' to lower to a plan";
+namespace {
 
-  // 1. Collect.
-  CollectedProgram collected;
-  if (failed(collectProgram(func, collected)))
-    return failure();
-  std::vector<Tensor> &tensors = collected.tensors;
+/// Plans one program's memory and appends it to `planMsg`; fills `summary` for the report.
+LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg,
+                          ProgramSummary &summary) {
+  const std::vector<Tensor> &tensors = collected.tensors;
 
-  // 2. Plan memory.
+  // Plan memory.
   std::vector<memory::Value> values;
   values.reserve(tensors.size());
-  for (const Tensor &t : tensors)
-    values.push_back({t.type.bytes, static_cast<int>(t.type.dtype), t.isWeight, t.isInput,
-                      t.aliasOf});
+  for (const Tensor &t : tensors) {
+    memory::Value &v = values.emplace_back();
+    v.bytes = t.type.bytes;
+    v.dtype = static_cast<int>(t.type.dtype);
+    v.isWeight = t.isWeight;
+    v.isState = t.isState;
+    v.isInput = t.isInput;
+    v.aliasOf = t.aliasOf;
+  }
   std::vector<memory::Step> steps;
   steps.reserve(collected.instructions.size());
   for (const PendingInstruction &inst : collected.instructions) {
@@ -129,21 +132,14 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       check.push_back({st.bytes, st.start, st.end, st.offset});
     }
   if (auto conflict = memory::findConflict(check, memPlan.arenaBytes))
-    return func.emitError() << "internal error: the memory plan places two live buffers on the "
-                               "same bytes (storages "
-                            << conflict->first << " and " << conflict->second << ")";
+    return func::FuncOp(collected.func).emitError()
+           << "internal error: the memory plan places two live buffers on the "
+              "same bytes (storages "
+           << conflict->first << " and " << conflict->second << ")";
 
-  // 3. Build the plan message.
-  plan::Plan planMsg;
-  planMsg.set_version(runtime::kPlanVersion);
-  planMsg.set_producer(options.producer);
-  planMsg.set_mode(options.mode);
-  if (!options.sourceModel.empty()) {
-    planMsg.mutable_train()->set_source_model(options.sourceModel);
-    planMsg.mutable_train()->set_source_model_hash(options.sourceModelHash);
-  }
+  // The program message.
   plan::Program *program = planMsg.add_programs();
-  program->set_name("forward");
+  program->set_name(collected.name);
   program->set_device(plan::CPU);
   program->set_arena_bytes(memPlan.arenaBytes);
   for (uint32_t id = 0; id < tensors.size(); ++id) {
@@ -158,6 +154,9 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     if (t.isWeight) {
       buffer->set_storage(plan::WEIGHT);
       buffer->set_weight_name(t.weightName);
+    } else if (t.isState) {
+      buffer->set_storage(plan::STATE);
+      buffer->set_state_name(t.stateName);
     } else {
       buffer->set_storage(plan::ARENA);
       buffer->set_offset(memPlan.storages[memPlan.storageOf[id]].offset);
@@ -183,6 +182,72 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     plan::Binding *b = program->add_outputs();
     b->set_name(name);
     b->set_buffer(id);
+  }
+
+  // The report's view of it.
+  summary.name = collected.name;
+  summary.arenaBytes = memPlan.arenaBytes;
+  summary.numInstructions = collected.instructions.size();
+  summary.numBuffers = tensors.size();
+  summary.numInPlace = llvm::count(memPlan.inPlace, true);
+  for (const Tensor &t : tensors)
+    summary.numAliases += t.aliasOf >= 0 && !t.isWeight && !t.isState;
+  std::vector<size_t> holders(memPlan.storages.size(), 0);
+  for (uint32_t s : memPlan.storageOf)
+    ++holders[s];
+  for (uint32_t s = 0; s < memPlan.storages.size(); ++s) {
+    if (!memPlan.isArena(s))
+      continue;
+    const memory::Storage &st = memPlan.storages[s];
+    const Tensor &root = tensors[st.root];
+    ReportBuffer row;
+    row.name = root.name;
+    row.shape = root.type.shape;
+    row.dtype = runtime::dtypeName(static_cast<runtime::DType>(root.type.dtype)).str();
+    row.bytes = st.bytes;
+    row.offset = st.offset;
+    row.start = st.start;
+    row.end = st.end;
+    row.shared = holders[s] - 1;
+    summary.buffers.push_back(std::move(row));
+  }
+  summary.endTime = memPlan.endTime;
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
+                       llvm::raw_ostream *report) {
+  // 1. Collect every function the plan holds.
+  CollectedModule collected;
+  if (failed(collectModule(module, collected)))
+    return failure();
+  if (options.mode == "train" && !collected.train)
+    return module.emitError() << "mode 'train' needs a train-mode module (with the "
+                                 "'colossal.train' attribute the training passes set)";
+  if (collected.train && options.mode != "train" && options.mode != "inference")
+    return module.emitError() << "the module is a train-mode module but the plan's mode is '"
+                              << options.mode << "'";
+
+  // 2-3. Plan each program's memory and build the plan message.
+  plan::Plan planMsg;
+  planMsg.set_version(runtime::kPlanVersion);
+  planMsg.set_producer(options.producer);
+  planMsg.set_mode(collected.train ? "train" : options.mode);
+  PlanSummary summary;
+  for (const CollectedProgram &program : collected.programs)
+    if (failed(emitProgram(program, planMsg, summary.programs.emplace_back())))
+      return failure();
+  for (const plan::StateTensor &st : collected.states)
+    *planMsg.add_states() = st;
+  if (collected.train) {
+    if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
+      return failure();
+  } else if (!options.sourceModel.empty()) {
+    // An inference plan's TrainConfig holds only the model compiled (for `export --onnx`).
+    planMsg.mutable_train()->set_source_model(options.sourceModel);
+    planMsg.mutable_train()->set_source_model_hash(options.sourceModelHash);
   }
 
   // 4. Write weights and plan under temporary names, then rename both.
@@ -264,37 +329,36 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   temps.paths.clear(); // both committed
 
   if (report) {
-    PlanSummary summary;
     summary.planPath = planPath.str();
     summary.weightsFile = planMsg.weights_file();
-    summary.arenaBytes = memPlan.arenaBytes;
     summary.weightBytes = weightBytes;
     summary.numWeights = collected.weights.size();
-    summary.numInstructions = collected.instructions.size();
-    summary.numBuffers = tensors.size();
-    summary.numInPlace = llvm::count(memPlan.inPlace, true);
-    for (const Tensor &t : tensors)
-      summary.numAliases += t.aliasOf >= 0 && !t.isWeight;
-    std::vector<size_t> holders(memPlan.storages.size(), 0);
-    for (uint32_t s : memPlan.storageOf)
-      ++holders[s];
-    for (uint32_t s = 0; s < memPlan.storages.size(); ++s) {
-      if (!memPlan.isArena(s))
-        continue;
-      const memory::Storage &st = memPlan.storages[s];
-      const Tensor &root = tensors[st.root];
-      ReportBuffer row;
-      row.name = root.name;
-      row.shape = root.type.shape;
-      row.dtype = runtime::dtypeName(static_cast<runtime::DType>(root.type.dtype)).str();
-      row.bytes = st.bytes;
-      row.offset = st.offset;
-      row.start = st.start;
-      row.end = st.end;
-      row.shared = holders[s] - 1;
-      summary.buffers.push_back(std::move(row));
+    summary.train = collected.train;
+    summary.frozen = collected.frozen;
+    if (collected.train) {
+      llvm::StringSet<> initWeights;
+      for (const TrainableParam &p : collected.trainable) {
+        summary.params.push_back(
+            {p.name, p.type.shape, p.count});
+        initWeights.insert(p.name);
+      }
+      for (const plan::StateTensor &st : collected.states) {
+        uint64_t count = 1;
+        for (int64_t d : st.shape())
+          count *= static_cast<uint64_t>(d);
+        uint64_t bytes = count * runtime::dtypeSize(static_cast<runtime::DType>(st.dtype()));
+        switch (st.role()) {
+        case plan::StateTensor::PARAM: summary.paramBytes += bytes; break;
+        case plan::StateTensor::GRAD: summary.gradBytes += bytes; break;
+        default: summary.optimizerBytes += bytes; break;
+        }
+      }
+      for (const Weight &w : collected.weights)
+        if (!initWeights.contains(w.name)) {
+          summary.readOnlyWeightBytes += w.type.bytes;
+          ++summary.numReadOnlyWeights;
+        }
     }
-    summary.endTime = memPlan.endTime;
     printPlanReport(summary, *report);
   }
   return success();

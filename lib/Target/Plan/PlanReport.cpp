@@ -48,31 +48,20 @@ void printTable(llvm::ArrayRef<std::vector<std::string>> rows, llvm::ArrayRef<bo
     os << llvm::StringRef(line).rtrim() << "\n";
   }
 }
-} // namespace
 
-void printPlanReport(const PlanSummary &s, llvm::raw_ostream &os) {
-  os << "plan " << s.planPath;
-  if (!s.weightsFile.empty())
-    os << " (weights " << s.weightsFile << ")";
-  os << "\n";
-  printTable(
-      {
-          {"instructions", std::to_string(s.numInstructions), ""},
-          {"buffers", std::to_string(s.numBuffers),
-           std::to_string(s.buffers.size()) + " arena storages, " +
-               std::to_string(s.numInPlace) + " in-place, " + std::to_string(s.numAliases) +
-               " zero-copy aliases"},
-          {"peak arena", formatBytes(s.arenaBytes), std::to_string(s.arenaBytes) + " bytes"},
-          {"weights", formatBytes(s.weightBytes),
-           std::to_string(s.weightBytes) + " bytes in " + std::to_string(s.numWeights) +
-               " tensors"},
-      },
-      {false, true, false}, os);
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
-  if (s.buffers.empty())
+/// The 10 largest arena storages of `p`.
+void printLargestBuffers(const ProgramSummary &p, llvm::StringRef title, llvm::raw_ostream &os) {
+  if (p.buffers.empty())
     return;
   std::vector<const ReportBuffer *> sorted;
-  for (const ReportBuffer &b : s.buffers)
+  for (const ReportBuffer &b : p.buffers)
     sorted.push_back(&b);
   std::stable_sort(sorted.begin(), sorted.end(), [](const ReportBuffer *a, const ReportBuffer *b) {
     if (a->bytes != b->bytes)
@@ -80,19 +69,93 @@ void printPlanReport(const PlanSummary &s, llvm::raw_ostream &os) {
     return a->offset < b->offset;
   });
   sorted.resize(std::min<size_t>(sorted.size(), 10));
-  os << "largest arena buffers (live range in instruction indices):\n";
+  os << title << " (live range in instruction indices):\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"name", "shape", "dtype", "size", "offset", "live", "shared"});
-  for (const ReportBuffer *b : sorted) {
-    std::string shape = "[";
-    for (size_t i = 0; i < b->shape.size(); ++i)
-      shape += (i ? ", " : "") + std::to_string(b->shape[i]);
-    shape += "]";
-    rows.push_back({b->name, shape, b->dtype, formatBytes(b->bytes), std::to_string(b->offset),
-                    timeName(b->start, s.endTime) + ".." + timeName(b->end, s.endTime),
+  for (const ReportBuffer *b : sorted)
+    rows.push_back({b->name, shapeString(b->shape), b->dtype, formatBytes(b->bytes),
+                    std::to_string(b->offset),
+                    timeName(b->start, p.endTime) + ".." + timeName(b->end, p.endTime),
                     b->shared ? "+" + std::to_string(b->shared) : ""});
-  }
   printTable(rows, {false, false, false, true, true, false, false}, os);
+}
+
+std::string bytesCell(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
+  uint64_t total = 0;
+  for (const ReportParam &p : s.params)
+    total += p.count;
+  os << "trainable parameters: " << s.params.size() << " tensors, " << total << " elements\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"name", "shape", "count"});
+  for (const ReportParam &p : s.params)
+    rows.push_back({p.name, shapeString(p.shape), std::to_string(p.count)});
+  rows.push_back({"total", "", std::to_string(total)});
+  printTable(rows, {false, false, true}, os);
+  if (!s.frozen.empty()) {
+    os << "frozen parameters (read-only weights): " << s.frozen.size() << " (";
+    llvm::interleave(s.frozen, os, ", ");
+    os << ")\n";
+  }
+
+  os << "programs (they run one at a time in one arena):\n";
+  rows.clear();
+  rows.push_back({"program", "instructions", "buffers", "arena", ""});
+  const ProgramSummary *largest = nullptr;
+  for (const ProgramSummary &p : s.programs) {
+    rows.push_back({p.name, std::to_string(p.numInstructions), std::to_string(p.numBuffers),
+                    formatBytes(p.arenaBytes), bytesCell(p.arenaBytes)});
+    if (!largest || p.arenaBytes > largest->arenaBytes)
+      largest = &p;
+  }
+  printTable(rows, {false, true, true, true, false}, os);
+
+  uint64_t arena = largest ? largest->arenaBytes : 0;
+  uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + s.readOnlyWeightBytes + arena;
+  os << "memory:\n";
+  printTable(
+      {
+          {"params", formatBytes(s.paramBytes), bytesCell(s.paramBytes)},
+          {"grads", formatBytes(s.gradBytes), bytesCell(s.gradBytes)},
+          {"optimizer state", formatBytes(s.optimizerBytes), bytesCell(s.optimizerBytes)},
+          {"read-only weights", formatBytes(s.readOnlyWeightBytes),
+           bytesCell(s.readOnlyWeightBytes) + " in " + std::to_string(s.numReadOnlyWeights) +
+               " tensors (frozen parameters, constants)"},
+          {"activations", formatBytes(arena),
+           bytesCell(arena) + (largest ? " (largest arena: " + largest->name + ")" : "")},
+          {"peak total", formatBytes(peak),
+           bytesCell(peak) + " (params + grads + optimizer state + read-only weights + activations)"},
+      },
+      {false, true, false}, os);
+  if (largest)
+    printLargestBuffers(*largest, "largest arena buffers of " + largest->name, os);
+}
+} // namespace
+
+void printPlanReport(const PlanSummary &s, llvm::raw_ostream &os) {
+  os << "plan " << s.planPath;
+  if (!s.weightsFile.empty())
+    os << " (weights " << s.weightsFile << ")";
+  os << "\n";
+  if (s.train)
+    return printTrainReport(s, os);
+  ProgramSummary empty;
+  const ProgramSummary &p = s.programs.empty() ? empty : s.programs.front();
+  printTable(
+      {
+          {"instructions", std::to_string(p.numInstructions), ""},
+          {"buffers", std::to_string(p.numBuffers),
+           std::to_string(p.buffers.size()) + " arena storages, " +
+               std::to_string(p.numInPlace) + " in-place, " + std::to_string(p.numAliases) +
+               " zero-copy aliases"},
+          {"peak arena", formatBytes(p.arenaBytes), std::to_string(p.arenaBytes) + " bytes"},
+          {"weights", formatBytes(s.weightBytes),
+           std::to_string(s.weightBytes) + " bytes in " + std::to_string(s.numWeights) +
+               " tensors"},
+      },
+      {false, true, false}, os);
+  printLargestBuffers(p, "largest arena buffers", os);
 }
 
 } // namespace colossal

@@ -22,19 +22,48 @@ struct ReportBuffer {
   size_t shared = 0;                  // other buffers on the same bytes
 };
 
-struct PlanSummary {
-  std::string planPath, weightsFile;
-  uint64_t arenaBytes = 0, weightBytes = 0;
-  size_t numWeights = 0, numInstructions = 0, numBuffers = 0, numInPlace = 0, numAliases = 0;
+/// One program of the plan.
+struct ProgramSummary {
+  std::string name;
+  uint64_t arenaBytes = 0;            // its arena peak (activations and temporaries)
+  size_t numInstructions = 0, numBuffers = 0, numInPlace = 0, numAliases = 0;
   uint32_t endTime = 0;               // time at which outputs are read
   std::vector<ReportBuffer> buffers;  // every arena storage, any order
+};
+
+/// A trainable parameter.
+struct ReportParam {
+  std::string name;
+  llvm::SmallVector<int64_t, 4> shape;
+  uint64_t count = 0;                 // elements
+};
+
+struct PlanSummary {
+  std::string planPath, weightsFile;
+  uint64_t weightBytes = 0;           // the weights file's tensors
+  size_t numWeights = 0;
+  std::vector<ProgramSummary> programs; // plan order; an inference plan has one
+  // Train plans (Plan.states): bytes per role, and the read-only weights the runtime keeps
+  // besides the states (frozen parameters and constants; a trainable parameter's initial value
+  // is copied into its state).
+  bool train = false;
+  std::vector<ReportParam> params;
+  std::vector<std::string> frozen;    // parameters that stay read-only weights
+  uint64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  uint64_t readOnlyWeightBytes = 0;
+  size_t numReadOnlyWeights = 0;
 };
 
 /// "1.50 MiB", "12.0 KiB", "512 B".
 std::string formatBytes(uint64_t bytes);
 
-/// Prints the totals and the 10 largest arena storages as aligned columns; live ranges are in
-/// instruction indices ("in" = before the first instruction, "out" = read as an output).
+/// Inference plans: the totals and the 10 largest arena storages as aligned columns; live ranges
+/// are in instruction indices ("in" = before the first instruction, "out" = read as an output).
+/// Train plans: the trainable parameters (name, shape, element count) and their total; each
+/// program's instructions and arena peak; bytes of parameters, gradients, optimizer state,
+/// read-only weights, activations (the largest arena: programs share one arena, docs/training.md)
+/// and the peak total = states + read-only weights + largest arena; then the largest program's
+/// 10 largest arena storages.
 void printPlanReport(const PlanSummary &summary, llvm::raw_ostream &os);
 
 } // namespace colossal

@@ -1,0 +1,52 @@
+//===- Sampler.h - Text generation with a trained byte-level model --------------*- C++ -*-===//
+//
+// `colossal-run M.cplan sample --checkpoint DIR --prompt TEXT --tokens N [--temperature X --seed S]`
+// (docs/training.md "Runtime"). Token ids are bytes: the prompt's bytes are the first ids, each
+// generated id is printed as one byte. Each new token runs program `forward` on the context placed
+// in row 0 of its [B, T] tokens input (the other rows and the positions after the context are 0;
+// the model must be causal, so they do not affect the logits read) and reads the logits at the
+// context's last position. A context longer than T keeps its last T tokens (a sliding window).
+// Temperature 0 takes the argmax (ties: the lowest id); temperature X > 0 samples from
+// softmax(logits / X) with a 64-bit Mersenne Twister seeded with --seed.
+//
+//===----------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_SAMPLER_H
+#define COLOSSAL_RUNTIME_SAMPLER_H
+
+#include "colossal/runtime/Executor.h"
+#include "colossal/runtime/StateStore.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <random>
+
+namespace colossal::runtime {
+
+struct SampleOptions {
+  std::string prompt;        // its bytes are the first token ids (non-empty)
+  int64_t tokens = 0;        // how many tokens to generate
+  double temperature = 0;    // 0: greedy
+  uint64_t seed = 0;         // temperature sampling
+};
+
+/// The next token from one row of logits [vocab]: argmax when temperature == 0 (ties: lowest id;
+/// NaNs are never chosen unless all are NaN), else a draw from softmax(logits / temperature)
+/// (computed in double, max-subtracted) using u = (rng() >> 11)·2⁻⁵³.
+int64_t pickToken(llvm::ArrayRef<float> logits, double temperature, std::mt19937_64 &rng);
+
+/// Generates `options.tokens` tokens after the prompt and writes the prompt, then each new token
+/// as it is produced, to `out` (flushed per token). `states` holds the weights (a checkpoint
+/// loaded into it, or the initial values). Errors: not a training plan (no TrainConfig naming
+/// the tokens input and logits output); a vocabulary above 256 ids (not byte-level); an empty
+/// prompt, or a prompt byte >= the vocabulary size (names the byte and its offset); a negative
+/// temperature or token count; kernel errors.
+llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, const StateStore &states,
+                       const SampleOptions &options, llvm::raw_ostream &out);
+
+}  // namespace colossal::runtime
+
+#endif  // COLOSSAL_RUNTIME_SAMPLER_H

@@ -1,0 +1,90 @@
+//===- Sampler.cpp - Text generation with a trained byte-level model ------------------------===//
+#include "colossal/runtime/Sampler.h"
+
+#include <cmath>
+#include <vector>
+
+namespace colossal::runtime {
+
+namespace {
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+}  // namespace
+
+int64_t pickToken(llvm::ArrayRef<float> logits, double temperature, std::mt19937_64 &rng) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < static_cast<int64_t>(logits.size()); ++i)
+    if (logits[i] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[i]))) best = i;
+  if (temperature <= 0) return best;
+  const double m = logits[best];
+  std::vector<double> p(logits.size());
+  double z = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    p[i] = std::isnan(logits[i]) ? 0 : std::exp((double(logits[i]) - m) / temperature);
+    z += p[i];
+  }
+  if (!(z > 0) || !std::isfinite(z)) return best;
+  double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * z;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (u < p[i]) return static_cast<int64_t>(i);
+    u -= p[i];
+  }
+  return best;  // rounding left u just above the total
+}
+
+llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, const StateStore &states,
+                       const SampleOptions &o, llvm::raw_ostream &out) {
+  if (!plan.plan.has_train() || plan.plan.train().tokens_input().empty())
+    return fail(plan.path + ": sample needs a training plan (its TrainConfig names the tokens input and logits output)");
+  const plan::TrainConfig &tc = plan.plan.train();
+  const int64_t V = tc.vocab_size(), B = tc.global_batch(), T = tc.seq_len();
+  if (V > 256)
+    return fail(plan.path + ": sample reads and prints bytes, but the vocabulary has " + llvm::Twine(V) +
+                " ids (more than 256: not a byte-level model)");
+  if (o.prompt.empty()) return fail("--prompt must not be empty (the first token comes from it)");
+  if (o.tokens < 0) return fail("--tokens must be >= 0");
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) return fail("--temperature must be finite and >= 0");
+  for (size_t i = 0; i < o.prompt.size(); ++i)
+    if (static_cast<uint8_t>(o.prompt[i]) >= V)
+      return fail("--prompt: byte " + llvm::Twine(static_cast<unsigned>(static_cast<uint8_t>(o.prompt[i]))) +
+                  " at offset " + llvm::Twine(i) + " is outside the vocabulary of " + llvm::Twine(V) + " ids");
+
+  ExecutorOptions opts;
+  opts.states = &states;
+  auto ex = Executor::create(plan, registry, device, "forward", opts);
+  if (!ex) return ex.takeError();
+  DType tokensDType = DType::I64;
+  for (const BindingInfo &in : (*ex)->inputs())
+    if (in.name == tc.tokens_input()) tokensDType = in.tensor.dtype;
+  llvm::Expected<TensorRef> logitsRef = (*ex)->output(tc.logits_output());
+  if (!logitsRef) return logitsRef.takeError();
+
+  std::vector<int64_t> context(o.prompt.begin(), o.prompt.end());
+  for (int64_t &id : context) id = static_cast<uint8_t>(id);
+  std::vector<char> tokens(B * T * dtypeSize(tokensDType), 0);
+  std::vector<float> logits(V);
+  std::mt19937_64 rng(o.seed);
+  out << o.prompt;
+  out.flush();
+  for (int64_t n = 0; n < o.tokens; ++n) {
+    const int64_t len = std::min<int64_t>(T, context.size());
+    const int64_t *window = context.data() + context.size() - len;
+    std::fill(tokens.begin(), tokens.end(), 0);
+    for (int64_t t = 0; t < len; ++t) {
+      if (tokensDType == DType::I32) reinterpret_cast<int32_t *>(tokens.data())[t] = static_cast<int32_t>(window[t]);
+      else reinterpret_cast<int64_t *>(tokens.data())[t] = window[t];
+    }
+    if (llvm::Error e = (*ex)->setInput(tc.tokens_input(), tokensDType, {B, T}, tokens.data())) return e;
+    if (llvm::Error e = (*ex)->run()) return fail(plan.path + ": program 'forward': " + llvm::toString(std::move(e)));
+    // Row 0, position len − 1 of the [B, T, V] logits.
+    device.copyToHost(logits.data(), logitsRef->as<float>() + (len - 1) * V, V * sizeof(float));
+    int64_t next = pickToken(logits, o.temperature, rng);
+    context.push_back(next);
+    out << static_cast<char>(next);
+    out.flush();
+  }
+  return llvm::Error::success();
+}
+
+}  // namespace colossal::runtime

@@ -1,0 +1,271 @@
+//===- Trainer.cpp - The training loop of `colossal-run M.cplan train` -----------------------===//
+#include "colossal/runtime/Trainer.h"
+
+#include "colossal/runtime/Checkpoint.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+namespace colossal::runtime {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+
+/// A scalar output of `ex` as double.
+llvm::Expected<double> scalarOutput(const Executor &ex, Device &device, llvm::StringRef name) {
+  llvm::Expected<TensorRef> t = ex.output(name);
+  if (!t) return t.takeError();
+  float v = 0;
+  device.copyToHost(&v, t->data, sizeof v);
+  return static_cast<double>(v);
+}
+
+std::string formatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+/// Keeps the lines of an existing metrics file whose "step" is below `step` (a resumed run
+/// continues the file; lines the interrupted run wrote after its checkpoint are dropped).
+llvm::Error truncateMetrics(llvm::StringRef path, int64_t step) {
+  if (!llvm::sys::fs::exists(path)) return llvm::Error::success();
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf) return fail(path + ": cannot read metrics file: " + buf.getError().message());
+  std::string kept;
+  llvm::SmallVector<llvm::StringRef, 0> lines;
+  (*buf)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef line : lines) {
+    llvm::Expected<llvm::json::Value> v = llvm::json::parse(line);
+    if (!v) {
+      llvm::consumeError(v.takeError());
+      continue;  // a line cut by the interruption
+    }
+    const llvm::json::Object *o = v->getAsObject();
+    std::optional<int64_t> s = o ? o->getInteger("step") : std::nullopt;
+    if (s && *s < step) kept += line.str() + "\n";
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) return fail(path + ": cannot write metrics file: " + ec.message());
+  os << kept;
+  return llvm::Error::success();
+}
+
+}  // namespace
+
+double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
+  if (tc.lr_schedule() != "cosine") return tc.lr();
+  const int64_t warmup = tc.warmup_steps();
+  if (step < warmup) return tc.lr() * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  double progress = std::min(1.0, static_cast<double>(step - warmup) /
+                                      static_cast<double>(std::max<int64_t>(1, tc.total_steps() - warmup)));
+  return tc.min_lr() + 0.5 * (tc.lr() - tc.min_lr()) * (1.0 + std::cos(M_PI * progress));
+}
+
+std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, const double *evalLoss) {
+  // Numbers in their shortest round-trip form (as Python's json writes them), null when not finite.
+  std::string out = "{\"step\":" + std::to_string(step);
+  auto number = [&](llvm::StringRef key, double v) {
+    out += ",\"" + key.str() + "\":";
+    if (!std::isfinite(v)) {
+      out += "null";
+      return;
+    }
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
+  };
+  number("loss", r.loss);
+  number("lr", r.lr);
+  number("grad_norm", r.gradNorm);
+  number("tokens_per_s", tokensPerS);
+  if (evalLoss) number("eval_loss", *evalLoss);
+  return out + "}";
+}
+
+Trainer::~Trainer() {
+  trainStep_.reset();
+  optimizerStep_.reset();
+  eval_.reset();
+  if (arena_) device_->deallocate(arena_);
+}
+
+llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan, const KernelRegistry &registry,
+                                                         Device &device) {
+  if (plan.plan.mode() != "train")
+    return fail(plan.path + ": not a training plan (mode '" + plan.plan.mode() +
+                "'); compile the model with `mode: train`");
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->plan_ = &plan;
+  t->device_ = &device;
+  auto states = StateStore::create(plan, device);
+  if (!states) return states.takeError();
+  t->states_ = std::move(*states);
+  uint64_t arenaBytes = maxArenaBytes(plan.plan);
+  llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
+  if (!arena) return arena.takeError();
+  t->arena_ = *arena;
+  ExecutorOptions opts;
+  opts.states = t->states_.get();
+  opts.arena = t->arena_;
+  opts.arenaBytes = arenaBytes;
+  auto make = [&](llvm::StringRef name, std::unique_ptr<Executor> &out) -> llvm::Error {
+    auto ex = Executor::create(plan, registry, device, name, opts);
+    if (!ex) return ex.takeError();
+    out = std::move(*ex);
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = make("train_step", t->trainStep_)) return std::move(e);
+  if (llvm::Error e = make("optimizer_step", t->optimizerStep_)) return std::move(e);
+  if (llvm::Error e = make("eval", t->eval_)) return std::move(e);
+  const plan::TrainConfig &tc = plan.plan.train();
+  for (const BindingInfo &in : t->trainStep_->inputs())
+    if (in.name == tc.tokens_input()) t->tokensDType_ = in.tensor.dtype;
+  const int64_t rows = tc.global_batch() / tc.grad_accum();
+  t->tokens_.resize(rows * tc.seq_len() * dtypeSize(t->tokensDType_));
+  t->labels_.resize(rows * tc.seq_len());
+  return t;
+}
+
+llvm::Expected<double> Trainer::runLoss(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow) {
+  const plan::TrainConfig &tc = config();
+  const int64_t rows = tc.global_batch() / tc.grad_accum(), T = tc.seq_len();
+  data.fillRows(step, tc.global_batch(), firstRow, rows, tokensDType_, tokens_.data(), labels_.data());
+  if (llvm::Error e = ex.setInput(tc.tokens_input(), tokensDType_, {rows, T}, tokens_.data())) return std::move(e);
+  if (llvm::Error e = ex.setInput(tc.labels_input(), DType::I64, {rows, T}, labels_.data())) return std::move(e);
+  if (llvm::Error e = ex.run()) return std::move(e);
+  return scalarOutput(ex, *device_, "loss");
+}
+
+llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
+  const plan::TrainConfig &tc = config();
+  auto t0 = std::chrono::steady_clock::now();
+  StepResult r;
+  const int64_t A = tc.grad_accum(), rows = tc.global_batch() / A;
+  double lossSum = 0;
+  for (int64_t k = 0; k < A; ++k) {
+    llvm::Expected<double> loss = runLoss(*trainStep_, data, step, k * rows);
+    if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
+                           llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
+    lossSum += *loss;
+  }
+  r.loss = lossSum / static_cast<double>(A);
+  r.lr = scheduledLearningRate(tc, step);
+  float lr = static_cast<float>(r.lr);
+  int64_t stepNumber = step + 1;
+  if (llvm::Error e = optimizerStep_->setInput("lr", DType::F32, {}, &lr)) return std::move(e);
+  if (llvm::Error e = optimizerStep_->setInput("step", DType::I64, {}, &stepNumber)) return std::move(e);
+  if (llvm::Error e = optimizerStep_->run())
+    return fail(plan_->path + ": program 'optimizer_step' (step " + llvm::Twine(step) + "): " + llvm::toString(std::move(e)));
+  llvm::Expected<double> gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
+  if (!gn) return gn.takeError();
+  r.gradNorm = *gn;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalSteps) {
+  const plan::TrainConfig &tc = config();
+  const int64_t A = tc.grad_accum(), rows = tc.global_batch() / A;
+  double sum = 0;
+  for (int64_t s = 0; s < evalSteps; ++s)
+    for (int64_t k = 0; k < A; ++k) {
+      llvm::Expected<double> loss = runLoss(*eval_, data, s, k * rows);
+      if (!loss) return fail(plan_->path + ": program 'eval' (batch " + llvm::Twine(s) + "): " + llvm::toString(loss.takeError()));
+      sum += *loss;
+    }
+  return sum / static_cast<double>(evalSteps * A);
+}
+
+llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
+                        const TrainOptions &o, llvm::raw_ostream &log) {
+  if (o.steps < 0) return fail("--steps must be >= 0");
+  if (o.saveEvery < 0) return fail("--save-every must be >= 0");
+  if (o.evalEvery < 0 || o.evalSteps < 1) return fail("--eval-every must be >= 0 and --eval-steps >= 1");
+  if (!o.evalDataPath.empty() && o.evalEvery == 0) return fail("--eval-data needs --eval-every K (K >= 1)");
+  if (o.evalDataPath.empty() && o.evalEvery > 0) return fail("--eval-every needs --eval-data FILE");
+  if (o.metricsPath.empty()) return fail("train needs --metrics FILE");
+  auto trainer = Trainer::create(plan, registry, device);
+  if (!trainer) return trainer.takeError();
+  Trainer &tr = **trainer;
+  const plan::TrainConfig &tc = tr.config();
+  auto data = TokenData::open(o.dataPath, o.tokenDType, tc.vocab_size(), tc.seq_len());
+  if (!data) return data.takeError();
+  std::unique_ptr<TokenData> evalData;
+  if (!o.evalDataPath.empty()) {
+    auto ed = TokenData::open(o.evalDataPath, o.tokenDType, tc.vocab_size(), tc.seq_len());
+    if (!ed) return ed.takeError();
+    evalData = std::move(*ed);
+  }
+
+  int64_t start = 0;
+  if (!o.resumeDir.empty()) {
+    llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states());
+    if (!info) return info.takeError();
+    if (info->dataPosition != info->step * tc.global_batch())
+      return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
+                  llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
+                  " (the checkpoint was written for another batch size)");
+    if (info->specHash != tc.spec_hash())
+      log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
+          << "training continues with this plan's hyperparameters\n";
+    start = info->step;
+    if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream metrics(o.metricsPath, ec, o.resumeDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
+  if (ec) return fail(o.metricsPath + ": cannot open metrics file: " + ec.message());
+
+  const double tokensPerStep = static_cast<double>(tc.global_batch() * tc.seq_len());
+  double trainSeconds = 0;
+  for (int64_t s = start; s < o.steps; ++s) {
+    llvm::Expected<StepResult> r = tr.step(**data, s);
+    if (!r) return r.takeError();
+    trainSeconds += r->seconds;
+    std::optional<double> evalLoss;
+    if (evalData && (s + 1) % o.evalEvery == 0) {
+      llvm::Expected<double> el = tr.evaluate(*evalData, o.evalSteps);
+      if (!el) return el.takeError();
+      evalLoss = *el;
+    }
+    double tps = r->seconds > 0 ? tokensPerStep / r->seconds : 0;
+    metrics << metricsLine(s, *r, tps, evalLoss ? &*evalLoss : nullptr) << "\n";
+    metrics.flush();
+    if (metrics.has_error()) {
+      std::error_code werr = metrics.error();
+      metrics.clear_error();
+      return fail(o.metricsPath + ": write failed: " + werr.message());
+    }
+    if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
+      CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash()};
+      llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info);
+      if (!saved) return saved.takeError();
+    }
+    if (o.progressBar) {
+      int64_t done = s + 1 - start;
+      double eta = trainSeconds / static_cast<double>(done) * static_cast<double>(o.steps - s - 1);
+      log << llvm::format("\rstep %lld/%lld  loss %.4f  %.0f tok/s  ETA %s", (long long)(s + 1), (long long)o.steps,
+                          r->loss, tps, formatDuration(eta).c_str())
+          << (evalLoss ? llvm::formatv("  eval {0:F4}", *evalLoss).str() : std::string()) << "\x1b[K";
+      log.flush();
+    }
+  }
+  if (o.progressBar && start < o.steps) log << "\n";
+  return llvm::Error::success();
+}
+
+}  // namespace colossal::runtime

@@ -1,0 +1,170 @@
+//===- TrainCliTest.cpp - colossal-run train / sample / --checkpoint / --dump-states --------===//
+//
+// The hand-built training plan (TrainPlans.h) through the command line, against the float64
+// reference: per-step losses of `train`, the gradients `train_step` accumulates (read back with
+// --dump-states), greedy `sample` from a checkpoint, and the CLI's errors.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "TrainPlans.h"
+
+#include "colossal/runtime/Npy.h"
+#include "colossal/runtime/Safetensors.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+using namespace colossal::runtime;
+using namespace colossal::runtime::testing;
+
+namespace {
+
+#ifdef COLOSSAL_RUN_PATH
+
+class TrainCliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-traincli", dir));
+    planPath = writeTrainPlan(dir, cfg, &W0, &U0);
+    std::mt19937 rng(5);
+    data.resize(90);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = i && rng() % 4 ? (data[i - 1] * 3 + 1) % cfg.V : rng() % cfg.V;
+    std::ofstream(path("data.bin"), std::ios::binary).write(reinterpret_cast<const char *>(data.data()), data.size());
+  }
+  void TearDown() override {
+    if (!dir.empty()) llvm::sys::fs::remove_directories(dir);
+  }
+  std::string path(llvm::StringRef name) const {
+    llvm::SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  }
+  /// Runs colossal-run with `args`; returns the exit status, stdout in `out`, stderr in `err`.
+  int run(const std::string &args, std::string &out, std::string *err = nullptr) {
+    std::string cmd = std::string(COLOSSAL_RUN_PATH) + " " + args + " 2>" + path("stderr.txt");
+    FILE *pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return -1;
+    char buf[4096];
+    out.clear();
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    int status = pclose(pipe);
+    auto e = llvm::MemoryBuffer::getFile(path("stderr.txt"));
+    if (err) *err = e ? (*e)->getBuffer().str() : "";
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string trainArgs(int steps) {
+    return planPath + " train --data " + path("data.bin") + " --token-dtype uint8 --steps " + std::to_string(steps) +
+           " --metrics " + path("m.jsonl") + " --threads 1";
+  }
+
+  llvm::SmallString<128> dir;
+  TrainPlanConfig cfg;
+  std::string planPath;
+  std::vector<float> W0, U0;
+  std::vector<uint8_t> data;
+};
+
+TEST_F(TrainCliTest, TrainMatchesReferenceAndSamples) {
+  std::string out, err;
+  ASSERT_EQ(run(trainArgs(8) + " --save " + path("ck") + " --save-every 4", out, &err), 0) << err;
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "") << "no progress bar when stderr is not a terminal";
+  auto text = llvm::MemoryBuffer::getFile(path("m.jsonl"));
+  ASSERT_TRUE(static_cast<bool>(text));
+  llvm::SmallVector<llvm::StringRef, 0> lines;
+  (*text)->getBuffer().split(lines, '\n', -1, false);
+  ASSERT_EQ(lines.size(), 8u);
+  TrainReference ref(cfg, W0, U0);
+  for (int s = 0; s < 8; ++s) {
+    std::vector<int64_t> tok, lab;
+    referenceBatch(data, s, cfg.B, cfg.T, tok, lab);
+    double norm = 0, loss = ref.step(tok, lab, cfg.lr, s + 1, norm);
+    auto v = llvm::json::parse(lines[s]);
+    ASSERT_TRUE(static_cast<bool>(v)) << lines[s].str();
+    const llvm::json::Object &m = *v->getAsObject();
+    EXPECT_EQ(m.getInteger("step"), s);
+    EXPECT_NEAR(*m.getNumber("loss"), loss, 1e-5 * loss) << "step " << s;
+    EXPECT_NEAR(*m.getNumber("grad_norm"), norm, 1e-5 * norm) << "step " << s;
+  }
+
+  // The checkpoint holds the trained parameters; greedy sampling follows them.
+  auto model = SafetensorsFile::open(path("ck/step-00000008/model.safetensors"));
+  ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+  const float *W = static_cast<const float *>((*model)->find("W")->data);
+  const float *U = static_cast<const float *>((*model)->find("U")->data);
+  for (int64_t i = 0; i < cfg.V * cfg.D; ++i) ASSERT_NEAR(W[i], ref.W()[i], 1e-4) << i;
+  std::string want = "\x03\x05";
+  int64_t last = 5;
+  for (int n = 0; n < 7; ++n) {  // 2 + 7 > T = 5: the window slides
+    int64_t best = 0;
+    double bestScore = -INFINITY;
+    for (int64_t v = 0; v < cfg.V; ++v) {
+      double sc = 0;
+      for (int64_t d = 0; d < cfg.D; ++d) sc += double(W[last * cfg.D + d]) * U[d * cfg.V + v];
+      if (sc > bestScore) bestScore = sc, best = v;
+    }
+    want += char(best);
+    last = best;
+  }
+  ASSERT_EQ(run(planPath + " sample --checkpoint " + path("ck") + " --prompt \"$(printf '\\003\\005')\" --tokens 7", out, &err), 0)
+      << err;
+  EXPECT_EQ(out, want + "\n");
+}
+
+TEST_F(TrainCliTest, DumpStatesAfterTrainStep) {
+  std::vector<int64_t> tok, lab;
+  referenceBatch(data, 0, cfg.B, cfg.T, tok, lab);
+  ASSERT_NO_ERR(writeNpy(path("tok.npy"), DType::I64, {cfg.B, cfg.T}, tok.data()));
+  ASSERT_NO_ERR(writeNpy(path("lab.npy"), DType::I64, {cfg.B, cfg.T}, lab.data()));
+  std::string out, err;
+  ASSERT_EQ(run(planPath + " --program train_step --input input_ids=" + path("tok.npy") + " --input labels=" +
+                    path("lab.npy") + " --output-dir " + path("o") + " --dump-states " + path("states"),
+                out, &err),
+            0)
+      << err;
+  TrainReference ref(cfg, W0, U0);
+  std::vector<double> dW, dU;
+  double loss = ref.lossAndGrad(tok.data(), lab.data(), cfg.B, dW, dU);
+  auto l = readNpy(path("o/loss.npy"));
+  ASSERT_TRUE(static_cast<bool>(l));
+  EXPECT_NEAR(*static_cast<const float *>(l->data.data()), loss, 1e-5 * loss);
+  auto g = readNpy(path("states/W.grad.npy"));
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  EXPECT_EQ(g->shape, std::vector<int64_t>({cfg.V, cfg.D}));
+  for (size_t i = 0; i < dW.size(); ++i) ASSERT_NEAR(static_cast<const float *>(g->data.data())[i], dW[i], 1e-6) << i;
+  auto w = readNpy(path("states/W.npy"));
+  ASSERT_TRUE(static_cast<bool>(w));
+  EXPECT_EQ(0, std::memcmp(w->data.data(), W0.data(), W0.size() * 4)) << "train_step does not change W";
+}
+
+TEST_F(TrainCliTest, Errors) {
+  std::string out, err;
+  EXPECT_EQ(run(planPath + " train --steps 2 --metrics " + path("m.jsonl"), out, &err), 1);
+  EXPECT_EQ(err, "error: train needs --data TOKENS.bin\n");
+  EXPECT_EQ(run(trainArgs(2) + " --token-dtype int8", out, &err), 1);
+  EXPECT_EQ(err, "error: --token-dtype must be uint8 or uint16, not 'int8'\n");
+  EXPECT_EQ(run(planPath + " --data " + path("data.bin"), out, &err), 1);
+  EXPECT_EQ(err, "error: --data is not an option of running a program (it belongs to 'train')\n");
+  EXPECT_EQ(run(planPath + " sample --prompt x --tokens 2", out, &err), 1);
+  EXPECT_EQ(err, "error: sample needs --checkpoint DIR (the trained weights)\n");
+  EXPECT_EQ(run(planPath + " fly", out, &err), 1);
+  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample or export)\n");
+  // A token outside the vocabulary (V = 16).
+  std::ofstream(path("bad.bin"), std::ios::binary) << std::string(20, '\x01') << '\x20' << std::string(20, '\x01');
+  EXPECT_EQ(run(planPath + " train --data " + path("bad.bin") + " --steps 1 --metrics " + path("m.jsonl"), out, &err),
+            1);
+  EXPECT_EQ(err, "error: " + path("bad.bin") + ": token id 32 at byte offset 20 (token 20) is outside the vocabulary "
+                                                "of 16 ids\n");
+  // Resume from a folder with no checkpoint.
+  EXPECT_EQ(run(trainArgs(2) + " --resume " + path("none"), out, &err), 1);
+  EXPECT_EQ(err, "error: " + path("none") + ": no such checkpoint folder\n");
+}
+
+#endif
+
+}  // namespace
