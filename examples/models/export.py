@@ -6,6 +6,7 @@
 
 writes
     DIR/model.onnx          weights embedded; batch and sequence dims dynamic unless --static
+                            (--dynamic-batch: only the batch dim dynamic)
     DIR/spec.yaml           `mode: inference` + `inputs:` binding the dynamic dims to --batch/--seq
     DIR/inputs/NAME.npy     one file per graph input (int64 [batch, seq])
     DIR/reference/NAME.npy  PyTorch's outputs for those inputs (float32)
@@ -15,7 +16,8 @@ writes
                             exactly the weights in model.onnx
 
 Presets (training models: GPT-2 style, byte vocabulary 256, untied LM head, nanoGPT's initialisation,
-static [batch, seq] shapes); any size flag given explicitly overrides the preset:
+a dynamic batch dim and a static sequence length (--dynamic-batch: `grad_accum` compiles the model at
+B/grad_accum rows)); any flag given explicitly overrides the preset:
     tiny           2 layers, d_model 64, 4 heads, T 64, batch 8    (the README's training demo)
     gpt2-train     2 layers, d_model 128, 4 heads, T 64, batch 8   (issue 4's PyTorch comparison)
     nanogpt-char   6 layers, d_model 384, 6 heads, T 256, batch 8  (nanoGPT's shakespeare_char; bench/)
@@ -56,7 +58,7 @@ PRESETS = {
     "gpt2-train": dict(layers=2, d_model=128, heads=4, seq=64, context=64, batch=8),
     "nanogpt-char": dict(layers=6, d_model=384, heads=6, seq=256, context=256, batch=8),
 }
-PRESET_COMMON = dict(arch="gpt2", vocab=256, untied=True, init="nanogpt", static=True)
+PRESET_COMMON = dict(arch="gpt2", vocab=256, untied=True, init="nanogpt", dynamic_batch=True)
 
 
 def build(args):
@@ -149,6 +151,8 @@ def main():
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--static", action="store_true", help="export fixed [batch, seq] shapes (no dynamic axes)")
+    p.add_argument("--dynamic-batch", action="store_true",
+                   help="only the batch dim dynamic, the sequence length fixed to --seq (training presets)")
     p.add_argument("--untied", action="store_true", help="gpt2 only: an LM head of its own (not tied to wte)")
     p.add_argument("--init", choices=["randomized", "nanogpt"], default="randomized",
                    help="initial weights: randomized (every parameter matters; inference tests) or nanogpt "
@@ -187,7 +191,11 @@ def main():
         np.save(os.path.join(args.out, "reference", name + ".npy"), t.numpy().astype(np.float32))
 
     dynamic_axes = None
-    if not args.static:
+    if args.static and args.dynamic_batch:
+        p.error("--static and --dynamic-batch exclude each other")
+    if args.dynamic_batch:
+        dynamic_axes = {n: {0: "batch"} for n in in_names + out_names}
+    elif not args.static:
         dynamic_axes = {n: {0: "batch", 1: "seq"} for n in in_names}
         for n in out_names:
             dynamic_axes[n] = {0: "batch"} if n == "pooler_output" else {0: "batch", 1: "seq"}
@@ -201,14 +209,15 @@ def main():
     with open(os.path.join(args.out, "spec.yaml"), "w") as f:
         f.write(f"# {args.arch}, opset {args.opset}: written by examples/models/export.py\n"
                 f"mode: inference\ninputs: {{{binding}}}\n")
-    config = dict(arch=args.arch, opset=args.opset, static=args.static, batch=args.batch, seq=args.seq,
+    config = dict(arch=args.arch, opset=args.opset, static=args.static, dynamic_batch=args.dynamic_batch,
+                  batch=args.batch, seq=args.seq,
                   seed=args.seed, preset=args.preset, init=args.init, model=vars(cfg) if hasattr(cfg, "__dict__") else str(cfg),
                   torch=torch.__version__, onnx=onnx.__version__, ops=dict(sorted(hist.items())))
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     if not args.quiet:
         n_params = sum(p.numel() for p in model.parameters())
-        print(f"{args.preset or args.arch} opset {args.opset}{' static' if args.static else ''}: {n_params} parameters, "
+        print(f"{args.preset or args.arch} opset {args.opset}{' static' if args.static else ' dynamic batch' if args.dynamic_batch else ''}: {n_params} parameters, "
               f"{sum(hist.values())} nodes -> {model_path}")
         print("  " + " ".join(f"{k}:{v}" for k, v in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))))
 
