@@ -18,8 +18,8 @@ writes
 Presets (training models: GPT-2 style, byte vocabulary 256, untied LM head, nanoGPT's initialisation,
 a dynamic batch dim and a static sequence length (--dynamic-batch: `grad_accum` compiles the model at
 B/grad_accum rows)); any flag given explicitly overrides the preset:
-    tiny           2 layers, d_model 64, 4 heads, T 64, batch 8    (the README's training demo)
-    gpt2-train     2 layers, d_model 128, 4 heads, T 64, batch 8   (issue 4's PyTorch comparison)
+    tiny           2 layers, d_model 64, 4 heads, T 64, batch 8    (quick experiments)
+    gpt2-train     2 layers, d_model 128, 4 heads, T 64, batch 8   (issue 4's PyTorch comparison; the README demo)
     nanogpt-char   6 layers, d_model 384, 6 heads, T 256, batch 8  (nanoGPT's shakespeare_char; bench/)
 
 Everything is deterministic for a given --seed: weights come from torch.manual_seed, inputs from
