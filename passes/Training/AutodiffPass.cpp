@@ -145,11 +145,19 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
     auto grads = buildGradients(trainStep, loss, seed, params);
     if (failed(grads))
       return failure();
-    b.setInsertionPoint(ret);
+    // Each gradient is accumulated right after it is computed, so its arena bytes are free for
+    // the rest of the backward pass (otherwise every weight gradient is live at once at the end).
+    // Nothing else in @train_step reads an accumulator, so the position is free to choose.
     FloatAttr scale = b.getF64FloatAttr(1.0 / double(gradAccum));
     for (size_t k = 0; k < params.size(); ++k) {
       Value acc = trainStep.getArgument(lastParam + 1 + k);
-      AccumulateGradOp::create(b, locs[k], acc, (*grads)[k], scale);
+      Value grad = (*grads)[k];
+      Operation *def = grad.getDefiningOp();
+      if (def && def->getBlock() == ret->getBlock())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPoint(ret);
+      AccumulateGradOp::create(b, locs[k], acc, grad, scale);
     }
 
     updateTrainConfig(module, {b.getNamedAttr("grad_accum", b.getI64IntegerAttr(gradAccum)),

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/OnnxExport.h"
 
+#include "colossal/runtime/Checkpoint.h"
+
 #include "colossal/runtime/Safetensors.h"
 #include "support/AtomicFile.h"
 
@@ -346,25 +348,7 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
 }
 
 llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir) {
-  llvm::SmallString<256> manifest(dir);
-  llvm::sys::path::append(manifest, "manifest.json");
-  if (llvm::sys::fs::exists(manifest)) return dir.str();
-  llvm::SmallString<256> latest(dir);
-  llvm::sys::path::append(latest, "latest");
-  auto buf = llvm::MemoryBuffer::getFile(latest, /*IsText=*/true);
-  if (!buf)
-    return err(dir + ": not a checkpoint (no manifest.json) and no readable 'latest' file: " +
-               buf.getError().message());
-  llvm::StringRef step = (*buf)->getBuffer().trim();
-  if (step.empty() || step.contains('\n') || step.contains('/') || step == "." || step == "..")
-    return err(latest + ": expected one line naming a step folder, got '" + step + "'");
-  llvm::SmallString<256> folder(dir);
-  llvm::sys::path::append(folder, step);
-  llvm::SmallString<256> stepManifest(folder);
-  llvm::sys::path::append(stepManifest, "manifest.json");
-  if (!llvm::sys::fs::exists(stepManifest))
-    return err(latest + " names '" + step + "', which holds no manifest.json");
-  return std::string(folder);
+  return checkpointStepDir(dir);  // one definition of the layout: runtime/checkpoint/Checkpoint.cpp
 }
 
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,

@@ -101,6 +101,7 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
     step.index = i;
     step.call.instruction = &inst;
     step.call.threads = threads;
+    step.call.comm = options.comm;
     for (uint32_t id : inst.inputs()) step.call.inputs.push_back(ex->buffers_[id]);
     for (uint32_t id : inst.outputs()) step.call.outputs.push_back(ex->buffers_[id]);
     step.kernel = registry.find(inst.op(), step.call.outputs[0].dtype, kind);

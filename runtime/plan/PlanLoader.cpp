@@ -1,6 +1,8 @@
 //===- PlanLoader.cpp - Parse and validate a plan and its weights ----------------------------===//
 #include "colossal/runtime/Plan.h"
 
+#include "colossal/runtime/Communicator.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -382,6 +384,8 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
   }
   if (p.mode() == "train")
     if (llvm::Error e = validateTrainConfig(p, file)) return e;
+  // The mesh and the collectives' axes and group sizes (runtime/comm/Collectives.cpp).
+  if (llvm::Error e = validateCollectives(p, planPath)) return e;
   return llvm::Error::success();
 }
 

@@ -2,6 +2,7 @@
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
+//                [--nproc N] [--comm-timeout S]
 //   colossal-run MODEL.cplan train --data TOKENS.bin --token-dtype uint8|uint16 --steps N
 //                --metrics M.jsonl [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
@@ -22,8 +23,15 @@
 // --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/NAME.npy.
 // Any failure prints one line "error: ..." and exits with status 1.
 //
+// Several ranks (docs/parallelism.md): `mpirun -np N colossal-run ...`, or `--nproc N`, which
+// re-executes the same command under mpirun. N must equal the plan's mesh size. Errors that every
+// rank meets alike are printed by rank 0; an error on one rank while running prints
+// "error: rank R: ..." and aborts the job. Rank 0 writes the outputs. Kernel threads per rank
+// default to the cores divided by the ranks on this machine.
+//
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/OnnxExport.h"
@@ -31,6 +39,8 @@
 #include "colossal/runtime/Sampler.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/Trainer.h"
+
+#include "Parallel.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
@@ -74,6 +84,11 @@ cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state
                                    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write every state tensor to DIR/NAME.npy"),
                                    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<int> nproc("nproc", cl::desc("Run on N ranks: re-executes this command under mpirun -np N"),
+                   cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<double> commTimeout("comm-timeout",
+                            cl::desc("Seconds a collective may take before the job is aborted"),
+                            cl::value_desc("S"), cl::init(300.0), cl::cat(category));
 
 cl::OptionCategory trainCategory("train options (colossal-run MODEL.cplan train ...)");
 cl::opt<std::string> dataPath("data", cl::desc("Training tokens (little-endian uint8/uint16)"), cl::value_desc("FILE"),
@@ -105,7 +120,7 @@ cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained 
                              cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
-  llvm::errs() << "error: " << msg << "\n";
+  if (isPrintingRank()) llvm::errs() << "error: " << msg << "\n";  // every rank meets it alike
   return 1;
 }
 int fail(llvm::Error err) { return fail(llvm::toString(std::move(err))); }
@@ -254,6 +269,9 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir) {
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
+  if (nproc.getNumOccurrences())
+    if (llvm::Error e = relaunchUnderMpirun(argc, argv, nproc)) return fail(std::move(e));
+  if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");
   const std::string planPath = positionals[0];
   std::string mode = "run";
   if (positionals.size() > 1) {
@@ -276,10 +294,18 @@ int runMain(int argc, char **argv) {
   auto loaded = loadPlan(planPath, registry);
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<Device> device = createCpuDevice();
-  device->setThreads(threads);
+  device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
+  if (mode == "export") return exportMain(**loaded);
+  auto comm = startCommunication(**loaded, programName, commTimeout);
+  if (!comm) return fail(comm.takeError());
+  // An error on one rank alone ends the whole job (the others would wait in a collective).
+  auto failHere = [&](llvm::Error e) {
+    if ((*comm)->worldSize() == 1) return fail(std::move(e));
+    llvm::errs() << "error: rank " << (*comm)->rank() << ": " << llvm::toString(std::move(e)) << "\n";
+    (*comm)->abort(1);
+  };
   if (mode == "train") return trainMain(**loaded, *device);
   if (mode == "sample") return sampleMain(**loaded, *device);
-  if (mode == "export") return exportMain(**loaded);
 
   std::unique_ptr<StateStore> states;
   if (!(*loaded)->plan.states().empty() || !checkpointDir.empty() || !dumpStatesDir.empty()) {
@@ -289,6 +315,7 @@ int runMain(int argc, char **argv) {
   }
   ExecutorOptions exOptions;
   exOptions.states = states.get();
+  exOptions.comm = comm->get();
   auto executor = Executor::create(**loaded, registry, *device, programName, exOptions);
   if (!executor) return fail(executor.takeError());
   Executor &ex = **executor;
@@ -342,24 +369,25 @@ int runMain(int argc, char **argv) {
     return ex.run();
   };
   for (int i = 0; i < warmup; ++i)
-    if (llvm::Error e = runOnce()) return fail(std::move(e));
+    if (llvm::Error e = runOnce()) return failHere(std::move(e));
   std::vector<double> ms;
   for (int i = 0; i < repeat; ++i) {
     for (const InputData &in : inputs)
       if (llvm::Error e = ex.setInput(in.name, in.dtype, in.shape, in.bytes.data())) return fail(std::move(e));
     auto t0 = std::chrono::steady_clock::now();
-    if (llvm::Error e = ex.run()) return fail(std::move(e));
+    if (llvm::Error e = ex.run()) return failHere(std::move(e));
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (repeat > 1 || warmup > 0) {
+  if ((repeat > 1 || warmup > 0) && (*comm)->rank() == 0) {
     std::sort(ms.begin(), ms.end());
     llvm::errs() << llvm::format("%s: median %.3f ms, min %.3f ms over %d runs\n", programName.c_str(),
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
 
-  if (!dumpStatesDir.empty())
+  if (!dumpStatesDir.empty() && (*comm)->rank() == 0)
     if (llvm::Error e = dumpStates(*states, dumpStatesDir)) return fail(std::move(e));
-  if (outputDir.empty()) return 0;
+  // Rank 0 writes the outputs (each rank holds them whole until plans carry output shardings).
+  if (outputDir.empty() || (*comm)->rank() != 0) return 0;
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail(outputDir + ": cannot create output directory: " + ec.message());
   for (const BindingInfo &out : ex.outputs()) {

@@ -35,6 +35,9 @@ struct ExecutorOptions {
   /// another program sharing the arena runs, and inputs must be set right before each run().
   void *arena = nullptr;
   size_t arenaBytes = 0;
+  /// The job's communicators (Communicator.h), for collective instructions (docs/parallelism.md);
+  /// must outlive the executor. Without one, collectives fail when run.
+  CommContext *comm = nullptr;
 };
 
 /// The largest arena_bytes of `plan`'s programs: the size of an arena all of them can share.

@@ -30,6 +30,8 @@ class Instruction;
 
 namespace colossal::runtime {
 
+class CommContext;
+
 /// Everything a kernel sees: its operands, attributes and scratch memory.
 struct KernelCall {
   llvm::SmallVector<TensorRef, 4> inputs;
@@ -40,6 +42,9 @@ struct KernelCall {
   size_t workspaceBytes = 0;
   /// Threads the kernel may use (the device's setting).
   int threads = 1;
+  /// The job's communicators (Communicator.h), for collective instructions; null when the
+  /// executor was created without one (then collectives fail with an error).
+  CommContext *comm = nullptr;
 
   bool hasAttr(llvm::StringRef name) const;
   /// Attribute accessors: `fallback` when absent. A present attribute of the wrong kind is an error

@@ -9,6 +9,7 @@ namespace cpu {
 void registerGradKernels(KernelRegistry &r);           // grad.cpp
 void registerAttentionGradKernels(KernelRegistry &r);  // attention_grad.cpp
 }  // namespace cpu
+void registerCollectiveKernels(KernelRegistry &r);      // runtime/comm/Collectives.cpp
 
 void registerCpuKernels(KernelRegistry &r) {
   cpu::registerElementwiseKernels(r);
@@ -28,6 +29,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerCrossEntropyKernels(r);
   cpu::registerGradKernels(r);
   cpu::registerAttentionGradKernels(r);
+  registerCollectiveKernels(r);
 }
 
 namespace cpu {

@@ -1,0 +1,235 @@
+//===- Collectives.cpp - Collective instructions of a plan ----------------------------------===//
+//
+// all_reduce, all_gather, reduce_scatter, all_to_all and broadcast as kernels (docs/plan.md,
+// "Collective instructions"). Each runs over the group of the mesh axes named by its `axes`
+// attribute, through the CommContext the executor puts into KernelCall::comm. Registered for every
+// dtype (the reducing ones reject bool). Checks happen twice before anything runs: the kernel's
+// verify() (shapes up to the group size, attributes) and validateCollectives() (axes against the
+// plan's mesh, shapes against the exact group size).
+//
+//===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/Kernel.h"
+
+#include "plan.pb.h"
+
+namespace colossal::runtime {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+
+bool isCollectiveOp(llvm::StringRef op) {
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" ||
+         op == "broadcast";
+}
+
+/// The checks shared by verify() (groupSize 0: unknown) and validateCollectives() (the exact size).
+llvm::Error checkShapes(const KernelCall &c, llvm::StringRef op, int64_t groupSize) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  if (x.dtype != y.dtype)
+    return fail("input is " + dtypeName(x.dtype) + " but output is " + dtypeName(y.dtype));
+  if (!c.hasAttr("axes") || c.attrString("axes", "").empty())
+    return fail("missing attribute 'axes' (the mesh axes to communicate over)");
+  const int64_t rank = x.rank();
+  auto dimAttr = [&](const char *name, int64_t &dim) -> llvm::Error {
+    dim = c.attrInt(name, 0);
+    if (dim < 0 || dim >= std::max<int64_t>(rank, 1) || rank == 0)
+      return fail("'" + llvm::Twine(name) + "' " + llvm::Twine(dim) + " is outside the input's dims [0, " +
+                  llvm::Twine(rank) + ")");
+    return llvm::Error::success();
+  };
+  auto mismatch = [&](llvm::StringRef why) {
+    return fail("input " + shapeToString(x.shape) + " and output " + shapeToString(y.shape) + " " + why);
+  };
+  if (op == "all_reduce" || op == "reduce_scatter") {
+    std::optional<ReduceOp> red = parseReduceOp(c.attrString("reduction", "sum"));
+    if (!red) return fail("unknown reduction '" + c.attrString("reduction", "") + "' (sum, max, min)");
+    if (!isReducibleDType(x.dtype)) return fail("cannot reduce " + dtypeName(x.dtype));
+  }
+  if (op == "all_reduce" || op == "broadcast") {
+    if (x.shape != y.shape) return mismatch("differ (they must be equal)");
+    if (op == "broadcast") {
+      int64_t root = c.attrInt("root", 0);
+      if (root < 0 || (groupSize && root >= groupSize))
+        return fail("root " + llvm::Twine(root) + " is outside the group of " + llvm::Twine(groupSize) + " ranks");
+    }
+    return llvm::Error::success();
+  }
+  if (op == "all_gather" || op == "reduce_scatter") {
+    int64_t dim;
+    if (llvm::Error e = dimAttr("dim", dim)) return e;
+    if (y.rank() != rank) return mismatch("differ in rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim && x.shape[d] != y.shape[d]) return mismatch("differ outside dim " + std::to_string(dim));
+    bool gather = op == "all_gather";
+    int64_t small = gather ? x.shape[dim] : y.shape[dim], large = gather ? y.shape[dim] : x.shape[dim];
+    if (groupSize) {
+      if (large != small * groupSize)
+        return mismatch("do not fit a group of " + std::to_string(groupSize) + " ranks along dim " +
+                        std::to_string(dim) + " (the " + (gather ? "output" : "input") + " must be " +
+                        std::to_string(groupSize) + "x the " + (gather ? "input" : "output") + ")");
+    } else if (small == 0 ? large != 0 : large % small != 0) {
+      return mismatch("do not fit any group size along dim " + std::to_string(dim));
+    }
+    return llvm::Error::success();
+  }
+  // all_to_all
+  int64_t split, concat;
+  if (llvm::Error e = dimAttr("split_dim", split)) return e;
+  if (llvm::Error e = dimAttr("concat_dim", concat)) return e;
+  if (y.rank() != rank) return mismatch("differ in rank");
+  if (x.numel() != y.numel()) return mismatch("differ in element count");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != split && d != concat && x.shape[d] != y.shape[d])
+      return mismatch("differ outside the split and concat dims");
+  if (groupSize) {
+    Shape want(x.shape.begin(), x.shape.end());
+    if (want[split] % groupSize != 0)
+      return fail("split dim " + llvm::Twine(split) + " of input " + shapeToString(x.shape) +
+                  " is not divisible by the group size " + llvm::Twine(groupSize));
+    want[split] /= groupSize;
+    want[concat] *= groupSize;
+    if (y.shape != want)
+      return mismatch("do not fit a group of " + std::to_string(groupSize) + " ranks (expected output " +
+                      shapeToString(want) + ")");
+  }
+  return llvm::Error::success();
+}
+
+template <const char *Op> llvm::Error verifyCollective(const KernelCall &c) {
+  return checkShapes(c, Op, 0);
+}
+
+llvm::Error groupOf(const KernelCall &c, Communicator *&group) {
+  if (!c.comm)
+    return fail("collective instruction without a communicator (the executor was created without a "
+                "CommContext)");
+  llvm::Expected<Communicator *> g = c.comm->axes(c.attrString("axes", ""));
+  if (!g) return g.takeError();
+  group = *g;
+  return llvm::Error::success();
+}
+
+ReduceOp reductionOf(const KernelCall &c) {
+  return parseReduceOp(c.attrString("reduction", "sum")).value_or(ReduceOp::Sum);
+}
+
+/// Group sizes are checked again at run time: a plan run without validateCollectives() (a test,
+/// another mesh) must not write out of bounds.
+llvm::Error checkAtRun(const KernelCall &c, llvm::StringRef op, Communicator *g) {
+  if (llvm::Error e = checkShapes(c, op, g->size())) return fail(llvm::toString(std::move(e)));
+  return llvm::Error::success();
+}
+
+llvm::Error runAllReduce(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  return g->allReduce(x.data, y.data, x.numel(), x.dtype, reductionOf(c));
+}
+
+llvm::Error runAllGather(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "all_gather", g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  return g->allGather(x.data, y.data, x.shape, c.attrInt("dim", 0), x.dtype);
+}
+
+llvm::Error runReduceScatter(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "reduce_scatter", g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  return g->reduceScatter(x.data, y.data, x.shape, c.attrInt("dim", 0), x.dtype, reductionOf(c));
+}
+
+llvm::Error runAllToAll(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "all_to_all", g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  return g->allToAll(x.data, y.data, x.shape, c.attrInt("split_dim", 0), c.attrInt("concat_dim", 0), x.dtype);
+}
+
+llvm::Error runBroadcast(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "broadcast", g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  return g->broadcast(x.data, y.data, x.numel(), x.dtype, static_cast<int>(c.attrInt("root", 0)));
+}
+
+constexpr char kAllReduce[] = "all_reduce";
+constexpr char kAllGather[] = "all_gather";
+constexpr char kReduceScatter[] = "reduce_scatter";
+constexpr char kAllToAll[] = "all_to_all";
+constexpr char kBroadcast[] = "broadcast";
+
+TensorRef viewOf(const plan::Buffer &b) {
+  TensorRef t;
+  t.dtype = static_cast<DType>(b.dtype());
+  t.shape.assign(b.shape().begin(), b.shape().end());
+  return t;
+}
+
+}  // namespace
+
+void registerCollectiveKernels(KernelRegistry &r) {
+  struct Entry {
+    const char *op;
+    std::vector<AttrSpec> attrs;
+    llvm::Error (*verify)(const KernelCall &);
+    llvm::Error (*run)(const KernelCall &);
+  };
+  const AttrSpec axes{"axes", AttrKind::String};
+  const Entry entries[] = {
+      {kAllReduce, {axes, {"reduction", AttrKind::String}}, verifyCollective<kAllReduce>, runAllReduce},
+      {kAllGather, {axes, {"dim", AttrKind::Int}}, verifyCollective<kAllGather>, runAllGather},
+      {kReduceScatter, {axes, {"dim", AttrKind::Int}, {"reduction", AttrKind::String}},
+       verifyCollective<kReduceScatter>, runReduceScatter},
+      {kAllToAll, {axes, {"split_dim", AttrKind::Int}, {"concat_dim", AttrKind::Int}},
+       verifyCollective<kAllToAll>, runAllToAll},
+      {kBroadcast, {axes, {"root", AttrKind::Int}}, verifyCollective<kBroadcast>, runBroadcast},
+  };
+  for (const Entry &e : entries)
+    for (int v = 1; v <= kLastDType; ++v) {
+      KernelDesc d;
+      d.op = e.op;
+      d.dtype = static_cast<DType>(v);
+      d.attrs = e.attrs;
+      d.verify = e.verify;
+      d.run = e.run;
+      r.add(std::move(d));
+    }
+}
+
+llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath) {
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan, planPath);
+  if (!mesh) return mesh.takeError();
+  for (const plan::Program &prog : plan.programs())
+    for (int i = 0; i < prog.instructions_size(); ++i) {
+      const plan::Instruction &inst = prog.instructions(i);
+      if (!isCollectiveOp(inst.op())) continue;
+      std::string what = planPath.str() + ": program '" + prog.name() + "': instruction " +
+                         std::to_string(i) + " (" + inst.op() +
+                         (inst.loc().empty() ? "" : " at " + inst.loc()) + ")";
+      KernelCall call;
+      call.instruction = &inst;
+      for (uint32_t id : inst.inputs())
+        if (id < static_cast<uint32_t>(prog.buffers_size())) call.inputs.push_back(viewOf(prog.buffers(id)));
+      for (uint32_t id : inst.outputs())
+        if (id < static_cast<uint32_t>(prog.buffers_size())) call.outputs.push_back(viewOf(prog.buffers(id)));
+      if (call.inputs.size() != 1 || call.outputs.size() != 1) continue;  // reported by validatePlan
+      llvm::Expected<llvm::SmallVector<int, 4>> axes = mesh->parseAxes(call.attrString("axes", ""));
+      if (!axes) return fail(what + ": " + llvm::toString(axes.takeError()));
+      if (llvm::Error e = checkShapes(call, inst.op(), mesh->groupSize(*axes)))
+        return fail(what + ": " + llvm::toString(std::move(e)));
+    }
+  return llvm::Error::success();
+}
+
+}  // namespace colossal::runtime

@@ -1,0 +1,325 @@
+//===- MpiCommunicator.cpp - The MPI (OpenMPI) communication backend --------------------------===//
+//
+// Every collective is a non-blocking MPI call (MPI_Iallreduce, MPI_Iallgather, ...) completed by
+// polling MPI_Test against a deadline: the watchdog. A collective still incomplete after the
+// timeout prints "error: rank R: <collective> on axis '<axes>' did not complete within S s" and
+// calls MPI_Abort, which makes mpirun end every rank. Polling spins for the first 2 ms (or yields
+// at once when the machine is oversubscribed), then yields the CPU between polls, and after 10 s
+// sleeps 1 ms between polls: a rank waiting for a slow peer does not steal its cores for long.
+//
+// float16 and bfloat16 reductions convert to float32 in scratch memory, reduce in float32 and
+// round once at the end (the rounding of one float32 sum, not one per hop of the algorithm).
+// MPI counts are `int`: all_reduce and broadcast are split into pieces of at most 2^30 elements;
+// the block collectives reject blocks above INT_MAX elements.
+//
+//===----------------------------------------------------------------------------------------===//
+#include "comm/CommBackend.h"
+#include "kernels/cpu/Half.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <thread>
+
+#include <sched.h>
+#include <unistd.h>
+
+namespace colossal::runtime {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+
+llvm::Error mpiError(int code, llvm::StringRef what) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  return fail(what + ": MPI error " + llvm::Twine(code) + (len ? ": " + std::string(text, len) : ""));
+}
+
+MPI_Datatype mpiType(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::F16: case DType::BF16: case DType::U16: return MPI_UINT16_T;
+  case DType::I64: return MPI_INT64_T;
+  case DType::I32: return MPI_INT32_T;
+  case DType::I16: return MPI_INT16_T;
+  case DType::I8: return MPI_INT8_T;
+  case DType::U8: case DType::Bool: return MPI_UINT8_T;
+  case DType::U32: return MPI_UINT32_T;
+  case DType::U64: return MPI_UINT64_T;
+  default: return MPI_BYTE;
+  }
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum: return MPI_SUM;
+  case ReduceOp::Max: return MPI_MAX;
+  case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+bool isHalf(DType d) { return d == DType::F16 || d == DType::BF16; }
+
+void halfToF32(const void *src, float *dst, int64_t n, DType d) {
+  const uint16_t *s = static_cast<const uint16_t *>(src);
+  if (d == DType::BF16) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) dst[i] = cpu::bfloat16ToFloat(s[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) dst[i] = cpu::halfToFloat(s[i]);
+  }
+}
+
+void f32ToHalf(const float *src, void *dst, int64_t n, DType d) {
+  uint16_t *o = static_cast<uint16_t *>(dst);
+  if (d == DType::BF16) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) o[i] = cpu::floatToBfloat16(src[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) o[i] = cpu::floatToHalf(src[i]);
+  }
+}
+
+/// Ranks outnumber CPUs: poll politely from the start.
+bool oversubscribed() {
+  static const bool value = [] {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 && launcherLocalSize() > online;
+  }();
+  return value;
+}
+
+[[noreturn]] void timeoutAbort(const CommShared &shared, llvm::StringRef what, llvm::StringRef group) {
+  std::fprintf(stderr, "error: rank %d: %.*s on %.*s did not complete within %g s\n", shared.worldRank,
+               static_cast<int>(what.size()), what.data(), static_cast<int>(group.size()), group.data(),
+               shared.timeoutSeconds);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);
+}
+
+/// Completes `req` or aborts the job at the deadline (the watchdog).
+llvm::Error waitFor(MPI_Request &req, const CommShared &shared, llvm::StringRef what,
+                    llvm::StringRef group) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(shared.timeoutSeconds));
+  const bool polite = oversubscribed();
+  for (uint64_t i = 0;; ++i) {
+    int done = 0;
+    int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpiError(rc, what);
+    if (done) return llvm::Error::success();
+    if (!polite && (i & 63) != 0) continue;
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) timeoutAbort(shared, what, group);
+    Clock::duration waited = now - start;
+    if (waited > std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else if (polite || waited > std::chrono::milliseconds(2))
+      sched_yield();
+  }
+}
+
+llvm::Error checkCount(int64_t count, llvm::StringRef what) {
+  if (count > INT_MAX)
+    return fail(what + ": " + llvm::Twine(count) + " elements per rank is above MPI's limit of " +
+                llvm::Twine(INT_MAX));
+  return llvm::Error::success();
+}
+
+/// Largest piece of an all_reduce / broadcast.
+constexpr int64_t kPiece = int64_t(1) << 30;
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, std::string axes, const CommShared &shared)
+      : Communicator(rank, size, std::move(axes), shared), comm_(comm) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+protected:
+  /// Starts a non-blocking call (`start` returns its MPI status) and waits for it.
+  template <typename Start> llvm::Error run(llvm::StringRef what, Start &&start) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = start(&req);
+    if (rc != MPI_SUCCESS) return mpiError(rc, (what + " on " + describe()).str());
+    return waitFor(req, shared_, what, describe());
+  }
+
+  llvm::Error allReduceImpl(const void *in, void *out, int64_t count, DType dtype, ReduceOp op) override {
+    const void *src = in;
+    void *dst = out;
+    MPI_Datatype type = mpiType(dtype);
+    size_t esz = dtypeSize(dtype);
+    float *tmp = nullptr;
+    if (isHalf(dtype)) {
+      tmp = static_cast<float *>(scratch(1, count * sizeof(float)));
+      halfToF32(in, tmp, count, dtype);
+      src = dst = tmp;
+      type = MPI_FLOAT;
+      esz = sizeof(float);
+    }
+    for (int64_t off = 0; off < count; off += kPiece) {
+      int n = static_cast<int>(std::min(kPiece, count - off));
+      const void *s = src == dst ? MPI_IN_PLACE : static_cast<const char *>(src) + off * esz;
+      void *d = static_cast<char *>(dst) + off * esz;
+      if (llvm::Error e = run("all_reduce", [&](MPI_Request *r) {
+            return MPI_Iallreduce(s, d, n, type, mpiOp(op), comm_, r);
+          }))
+        return e;
+    }
+    if (tmp) f32ToHalf(tmp, out, count, dtype);
+    return llvm::Error::success();
+  }
+
+  llvm::Error allGatherImpl(const void *in, void *out, int64_t count, DType dtype) override {
+    if (llvm::Error e = checkCount(count, "all_gather")) return e;
+    MPI_Datatype type = mpiType(dtype);
+    return run("all_gather", [&](MPI_Request *r) {
+      return MPI_Iallgather(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_, r);
+    });
+  }
+
+  llvm::Error reduceScatterImpl(const void *in, void *out, int64_t count, DType dtype, ReduceOp op) override {
+    if (llvm::Error e = checkCount(count, "reduce_scatter")) return e;
+    if (!isHalf(dtype))
+      return run("reduce_scatter", [&](MPI_Request *r) {
+        return MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), mpiType(dtype), mpiOp(op), comm_, r);
+      });
+    float *all = static_cast<float *>(scratch(1, size() * count * sizeof(float)));
+    float *mine = static_cast<float *>(scratch(2, count * sizeof(float)));
+    halfToF32(in, all, size() * count, dtype);
+    if (llvm::Error e = run("reduce_scatter", [&](MPI_Request *r) {
+          return MPI_Ireduce_scatter_block(all, mine, static_cast<int>(count), MPI_FLOAT, mpiOp(op), comm_, r);
+        }))
+      return e;
+    f32ToHalf(mine, out, count, dtype);
+    return llvm::Error::success();
+  }
+
+  llvm::Error allToAllImpl(const void *in, void *out, int64_t count, DType dtype) override {
+    if (llvm::Error e = checkCount(count, "all_to_all")) return e;
+    MPI_Datatype type = mpiType(dtype);
+    return run("all_to_all", [&](MPI_Request *r) {
+      return MPI_Ialltoall(in, static_cast<int>(count), type, out, static_cast<int>(count), type, comm_, r);
+    });
+  }
+
+  llvm::Error broadcastImpl(void *buf, int64_t count, DType dtype, int root) override {
+    MPI_Datatype type = mpiType(dtype);
+    size_t esz = dtypeSize(dtype);
+    for (int64_t off = 0; off < count; off += kPiece) {
+      int n = static_cast<int>(std::min(kPiece, count - off));
+      void *p = static_cast<char *>(buf) + off * esz;
+      if (llvm::Error e = run("broadcast", [&](MPI_Request *r) { return MPI_Ibcast(p, n, type, root, comm_, r); }))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error sendImpl(const void *data, int64_t count, DType dtype, int peer, int tag) override {
+    if (llvm::Error e = checkCount(count, "send")) return e;
+    return run("send", [&](MPI_Request *r) {
+      return MPI_Isend(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, r);
+    });
+  }
+
+  llvm::Error recvImpl(void *data, int64_t count, DType dtype, int peer, int tag) override {
+    if (llvm::Error e = checkCount(count, "recv")) return e;
+    return run("recv", [&](MPI_Request *r) {
+      return MPI_Irecv(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, r);
+    });
+  }
+
+  llvm::Error barrierImpl() override {
+    return run("barrier", [&](MPI_Request *r) { return MPI_Ibarrier(comm_, r); });
+  }
+
+private:
+  MPI_Comm comm_;
+};
+
+class MpiBackend final : public CommContext::Backend {
+public:
+  static llvm::Expected<std::unique_ptr<MpiBackend>> start() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    std::unique_ptr<MpiBackend> b(new MpiBackend());
+    b->ownsMpi_ = !initialized;  // a host program that started MPI also ends it
+    if (!initialized) {
+      int provided = 0;
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return fail("MPI_Init failed");
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &b->rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &b->size_);
+    return b;
+  }
+  ~MpiBackend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (ownsMpi_ && !finalized) MPI_Finalize();
+  }
+  int worldRank() const override { return rank_; }
+  int worldSize() const override { return size_; }
+
+  std::unique_ptr<Communicator> world(const CommShared &shared) override {
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    return std::make_unique<MpiCommunicator>(dup, rank_, size_, "world", shared);
+  }
+
+  llvm::Expected<std::unique_ptr<Communicator>> split(int64_t color, int64_t key, std::string axes,
+                                                      const CommShared &shared) override {
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color), static_cast<int>(key), &c);
+    if (rc != MPI_SUCCESS) return mpiError(rc, "creating the group of " + axes);
+    int r = 0, n = 0;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    return std::make_unique<MpiCommunicator>(c, r, n, std::move(axes), shared);
+  }
+
+  llvm::Error barrier(const CommShared &shared, llvm::StringRef what) override {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpiError(rc, what);
+    return waitFor(req, shared, "barrier (" + what.str() + ")", "all ranks");
+  }
+
+  [[noreturn]] void abort(int status) override {
+    MPI_Abort(MPI_COMM_WORLD, status);
+    _exit(status);
+  }
+
+private:
+  MpiBackend() = default;
+  int rank_ = 0, size_ = 1;
+  bool ownsMpi_ = true;
+};
+
+}  // namespace
+
+llvm::Expected<std::unique_ptr<CommContext::Backend>> createMpiBackend() {
+  auto b = MpiBackend::start();
+  if (!b) return b.takeError();
+  return std::unique_ptr<CommContext::Backend>(std::move(*b));
+}
+
+}  // namespace colossal::runtime
