@@ -111,9 +111,9 @@ void *Communicator::scratch(int slot, size_t bytes) {
 
 void Communicator::maybeStall() {
   if (shared_.stallRank != shared_.worldRank) return;
-  llvm::errs() << "rank " << shared_.worldRank << ": COLOSSAL_TEST_STALL_RANK: sleeping "
-               << shared_.stallSeconds << " s before a collective on " << describe() << "\n";
-  llvm::errs().flush();
+  llvm::errs() << ("rank " + llvm::Twine(shared_.worldRank) + ": COLOSSAL_TEST_STALL_RANK: sleeping " +
+                   std::to_string(shared_.stallSeconds) + " s before a collective on " + describe() + "\n")
+                      .str();
   std::this_thread::sleep_for(std::chrono::duration<double>(shared_.stallSeconds));
 }
 

@@ -120,7 +120,11 @@ cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained 
                              cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
-  if (isPrintingRank()) llvm::errs() << "error: " << msg << "\n";  // every rank meets it alike
+  // Every rank meets it alike: rank 0 prints it (in one write, so that mpirun's own messages cannot
+  // split the line) and gives the job its exit status 1. The other ranks leave with 0: a non-zero
+  // exit there would make mpirun kill rank 0 before its message is out.
+  if (!isPrintingRank()) return 0;
+  llvm::errs() << ("error: " + msg + "\n").str();
   return 1;
 }
 int fail(llvm::Error err) { return fail(llvm::toString(std::move(err))); }
@@ -301,7 +305,7 @@ int runMain(int argc, char **argv) {
   // An error on one rank alone ends the whole job (the others would wait in a collective).
   auto failHere = [&](llvm::Error e) {
     if ((*comm)->worldSize() == 1) return fail(std::move(e));
-    llvm::errs() << "error: rank " << (*comm)->rank() << ": " << llvm::toString(std::move(e)) << "\n";
+    llvm::errs() << ("error: rank " + llvm::Twine((*comm)->rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
     (*comm)->abort(1);
   };
   if (mode == "train") return trainMain(**loaded, *device);

@@ -100,10 +100,11 @@ bool oversubscribed() {
 }
 
 [[noreturn]] void timeoutAbort(const CommShared &shared, llvm::StringRef what, llvm::StringRef group) {
-  std::fprintf(stderr, "error: rank %d: %.*s on %.*s did not complete within %g s\n", shared.worldRank,
-               static_cast<int>(what.size()), what.data(), static_cast<int>(group.size()), group.data(),
-               shared.timeoutSeconds);
-  std::fflush(stderr);
+  char line[512];  // one write: mpirun's messages must not split the line
+  int n = std::snprintf(line, sizeof line, "error: rank %d: %.*s on %.*s did not complete within %g s\n",
+                        shared.worldRank, static_cast<int>(what.size()), what.data(),
+                        static_cast<int>(group.size()), group.data(), shared.timeoutSeconds);
+  if (n > 0 && write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1)) < 0) n = 0;
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
 }
