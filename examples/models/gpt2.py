@@ -3,7 +3,7 @@
 Learned absolute positions, pre-LN blocks (LayerNorm with bias), causal self-attention with a
 `tril` buffer + `masked_fill(-inf)` + softmax (torch 1.13 has no `F.scaled_dot_product_attention`),
 the tanh GELU written out as HF's `NewGELUActivation` does, and the LM head tied to the token
-embedding (Press & Wolf 2017).
+embedding (Press & Wolf 2017) unless `tie_embeddings=False` (an untied `lm_head.weight`).
 
 Shapes: input_ids int64 [B, T] (T <= block_size) -> logits float32 [B, T, vocab].
 """
@@ -23,6 +23,7 @@ class GPT2Config:
     n_head: int = 4
     n_embd: int = 64
     layer_norm_eps: float = 1e-5
+    tie_embeddings: bool = True  # False: the LM head is a Linear of its own (training examples)
 
 
 def gelu_tanh(x):
@@ -88,7 +89,8 @@ class GPT2(nn.Module):
         self.h = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
         self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_eps)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied input/output embeddings
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight  # tied input/output embeddings
 
     def forward(self, input_ids):
         B, T = input_ids.size()
