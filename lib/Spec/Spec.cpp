@@ -208,8 +208,6 @@ template <> struct ScalarTraits<MeshSize> {
   static StringRef input(StringRef scalar, void *, MeshSize &m) {
     if (scalar.getAsInteger(10, m.value) || m.value < 1)
       return "a mesh axis size must be a positive integer";
-    if (m.value != 1)
-      return "multi-rank meshes are not supported yet (every mesh axis must be 1)";
     return {};
   }
   static QuotingType mustQuote(StringRef) { return QuotingType::None; }
@@ -367,7 +365,13 @@ template <> struct CustomMappingTraits<ValueMap> {
 };
 template <> struct CustomMappingTraits<MeshMap> {
   static void inputOne(IO &io, StringRef key, MeshMap &m) {
-    io.mapRequired(key.str().c_str(), m[key.str()]);
+    MeshSize &size = m[key.str()];
+    io.mapRequired(key.str().c_str(), size);
+    // Data parallelism (`dp`) is implemented; other axes only with size 1 (docs/spec.md "mesh").
+    if (key != "dp" && size.value > 1)
+      io.setError("mesh axis '" + key + "' of size " + Twine(size.value) +
+                  ": only data parallelism (mesh axis 'dp') is supported yet; every other axis "
+                  "must be 1");
   }
   static void output(IO &, MeshMap &) {}
 };
@@ -520,6 +524,8 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
+  for (auto &[axis, size] : raw.mesh)
+    spec.mesh.emplace_back(axis, size.value);
   if (raw.mode.value == "train") {
     const RawTrain &r = raw.train;
     TrainSpec t;
@@ -556,6 +562,22 @@ Expected<Spec> parseSpecFile(StringRef path) {
       t.noDecay.push_back(p.value);
     spec.train = std::move(t);
   }
+  // Data parallelism: each of the D ranks takes B/D rows of every batch, in grad_accum
+  // microbatches in train mode, so D·grad_accum must divide the batch of every input.
+  const int64_t dp = spec.dataParallel();
+  const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  if (dp > 1)
+    for (auto &[name, shape] : spec.inputs)
+      if (!shape.empty() && shape[0] % (dp * accum) != 0) {
+        std::string msg = path.str() + ": mesh dp=" + std::to_string(dp);
+        if (spec.train)
+          msg += " with train.grad_accum " + std::to_string(accum);
+        msg += ": the batch (dim 0 of input '" + name + "', " + std::to_string(shape[0]) +
+               ") must be divisible by ";
+        msg += spec.train ? "dp x grad_accum = " + std::to_string(dp * accum)
+                          : "dp = " + std::to_string(dp);
+        return createStringError(inconvertibleErrorCode(), msg);
+      }
   return spec;
 }
 
@@ -584,7 +606,7 @@ std::string defaultPipeline(const Spec &spec) {
   os << " labels=" << t.labels;
   if (!t.output.empty())
     os << " output=" << t.output;
-  os << " ignore-index=" << t.ignoreIndex << "}, colossal-autodiff{grad-accum=" << t.gradAccum;
+  os << " ignore-index=" << t.ignoreIndex << "}, colossal-autodiff{grad-accum=" << t.gradAccum * spec.dataParallel();
   if (!t.frozen.empty())
     os << " frozen=" << llvm::join(t.frozen, ",");
   os << "}, colossal-optimizer{kind=" << t.optimizer << " lr=" << formatReal(t.lr);

@@ -62,10 +62,13 @@ bool isUpdateOp(llvm::StringRef op) {
 
 /// The aliasing rule for STATE buffers: an update instruction lists the STATE buffers it writes as
 /// its outputs, each the same buffer id as the input at the same position; no other instruction
-/// writes a STATE buffer.
+/// writes a STATE buffer, except an in-place `all_reduce` (data parallelism reduces the gradient
+/// accumulators in place, docs/parallelism.md).
 llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction &inst,
                              const std::string &what) {
-  bool update = isUpdateOp(inst.op());
+  bool update = isUpdateOp(inst.op()) ||
+                (inst.op() == "all_reduce" && inst.inputs_size() == 1 && inst.outputs_size() == 1 &&
+                 inst.inputs(0) == inst.outputs(0));
   for (int o = 0; o < inst.outputs_size(); ++o) {
     uint32_t id = inst.outputs(o);
     const plan::Buffer &b = prog.buffers(id);

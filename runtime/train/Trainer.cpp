@@ -2,6 +2,7 @@
 #include "colossal/runtime/Trainer.h"
 
 #include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/Communicator.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -105,7 +106,7 @@ Trainer::~Trainer() {
 }
 
 llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan, const KernelRegistry &registry,
-                                                         Device &device) {
+                                                         Device &device, CommContext *comm) {
   if (plan.plan.mode() != "train")
     return fail(plan.path + ": not a training plan (mode '" + plan.plan.mode() +
                 "'); compile the model with `mode: train`");
@@ -119,7 +120,29 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
   if (!arena) return arena.takeError();
   t->arena_ = *arena;
+  int64_t meshRanks = 1;
+  for (const plan::MeshAxis &a : plan.plan.mesh()) {
+    meshRanks *= a.size();
+    if (a.name() == "dp") t->dpSize_ = a.size();
+  }
+  if (meshRanks > 1) {
+    if (!comm || comm->worldSize() != meshRanks)
+      return fail(plan.path + ": the plan's mesh has " + llvm::Twine(meshRanks) +
+                  " ranks; train it under mpirun (colossal-run --nproc " + llvm::Twine(meshRanks) + ")");
+    if (meshRanks != t->dpSize_)
+      return fail(plan.path + ": only data-parallel training plans (mesh axis 'dp') can run yet");
+    llvm::Expected<Communicator *> group = comm->axes("dp");
+    if (!group) return group.takeError();
+    t->dp_ = *group;
+    t->dpRank_ = t->dp_->rank();
+    if (plan.plan.train().grad_accum() % t->dpSize_ != 0)
+      return fail(plan.path + ": grad_accum " + llvm::Twine(plan.plan.train().grad_accum()) +
+                  " (microbatches of all ranks) is not divisible by dp = " + llvm::Twine(t->dpSize_));
+    if (const plan::Program *prog = plan.program("optimizer_step"))
+      if (llvm::Error e = comm->prepare(*prog)) return std::move(e);
+  }
   ExecutorOptions opts;
+  opts.comm = comm;
   opts.states = t->states_.get();
   opts.arena = t->arena_;
   opts.arenaBytes = arenaBytes;
@@ -141,6 +164,13 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   return t;
 }
 
+llvm::Expected<double> Trainer::sumOverRanks(double local) {
+  if (!dp_) return local;
+  double global = 0;
+  if (llvm::Error e = dp_->allReduce(&local, &global, 1, DType::F64, ReduceOp::Sum)) return std::move(e);
+  return global;
+}
+
 llvm::Expected<double> Trainer::runLoss(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow) {
   const plan::TrainConfig &tc = config();
   const int64_t rows = tc.global_batch() / tc.grad_accum(), T = tc.seq_len();
@@ -155,15 +185,18 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
   StepResult r;
-  const int64_t A = tc.grad_accum(), rows = tc.global_batch() / A;
+  // This rank's microbatches: dpRank_·A .. dpRank_·A + A − 1 of the step's grad_accum() (all ranks').
+  const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
   double lossSum = 0;
-  for (int64_t k = 0; k < A; ++k) {
+  for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
     llvm::Expected<double> loss = runLoss(*trainStep_, data, step, k * rows);
     if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
                            llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
     lossSum += *loss;
   }
-  r.loss = lossSum / static_cast<double>(A);
+  llvm::Expected<double> allLosses = sumOverRanks(lossSum);
+  if (!allLosses) return allLosses.takeError();
+  r.loss = *allLosses / static_cast<double>(tc.grad_accum());
   r.lr = scheduledLearningRate(tc, step);
   float lr = static_cast<float>(r.lr);
   int64_t stepNumber = step + 1;
@@ -180,15 +213,17 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
 
 llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalSteps) {
   const plan::TrainConfig &tc = config();
-  const int64_t A = tc.grad_accum(), rows = tc.global_batch() / A;
+  const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
   double sum = 0;
   for (int64_t s = 0; s < evalSteps; ++s)
-    for (int64_t k = 0; k < A; ++k) {
+    for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
       llvm::Expected<double> loss = runLoss(*eval_, data, s, k * rows);
       if (!loss) return fail(plan_->path + ": program 'eval' (batch " + llvm::Twine(s) + "): " + llvm::toString(loss.takeError()));
       sum += *loss;
     }
-  return sum / static_cast<double>(evalSteps * A);
+  llvm::Expected<double> all = sumOverRanks(sum);
+  if (!all) return all.takeError();
+  return *all / static_cast<double>(evalSteps * tc.grad_accum());
 }
 
 llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
@@ -199,7 +234,9 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
   if (!o.evalDataPath.empty() && o.evalEvery == 0) return fail("--eval-data needs --eval-every K (K >= 1)");
   if (o.evalDataPath.empty() && o.evalEvery > 0) return fail("--eval-every needs --eval-data FILE");
   if (o.metricsPath.empty()) return fail("train needs --metrics FILE");
-  auto trainer = Trainer::create(plan, registry, device);
+  // Several ranks: every rank trains and resumes; rank 0 alone writes metrics and checkpoints.
+  const bool writer = !o.comm || o.comm->rank() == 0;
+  auto trainer = Trainer::create(plan, registry, device, o.comm);
   if (!trainer) return trainer.takeError();
   Trainer &tr = **trainer;
   const plan::TrainConfig &tc = tr.config();
@@ -224,10 +261,12 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
           << "training continues with this plan's hyperparameters\n";
     start = info->step;
-    if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
+    if (writer)
+      if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
   }
   std::error_code ec;
-  llvm::raw_fd_ostream metrics(o.metricsPath, ec, o.resumeDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
+  llvm::raw_fd_ostream metrics(writer ? llvm::StringRef(o.metricsPath) : llvm::StringRef("-"), ec,
+                               o.resumeDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
   if (ec) return fail(o.metricsPath + ": cannot open metrics file: " + ec.message());
 
   const double tokensPerStep = static_cast<double>(tc.global_batch() * tc.seq_len());
@@ -243,6 +282,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       evalLoss = *el;
     }
     double tps = r->seconds > 0 ? tokensPerStep / r->seconds : 0;
+    if (!writer) continue;
     metrics << metricsLine(s, *r, tps, evalLoss ? &*evalLoss : nullptr) << "\n";
     metrics.flush();
     if (metrics.has_error()) {

@@ -93,13 +93,20 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     return success();
   });
   colossal::ImportOptions importOptions;
-  for (auto &[name, shape] : spec.inputs)
+  // Data parallelism (docs/parallelism.md): an inference plan's @forward takes each rank's B/dp
+  // rows (colossal-run splits the inputs and gathers the outputs); a train plan's @train_step and
+  // @eval take B/(dp·grad_accum) rows (the microbatch import), @forward keeps B.
+  const int64_t dataParallel = spec.dataParallel();
+  for (auto &[name, shape] : spec.inputs) {
     importOptions.inputShapes[name] = shape;
+    if (!spec.train && dataParallel > 1 && !shape.empty())
+      importOptions.inputShapes[name][0] = shape[0] / dataParallel;
+  }
   for (auto &[name, file] : spec.values)
     importOptions.inputValues[name] = file;
   if (spec.train) {
     importOptions.trainParams = true;
-    importOptions.microbatches = spec.train->gradAccum;
+    importOptions.microbatches = spec.train->gradAccum * dataParallel;
   }
   OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
   if (!module)
@@ -138,6 +145,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
+  planOptions.mesh = spec.mesh;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).

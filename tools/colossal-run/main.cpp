@@ -185,7 +185,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
   return llvm::Error::success();
 }
 
-int trainMain(const LoadedPlan &plan, Device &device) {
+int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   if (dataPath.empty()) return fail("train needs --data TOKENS.bin");
   if (steps < 0) return fail("train needs --steps N (N >= 0)");
   if (metricsPath.empty()) return fail("train needs --metrics FILE");
@@ -204,8 +204,15 @@ int trainMain(const LoadedPlan &plan, Device &device) {
   o.evalEvery = evalEvery;
   o.evalSteps = evalSteps;
   o.seed = seed;
-  o.progressBar = isatty(STDERR_FILENO);
-  if (llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, llvm::errs())) return fail(std::move(e));
+  o.progressBar = isatty(STDERR_FILENO) && comm.rank() == 0;
+  o.comm = &comm;
+  if (llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, llvm::errs())) {
+    if (comm.worldSize() == 1) return fail(std::move(e));
+    // Under data parallelism an error may be this rank's alone (its rows, its files): name the
+    // rank and end the job (the others would wait in a collective).
+    llvm::errs() << ("error: rank " + llvm::Twine(comm.rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
+    comm.abort(1);
+  }
   return 0;
 }
 
@@ -308,7 +315,7 @@ int runMain(int argc, char **argv) {
     llvm::errs() << ("error: rank " + llvm::Twine((*comm)->rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
     (*comm)->abort(1);
   };
-  if (mode == "train") return trainMain(**loaded, *device);
+  if (mode == "train") return trainMain(**loaded, *device, **comm);
   if (mode == "sample") return sampleMain(**loaded, *device);
 
   std::unique_ptr<StateStore> states;
@@ -324,6 +331,20 @@ int runMain(int argc, char **argv) {
   if (!executor) return fail(executor.takeError());
   Executor &ex = **executor;
 
+  // Data-parallel inference (docs/parallelism.md "Data parallelism"): the plan's programs take
+  // B/dp rows; every rank reads the global inputs [B, ...] and keeps rows [r·B/dp, (r+1)·B/dp);
+  // the outputs are gathered along dim 0 over 'dp' and rank 0 writes them whole.
+  int64_t dpSize = 1, dpRank = 0;
+  Communicator *dpGroup = nullptr;
+  if ((*loaded)->plan.mode() != "train")
+    for (const auto &a : (*loaded)->plan.mesh())
+      if (a.name() == "dp" && a.size() > 1) {
+        auto group = (*comm)->axes("dp");
+        if (!group) return fail(group.takeError());
+        dpGroup = *group;
+        dpSize = a.size();
+        dpRank = dpGroup->rank();
+      }
   std::map<std::string, const BindingInfo *> bindings;
   for (const BindingInfo &b : ex.inputs()) bindings[b.name] = &b;
   std::vector<InputData> inputs;
@@ -348,6 +369,23 @@ int runMain(int argc, char **argv) {
     if (arr->dtype != want.dtype && !bf16FromF32 && !bf16Bits)
       return fail("input '" + name + "' (" + file + "): expected dtype " + dtypeName(want.dtype) +
                   ", got " + dtypeName(arr->dtype));
+    if (dpSize > 1) {
+      Shape global = want.shape;
+      if (global.empty() || llvm::ArrayRef<int64_t>(arr->shape).drop_front() != llvm::ArrayRef<int64_t>(global).drop_front() ||
+          arr->shape.empty() || arr->shape[0] != global[0] * dpSize) {
+        if (!global.empty()) global[0] *= dpSize;
+        return fail("input '" + name + "' (" + file + "): expected shape " + shapeToString(global) +
+                    " (the global batch; each of the dp=" + llvm::Twine(dpSize) + " ranks takes " +
+                    llvm::Twine(want.shape.empty() ? 0 : want.shape[0]) + " rows), got " + shapeToString(arr->shape));
+      }
+      // This rank's rows.
+      const size_t rankBytes = static_cast<size_t>(want.numel()) * dtypeSize(arr->dtype);
+      AlignedBuffer mine(rankBytes);
+      std::memcpy(mine.data(), static_cast<const char *>(arr->data.data()) + dpRank * rankBytes, rankBytes);
+      arr->data = std::move(mine);
+      arr->shape.assign(want.shape.begin(), want.shape.end());
+      in.shape = arr->shape;
+    }
     if (llvm::ArrayRef<int64_t>(arr->shape) != llvm::ArrayRef<int64_t>(want.shape))
       return fail("input '" + name + "' (" + file + "): expected shape " + shapeToString(want.shape) +
                   ", got " + shapeToString(arr->shape));
@@ -390,14 +428,34 @@ int runMain(int argc, char **argv) {
 
   if (!dumpStatesDir.empty() && (*comm)->rank() == 0)
     if (llvm::Error e = dumpStates(*states, dumpStatesDir)) return fail(std::move(e));
+  // Data parallelism: every output's dim 0 is the batch; gather the ranks' rows (every rank takes
+  // part), then rank 0 writes them.
+  std::vector<std::pair<Shape, AlignedBuffer>> gathered;
+  if (dpGroup && !outputDir.empty())
+    for (const BindingInfo &out : ex.outputs()) {
+      const TensorRef &t = out.tensor;
+      if (t.shape.empty()) return fail("output '" + out.name + "' is a scalar: a data-parallel plan cannot gather it");
+      std::vector<char> host(t.bytes());
+      device->copyToHost(host.data(), t.data, t.bytes());
+      Shape shape = t.shape;
+      shape[0] *= dpSize;
+      AlignedBuffer all(t.bytes() * dpSize);
+      if (llvm::Error e = dpGroup->allGather(host.data(), all.data(), t.shape, 0, t.dtype)) return failHere(std::move(e));
+      gathered.emplace_back(std::move(shape), std::move(all));
+    }
   // Rank 0 writes the outputs (each rank holds them whole until plans carry output shardings).
   if (outputDir.empty() || (*comm)->rank() != 0) return 0;
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail(outputDir + ": cannot create output directory: " + ec.message());
-  for (const BindingInfo &out : ex.outputs()) {
+  for (size_t i = 0; i < ex.outputs().size(); ++i) {
+    const BindingInfo &out = ex.outputs()[i];
     llvm::SmallString<256> path(outputDir);
     llvm::sys::path::append(path, safeFileName(out.name) + ".npy");
-    const TensorRef &t = out.tensor;
+    TensorRef t = out.tensor;
+    if (!gathered.empty()) {
+      t.shape = gathered[i].first;
+      t.data = gathered[i].second.data();
+    }
     if (t.dtype == DType::BF16) {  // bfloat16 travels as float32
       std::vector<float> f(t.numel());
       const auto *src = t.as<const uint16_t>();

@@ -42,6 +42,19 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> values;          // NAME -> .npy path
   std::string passes;                                               // replaces the pipeline
   std::optional<TrainSpec> train;                                   // set iff mode == "train"
+  /// `mesh:` axes and sizes (sorted by name). Only `dp` may exceed 1 (data parallelism).
+  std::vector<std::pair<std::string, int64_t>> mesh;
+
+  /// The data-parallel degree D (mesh axis `dp`, 1 when absent). Train mode compiles @train_step
+  /// and @eval at B/(D·grad_accum) rows: the autodiff's `grad-accum` is D·grad_accum, so the
+  /// accumulators hold (1/(D·grad_accum))·Σ of the rank's microbatch gradients and the all_reduce
+  /// over `dp` in optimizer_step makes them the global mean (docs/parallelism.md).
+  int64_t dataParallel() const {
+    for (auto &[axis, size] : mesh)
+      if (axis == "dp")
+        return size;
+    return 1;
+  }
 };
 
 /// Parses `path` with LLVM's YAML I/O. Unknown keys and bad values are errors that carry

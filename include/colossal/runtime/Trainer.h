@@ -7,6 +7,10 @@
 //     (TokenData) -> train_step (loss_k; gradients accumulated with scale 1/A)
 //   optimizer_step(lr = schedule(s), step = s + 1) -> grad_norm (gradients zeroed by the updates)
 //   reported loss = mean of the loss_k.
+// Data parallelism (mesh dp = D, docs/parallelism.md): the plan's grad_accum counts the
+// microbatches of all ranks (D·A of B/(D·A) rows); dp rank i runs microbatches i·A .. i·A+A−1,
+// i.e. rows [i·B/D, (i+1)·B/D) (DESIGN.md); optimizer_step all-reduces the accumulators over `dp`
+// itself, and the reported loss is the mean over every rank's microbatches (an all_reduce).
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_TRAINER_H
@@ -26,6 +30,8 @@
 
 namespace colossal::runtime {
 
+class Communicator;
+
 /// The learning rate of step `step` (from 0), docs/training.md "LR schedules": `constant`: lr;
 /// `cosine`: lr·(s+1)/warmup during the warm-up, then min_lr + ½(lr − min_lr)(1 + cos(π·p)) with
 /// p = min(1, (s − warmup) / max(1, total − warmup)). Computed in double.
@@ -44,8 +50,10 @@ public:
   /// Prepares a `mode: train` plan (validated by loadPlan, which checks the TrainConfig and the
   /// program bindings): the StateStore with initial values, one arena of maxArenaBytes() and
   /// executors for train_step, optimizer_step and eval. Errors: not a training plan; allocation.
+  /// `comm`: the job's communicators; required when the plan's mesh has more than one rank
+  /// (error otherwise), unused for one rank.
   static llvm::Expected<std::unique_ptr<Trainer>> create(const LoadedPlan &plan, const KernelRegistry &registry,
-                                                         Device &device);
+                                                         Device &device, CommContext *comm = nullptr);
   ~Trainer();
 
   StateStore &states() { return *states_; }
@@ -72,6 +80,11 @@ private:
   DType tokensDType_ = DType::I64;
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
+  /// Data parallelism: the `dp` group (null for one rank), its size and this rank's index in it.
+  Communicator *dp_ = nullptr;
+  int64_t dpSize_ = 1, dpRank_ = 0;
+  /// Sum over the dp group of `local` (itself for one rank).
+  llvm::Expected<double> sumOverRanks(double local);
 };
 
 /// `colossal-run M.cplan train` (docs/training.md "Runtime").
@@ -88,6 +101,7 @@ struct TrainOptions {
   int64_t evalSteps = 1;         // --eval-steps
   uint64_t seed = 0;             // --seed (recorded in checkpoints)
   bool progressBar = false;      // draw a progress bar on `log` (a terminal)
+  CommContext *comm = nullptr;   // several ranks: only rank 0 writes metrics and checkpoints
 };
 
 /// The whole `train` subcommand: opens the data (and eval data) against the plan's vocabulary and

@@ -35,6 +35,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -215,6 +216,88 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   return success();
 }
 
+/// Data parallelism (docs/parallelism.md "Data parallelism"): prepends to optimizer_step one
+/// in-place `all_reduce` (sum over `dp`) per GRAD state buffer, in Plan.states order, so that
+/// global_norm and the updates see the sum over the ranks of the accumulators — each holds
+/// 1/(D·grad_accum) · Σ of its rank's microbatch gradients, so the sum is the global mean.
+/// (No bucketing: one instruction per gradient.)
+void addDataParallelReductions(plan::Plan &planMsg) {
+  llvm::StringSet<> grads;
+  for (const plan::StateTensor &st : planMsg.states())
+    if (st.role() == plan::StateTensor::GRAD)
+      grads.insert(st.name());
+  for (plan::Program &program : *planMsg.mutable_programs()) {
+    if (program.name() != "optimizer_step")
+      continue;
+    google::protobuf::RepeatedPtrField<plan::Instruction> reduced;
+    llvm::StringSet<> seen;
+    for (const plan::Buffer &b : program.buffers()) {
+      if (b.storage() != plan::STATE || !grads.contains(b.state_name()) ||
+          !seen.insert(b.state_name()).second)
+        continue;
+      plan::Instruction *inst = reduced.Add();
+      inst->set_op("all_reduce");
+      inst->add_inputs(b.id());
+      inst->add_outputs(b.id());
+      (*inst->mutable_attrs())["axes"].set_s("dp");
+      (*inst->mutable_attrs())["reduction"].set_s("sum");
+      inst->set_loc("data parallelism: the gradient " + b.state_name());
+    }
+    for (const plan::Instruction &inst : program.instructions())
+      *reduced.Add() = inst;
+    program.mutable_instructions()->Swap(&reduced);
+  }
+}
+
+/// `--report` for a mesh: per-rank memory (everything is replicated under data parallelism, so
+/// the figures above are per rank) and the bytes each rank sends into collectives per optimizer
+/// step, by collective and axes (train_step runs grad_accum/dp times per step on each rank).
+void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) {
+  std::string mesh;
+  int64_t dp = 1;
+  for (const plan::MeshAxis &a : planMsg.mesh()) {
+    mesh += (mesh.empty() ? "" : " x ") + a.name() + "=" + std::to_string(a.size());
+    if (a.name() == "dp")
+      dp = a.size();
+  }
+  os << "mesh: " << (mesh.empty() ? "one rank" : mesh)
+     << " (per-rank figures: parameters, gradients and optimizer state are replicated on every "
+        "rank, so the memory above is per rank)\n";
+  const int64_t accum = planMsg.mode() == "train" ? planMsg.train().grad_accum() : 1;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> perStep; // "op over axes" -> (bytes, count)
+  for (const plan::Program &program : planMsg.programs()) {
+    int64_t runs = 1;
+    if (planMsg.mode() == "train") {
+      if (program.name() == "train_step")
+        runs = accum / dp;
+      else if (program.name() != "optimizer_step")
+        continue;
+    }
+    for (const plan::Instruction &inst : program.instructions()) {
+      if (inst.op() != "all_reduce" && inst.op() != "all_gather" && inst.op() != "reduce_scatter" &&
+          inst.op() != "all_to_all" && inst.op() != "broadcast")
+        continue;
+      auto axes = inst.attrs().find("axes");
+      std::string key = inst.op() + " over '" + (axes == inst.attrs().end() ? "" : axes->second.s()) + "'";
+      auto &[bytes, count] = perStep[key];
+      bytes += runs * program.buffers(inst.inputs(0)).size_bytes();
+      count += runs;
+    }
+  }
+  os << "communication per " << (planMsg.mode() == "train" ? "optimizer step" : "run")
+     << " (bytes of each rank's collective inputs):\n";
+  if (perStep.empty())
+    os << "  none\n";
+  uint64_t total = 0;
+  for (const auto &[key, v] : perStep) {
+    os << "  " << key << ": " << v.first << " bytes in " << v.second << " collectives\n";
+    total += v.first;
+  }
+  os << "  total: " << total << " bytes\n";
+  if (planMsg.mode() == "train" && dp > 1)
+    os << "  (plus the runtime's all_reduce of the step's loss over 'dp': 8 bytes)\n";
+}
+
 } // namespace
 
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
@@ -241,6 +324,16 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
+  int64_t dataParallel = 1;
+  for (const auto &[axis, size] : options.mesh) {
+    plan::MeshAxis *a = planMsg.add_mesh();
+    a->set_name(axis);
+    a->set_size(size);
+    if (axis == "dp")
+      dataParallel = size;
+  }
+  if (collected.train && dataParallel > 1)
+    addDataParallelReductions(planMsg);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
       return failure();
@@ -360,6 +453,8 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
         }
     }
     printPlanReport(summary, *report);
+    if (planMsg.mesh_size() > 0)
+      printCommunicationReport(planMsg, *report);
   }
   return success();
 }

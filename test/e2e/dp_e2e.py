@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""End-to-end data parallelism (docs/parallelism.md "Data parallelism"): `mesh: {dp: D}` plans run
+under mpirun against the one-rank plan of the same spec.
+
+    dp_e2e.py --case train|resume|report|errors|inference --workdir W [--opt PATH --run PATH]
+              [--shared-dir DIR] [--steps N]
+
+The model is examples/models/export.py --preset gpt2-train; the spec is examples/train/train_gpt2.yaml
+(B 8, AdamW) with `mesh: {dp: D}` added. Every rank runs with --threads 1.
+
+  train      20 steps under dp=2 and dp=4 (grad_accum 1) and dp=2 with grad_accum 2: per step
+             |loss - loss_1rank| <= 1e-5 |loss_1rank| against the one-rank plan (grad_norm within
+             1e-4, lr equal); only rank 0 writes the metrics file.
+  resume     dp=2 trains 10 steps with --save; the one-rank plan resumes from that checkpoint to 20
+             steps; its losses match the uninterrupted one-rank run within 1e-5. And the reverse:
+             a one-rank checkpoint at step 10 resumed under dp=2.
+  report     colossal-opt --report of the dp=2 plan: the all_reduce over 'dp' moves 4 bytes per
+             trainable parameter element per optimizer step (one float32 gradient each), checked
+             against the parameter count the report lists and the plan's shapes.
+  errors     spec errors: a batch that dp x grad_accum does not divide (the message names the sizes),
+             a tp axis > 1; a dp=2 plan run on one rank or on 3 ranks.
+  inference  the dp=2 inference plan of the GPT-2 preset (forward at B/2 rows per rank, colossal-run
+             splits the inputs and gathers the outputs) == the one-rank plan within 1e-5 of max|output|.
+
+Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util as u  # noqa: E402
+import train_e2e as t  # noqa: E402
+
+with open(t.TRAIN_SPEC) as f:
+    BASE_SPEC = f.read()
+
+
+def mpirun_cmd(n):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("skipped: mpirun is not on PATH")
+        sys.exit(u.SKIP)
+    return [mpirun, "-np", str(n), "--oversubscribe", "--bind-to", "none"]
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    return env
+
+
+def run_mpi(n, cmd, what, expect_fail=False):
+    full = (mpirun_cmd(n) if n > 1 else []) + cmd
+    print("$ " + " ".join(full), flush=True)
+    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1200, env=mpi_env())
+    if expect_fail:
+        return p
+    if p.returncode != 0:
+        raise u.ToolError(f"{what} failed with exit code {p.returncode}:\n" + "\n".join(
+            (p.stderr or p.stdout).strip().splitlines()[-30:]))
+    return p
+
+
+def dp_spec(s, name, dp, accum=1):
+    # grad_accum belongs under train: (the base spec ends inside it); mesh is top level.
+    text = BASE_SPEC + (f"  grad_accum: {accum}\n" if accum > 1 else "") + (f"mesh: {{dp: {dp}}}\n" if dp > 1 else "")
+    return s.spec(name, text)
+
+
+def train(s, n, plan, metrics, steps, extra=(), fresh=True):
+    if fresh and os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps),
+           "--metrics", metrics, "--threads", "1"] + list(extra)
+    run_mpi(n, cmd, f"colossal-run train on {n} ranks")
+    return t.read_metrics(metrics)
+
+
+def case_train(args):
+    s = t.Setup(args, need_shared=False)
+    one = s.compile("one", dp_spec(s, "one", 1))
+    ref = train(s, 1, one, os.path.join(s.work, "one.jsonl"), args.steps)
+    ok = True
+    for dp, accum in ((2, 1), (4, 1), (2, 2)):
+        plan = s.compile(f"dp{dp}_a{accum}", dp_spec(s, f"dp{dp}_a{accum}", dp, accum))
+        got = train(s, dp, plan, os.path.join(s.work, f"dp{dp}_a{accum}.jsonl"), args.steps)
+        print(f"dp={dp} grad_accum {accum} vs one rank")
+        ok &= t.compare_runs(got, ref, 1e-5, f"dp{dp}", "1 rank", grad_tol=1e-4)
+    return ok
+
+
+def case_resume(args):
+    s = t.Setup(args, need_shared=False)
+    one = s.compile("one", dp_spec(s, "one", 1))
+    dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
+    ref = train(s, 1, one, os.path.join(s.work, "one.jsonl"), 20)
+    ckpt = os.path.join(s.work, "ckpt_dp2")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    m = os.path.join(s.work, "dp2_then_one.jsonl")
+    train(s, 2, dp2, m, 10, ["--save", ckpt])
+    got = train(s, 1, one, m, 20, ["--resume", ckpt], fresh=False)
+    print("dp=2 for 10 steps, then one rank from its checkpoint, vs one rank for 20 steps")
+    ok = t.compare_runs(got, ref, 1e-5, "dp2+1", "1 rank", grad_tol=1e-4)
+    ckpt1 = os.path.join(s.work, "ckpt_one")
+    shutil.rmtree(ckpt1, ignore_errors=True)
+    m = os.path.join(s.work, "one_then_dp2.jsonl")
+    train(s, 1, one, m, 10, ["--save", ckpt1])
+    got = train(s, 2, dp2, m, 20, ["--resume", ckpt1], fresh=False)
+    print("one rank for 10 steps, then dp=2 from its checkpoint, vs one rank for 20 steps")
+    ok &= t.compare_runs(got, ref, 1e-5, "1+dp2", "1 rank", grad_tol=1e-4)
+    return ok
+
+
+def case_report(args):
+    s = t.Setup(args, need_shared=False)
+    spec = dp_spec(s, "dp2", 2)
+    plan = os.path.join(s.work, "dp2.cplan")
+    out, _, _ = u.run([s.opt, s.model, "--spec", spec, "-o", plan, "--report"], "colossal-opt --report")
+    print(out)
+    params = re.search(r"trainable parameters: (\d+) tensors, (\d+) elements", out)
+    comm = re.search(r"all_reduce over 'dp': (\d+) bytes in (\d+) collectives", out)
+    mesh = re.search(r"^mesh: dp=2 ", out, re.M)
+    if not (params and comm and mesh):
+        print("the report lacks the parameter count, the mesh line or the all_reduce over 'dp'  MISMATCH")
+        return False
+    tensors, elements = int(params.group(1)), int(params.group(2))
+    got_bytes, count = int(comm.group(1)), int(comm.group(2))
+    # Independent count: the model's float initializers that train (the ONNX file, via onnx).
+    print(f"report: {tensors} trainable tensors, {elements} elements; all_reduce over dp: {got_bytes} bytes "
+          f"in {count} collectives; formula 4 x params = {4 * elements}")
+    ok = got_bytes == 4 * elements and count == tensors
+    one_plan = os.path.join(s.work, "one.cplan")
+    out1, _, _ = u.run([s.opt, s.model, "--spec", t.TRAIN_SPEC, "-o", one_plan, "--report"], "colossal-opt --report")
+    if "all_reduce" in out1:
+        print("the one-rank plan's report lists an all_reduce  MISMATCH")
+        ok = False
+    # Per-rank memory: params, grads and AdamW state (2 per param) are 4 bytes per element each.
+    for role, mult in (("params", 1), ("grads", 1), ("optimizer state", 2)):
+        m = re.search(rf"^\s*{role}\s.*?(\d+) bytes", out, re.M)
+        if not m or int(m.group(1)) != 4 * mult * elements:
+            print(f"per-rank {role}: {m.group(1) if m else None} bytes, expected {4 * mult * elements}  MISMATCH")
+            ok = False
+    return ok
+
+
+def case_errors(args):
+    s = t.Setup(args, need_shared=False)
+    ok = True
+
+    def expect(spec_text, pattern, name):
+        nonlocal ok
+        spec = s.spec(name, spec_text)
+        p = subprocess.run([s.opt, s.model, "--spec", spec, "-o", os.path.join(s.work, name + ".cplan")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        good = p.returncode != 0 and re.search(pattern, p.stderr) and "Assertion" not in p.stderr
+        print(f"  {name}: exit {p.returncode}: {p.stderr.strip()}  {'ok' if good else 'MISMATCH'}")
+        ok &= bool(good)
+
+    expect(BASE_SPEC + "mesh: {dp: 3}\n",
+           r"mesh dp=3 with train.grad_accum 1: the batch \(dim 0 of input 'input_ids', 8\) must be divisible "
+           r"by dp x grad_accum = 3", "dp3")
+    expect(BASE_SPEC + "  grad_accum: 4\nmesh: {dp: 4}\n",
+           r"mesh dp=4 with train.grad_accum 4: the batch \(dim 0 of input 'input_ids', 8\) must be divisible "
+           r"by dp x grad_accum = 16", "dp4a4")
+    expect(BASE_SPEC + "mesh: {dp: 2, tp: 2}\n", r"mesh axis 'tp' of size 2: only data parallelism", "tp2")
+    expect(BASE_SPEC + "mesh: {dp: 0}\n", r"a mesh axis size must be a positive integer", "dp0")
+    dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
+    cmd = [s.run_bin, dp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1",
+           "--metrics", os.path.join(s.work, "err.jsonl"), "--threads", "1"]
+    for n, pattern in ((1, r"has 2 ranks but the job has 1 rank"), (3, r"has 2 ranks but the job has 3 ranks")):
+        p = run_mpi(n, cmd, "colossal-run", expect_fail=True)
+        good = p.returncode != 0 and re.search(pattern, p.stderr)
+        print(f"  dp=2 plan on {n} rank(s): exit {p.returncode}: {p.stderr.strip().splitlines()[:1]}  "
+              f"{'ok' if good else 'MISMATCH'}")
+        ok &= bool(good)
+    return ok
+
+
+def case_inference(args):
+    s = t.Setup(args, need_shared=False)
+    spec1 = s.spec("inf1", "mode: inference\ninputs: {input_ids: [8, 64]}\n")
+    spec2 = s.spec("inf2", "mode: inference\ninputs: {input_ids: [8, 64]}\nmesh: {dp: 2}\n")
+    p1, p2 = s.compile("inf1", spec1), s.compile("inf2", spec2)
+    rng = np.random.default_rng(0)
+    ids = os.path.join(s.work, "ids.npy")
+    np.save(ids, rng.integers(0, 256, size=(8, 64), dtype=np.int64))
+    out1, out2 = os.path.join(s.work, "out1"), os.path.join(s.work, "out2")
+    for d in (out1, out2):
+        shutil.rmtree(d, ignore_errors=True)
+    run_mpi(1, [s.run_bin, p1, "--input", f"input_ids={ids}", "--output-dir", out1, "--threads", "1"], "one rank")
+    run_mpi(2, [s.run_bin, p2, "--input", f"input_ids={ids}", "--output-dir", out2, "--threads", "1"], "dp=2")
+    ref = u.npy_dir(out1)
+    print("dp=2 vs one rank")
+    return u.compare(ref, out2, 1e-5, label="dp2")
+
+
+CASES = {"train": case_train, "resume": case_resume, "report": case_report, "errors": case_errors,
+         "inference": case_inference}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--opt")
+    p.add_argument("--run")
+    p.add_argument("--shared-dir", default=os.environ.get("COLOSSAL_SHARED_DIR", os.path.join(u.REPO, "..", "shared")))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=20)
+    args = p.parse_args()
+    try:
+        ok = CASES[args.case](args)
+    except u.ToolError as e:
+        u.die(str(e), 2)
+    print("PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
