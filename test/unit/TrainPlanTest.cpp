@@ -106,6 +106,34 @@ TEST_F(TrainPlanTest, StateBufferErrors) {
   expectError("STATE buffer without state_name");
 }
 
+// Data parallelism (docs/parallelism.md): an all_reduce may write a STATE buffer in place (the
+// gradient accumulators in optimizer_step), not out of place.
+TEST_F(TrainPlanTest, InPlaceAllReduceWritesState) {
+  plan::MeshAxis *axis = model.add_mesh();
+  axis->set_name("dp");
+  axis->set_size(1);
+  plan::Plan good = model;
+  plan::Program &ts = prog("train_step");
+  uint32_t w = ts.instructions(instIndex(ts, "gather")).inputs(0);
+  plan::Instruction *ar = ts.add_instructions();
+  ar->set_op("all_reduce");
+  ar->add_inputs(w);
+  ar->add_outputs(w);
+  (*ar->mutable_attrs())["axes"].set_s("dp");
+  EXPECT_EQ(loadError(), "") << "an in-place all_reduce of a STATE buffer is allowed";
+  model = good;
+  plan::Program &ts2 = prog("train_step");
+  int g = instIndex(ts2, "gather");
+  uint32_t w2 = ts2.instructions(g).inputs(0);
+  uint32_t activation = ts2.instructions(g).outputs(0);
+  plan::Instruction *bad = ts2.add_instructions();
+  bad->set_op("all_reduce");
+  bad->add_inputs(activation);
+  bad->add_outputs(w2);
+  (*bad->mutable_attrs())["axes"].set_s("dp");
+  expectError("(all_reduce): writes STATE buffer " + std::to_string(w2) + " ('W')");
+}
+
 TEST_F(TrainPlanTest, OnlyUpdatesWriteState) {
   plan::Plan good = model;
   // A relu writing the parameter W.
