@@ -9,6 +9,8 @@
 #include "colossal/runtime/Checkpoint.h"
 
 #include "colossal/runtime/Safetensors.h"
+#include "colossal/runtime/StateStore.h"
+#include "colossal/runtime/Device.h"
 #include "support/AtomicFile.h"
 
 #include "onnx/onnx_pb.h"
@@ -218,9 +220,15 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
   if ((*buf)->getBufferSize() > kMaxOnnxModelBytes)
     return err(modelPath + ": larger than protobuf's 2 GiB limit");
 
-  // Never write over the inputs: the model or one of its external data files.
+  // Never write over the inputs: the model or one of its external data files, the plan, its weights.
   if (llvm::sys::fs::equivalent(outPath, modelPath))
     return err(outPath + " is the source model " + modelPath + "; choose another --onnx path");
+  if (llvm::sys::fs::equivalent(outPath, planPath))
+    return err(outPath + " is the plan " + planPath + "; choose another --onnx path");
+  if (loaded.weights && llvm::sys::fs::equivalent(outPath, loaded.weights->path()))
+    return err(outPath + " is the plan's weights file " + loaded.weights->path() + "; choose another --onnx path");
+  if (llvm::sys::fs::is_directory(outPath))
+    return err(outPath + " is a directory; --onnx takes the path of the file to write");
 
   onnx::ModelProto model;
   if (!model.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize())))
@@ -353,29 +361,52 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir) {
 
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
                               llvm::StringRef outPath) {
-  std::unique_ptr<SafetensorsFile> checkpoint;
-  const SafetensorsFile *source = plan.weights.get();
-  if (!checkpointDir.empty()) {
-    auto folder = resolveCheckpointDir(checkpointDir);
-    if (!folder) return folder.takeError();
-    llvm::SmallString<256> file(*folder);
-    llvm::sys::path::append(file, "model.safetensors");
-    auto opened = SafetensorsFile::open(file);
-    if (!opened) return opened.takeError();
-    checkpoint = std::move(*opened);
-    source = checkpoint.get();
-  }
   llvm::StringMap<std::string> initWeight;
   for (const plan::StateTensor &s : plan.plan.states())
     if (s.role() == plan::StateTensor::PARAM) initWeight[s.name()] = s.init_weight();
+  if (checkpointDir.empty()) {
+    const SafetensorsFile *source = plan.weights.get();
+    auto lookup = [&](llvm::StringRef param) -> llvm::Expected<ParamValue> {
+      std::string key = initWeight.lookup(param);
+      if (!source)
+        return err(plan.path + ": the plan has no weights file holding parameter '" + param + "'");
+      const SafetensorsTensor *t = source->find(key);
+      if (!t) return err(source->path() + ": no tensor '" + key + "' (parameter '" + param + "')");
+      return ParamValue{t->dtype, t->shape, t->data, t->size_bytes};
+    };
+    return exportOnnx(plan, lookup, outPath);
+  }
+
+  // A checkpoint: never write over one of its files (the step folder's, or DIR/latest).
+  auto folder = resolveCheckpointDir(checkpointDir);
+  if (!folder) return folder.takeError();
+  std::vector<std::string> files;
+  llvm::SmallString<256> latest(checkpointDir);
+  llvm::sys::path::append(latest, "latest");
+  files.push_back(std::string(latest));
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(*folder, ec), end; it != end && !ec; it.increment(ec))
+    files.push_back(it->path());
+  for (const std::string &f : files)
+    if (llvm::sys::fs::equivalent(outPath, f))
+      return err(outPath + " is " + f + ", a file of the checkpoint " + checkpointDir + "; choose another --onnx path");
+
+  // The values through the checkpoint loader (runtime/checkpoint/Checkpoint.cpp), which checks the
+  // manifest's sizes and FNV-1a hashes and every tensor's name, dtype and shape, like train --resume
+  // and sample do.
+  std::unique_ptr<Device> device = createCpuDevice();
+  auto store = StateStore::create(plan, *device);
+  if (!store) return store.takeError();
+  llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **store);
+  if (!info) return info.takeError();
+  std::map<std::string, std::vector<char>> host;
   auto lookup = [&](llvm::StringRef param) -> llvm::Expected<ParamValue> {
-    std::string key = checkpoint ? param.str() : initWeight.lookup(param);
-    if (!source)
-      return err(plan.path + ": the plan has no weights file holding parameter '" + param + "'");
-    const SafetensorsTensor *t = source->find(key);
-    if (!t)
-      return err(source->path() + ": no tensor '" + key + "' (parameter '" + param + "')");
-    return ParamValue{t->dtype, t->shape, t->data, t->size_bytes};
+    const StateEntry *e = (*store)->find(param);
+    if (!e) return err(plan.path + ": no state '" + param + "'");
+    std::vector<char> &bytes = host[param.str()];
+    bytes.resize(e->tensor.bytes());
+    if (llvm::Error r = (*store)->read(param, bytes.data())) return std::move(r);
+    return ParamValue{e->tensor.dtype, e->tensor.shape, bytes.data(), bytes.size()};
   };
   return exportOnnx(plan, lookup, outPath);
 }

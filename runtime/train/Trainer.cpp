@@ -230,7 +230,8 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
                         const TrainOptions &o, llvm::raw_ostream &log) {
   if (o.steps < 0) return fail("--steps must be >= 0");
   if (o.saveEvery < 0) return fail("--save-every must be >= 0");
-  if (o.evalEvery < 0 || o.evalSteps < 1) return fail("--eval-every must be >= 0 and --eval-steps >= 1");
+  if (o.evalEvery < 0) return fail("--eval-every K needs K >= 1 (evaluate after every K steps)");
+  if (o.evalSteps < 1) return fail("--eval-steps M needs M >= 1");
   if (!o.evalDataPath.empty() && o.evalEvery == 0) return fail("--eval-data needs --eval-every K (K >= 1)");
   if (o.evalDataPath.empty() && o.evalEvery > 0) return fail("--eval-every needs --eval-data FILE");
   if (o.metricsPath.empty()) return fail("train needs --metrics FILE");
@@ -261,6 +262,9 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
           << "training continues with this plan's hyperparameters\n";
     start = info->step;
+    if (o.steps <= start)
+      return fail("checkpoint is at step " + llvm::Twine(start) + "; --steps " + llvm::Twine(o.steps) +
+                  " is the total step count, so nothing to do (pass --steps > " + llvm::Twine(start) + ")");
     if (writer)
       if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
   }

@@ -9,6 +9,9 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/OnnxExport.h"
+#include "colossal/runtime/Device.h"
+#include "colossal/runtime/StateStore.h"
+#include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Safetensors.h"
 
 #include "onnx/onnx_pb.h"
@@ -250,25 +253,49 @@ TEST_F(OnnxExportTest, ValuesFromPlanWeightsAndFromCheckpoint) {
   ASSERT_FALSE(static_cast<bool>(exportOnnxCommand(loaded, "", path("from-init.onnx"))));
   expectExported(path("from-init.onnx"), values);
 
-  // A checkpoint folder found through `latest`: tensors named like the states.
+  // A checkpoint (written by saveCheckpoint) found through `latest`: tensors named like the states.
   std::map<std::string, Value> trained = values;
   for (auto &[name, v] : trained)
     for (float &f : v.data) f = f * 3 + 1;
-  ASSERT_FALSE(llvm::sys::fs::create_directories(path("ckpt/step-00000007")));
-  writeFile(path("ckpt/latest"), "step-00000007\n");
-  writeFile(path("ckpt/step-00000007/manifest.json"), "{}");
-  std::vector<NamedTensor> ck;
-  for (auto &[name, v] : trained)
-    ck.push_back({name, DType::F32, v.shape, v.data.data(), v.data.size() * 4});
-  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path("ckpt/step-00000007/model.safetensors"), ck)));
+  std::unique_ptr<Device> device = createCpuDevice();
+  auto store = StateStore::create(loaded, *device);
+  ASSERT_TRUE(static_cast<bool>(store)) << llvm::toString(store.takeError());
+  for (auto &[name, v] : trained) ASSERT_FALSE(static_cast<bool>((*store)->write(name, v.data.data(), v.data.size() * 4)));
+  auto saved = saveCheckpoint(path("ckpt"), **store, CheckpointInfo{7, 7, 0, 0});
+  ASSERT_TRUE(static_cast<bool>(saved)) << llvm::toString(saved.takeError());
   ASSERT_FALSE(static_cast<bool>(exportOnnxCommand(loaded, path("ckpt"), path("from-ckpt.onnx"))));
   expectExported(path("from-ckpt.onnx"), trained);
 
-  // A checkpoint missing a parameter names the file and the tensor.
-  ck.pop_back();  // drops "w" (std::map order: tied, tied_copy, w)
-  ASSERT_FALSE(static_cast<bool>(writeSafetensors(path("ckpt/step-00000007/model.safetensors"), ck)));
-  std::string msg = errorOf(exportOnnxCommand(loaded, path("ckpt/step-00000007"), path("bad.onnx")));
-  EXPECT_NE(msg.find("step-00000007/model.safetensors: no tensor 'w'"), std::string::npos) << msg;
+  // The export never writes over the plan, its weights, a file of the checkpoint or a folder.
+  writeFile(path("model.cplan"), "plan");
+  std::string msg;
+  for (const char *f : {"model.cplan", "model.safetensors", "ckpt/latest", "ckpt/step-00000007/model.safetensors",
+                        "ckpt/step-00000007/manifest.json", "ckpt"}) {
+    auto before = fnv1a64File(path(f));
+    msg = errorOf(exportOnnxCommand(loaded, path("ckpt"), path(f)));
+    EXPECT_NE(msg.find(path(f) + " is "), std::string::npos) << f << ": " << msg;
+    EXPECT_TRUE(msg.find("choose another --onnx path") != std::string::npos ||
+                msg.find("is a directory; --onnx takes the path of the file to write") != std::string::npos)
+        << msg;
+    if (before) {
+      auto after = fnv1a64File(path(f));
+      ASSERT_TRUE(static_cast<bool>(after));
+      EXPECT_EQ(*before, *after) << f;
+    } else {
+      llvm::consumeError(before.takeError());
+    }
+  }
+  EXPECT_TRUE(llvm::sys::fs::is_directory(path("ckpt")));
+
+  // A flipped bit in the checkpoint is found by the loader's manifest check, not exported.
+  std::string model = path("ckpt/step-00000007/model.safetensors");
+  auto buf = llvm::MemoryBuffer::getFile(model);
+  ASSERT_TRUE(static_cast<bool>(buf));
+  std::string bytes = (*buf)->getBuffer().str();
+  bytes[bytes.size() - 3] ^= 0x10;
+  writeFile(model, bytes);
+  msg = errorOf(exportOnnxCommand(loaded, path("ckpt/step-00000007"), path("bad.onnx")));
+  EXPECT_NE(msg.find(model + ": FNV-1a hash "), std::string::npos) << msg;
   EXPECT_FALSE(llvm::sys::fs::exists(path("bad.onnx")));
 
   msg = errorOf(exportOnnxCommand(loaded, path("nowhere"), path("bad.onnx")));

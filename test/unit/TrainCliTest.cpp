@@ -8,6 +8,7 @@
 #include "TrainPlans.h"
 
 #include "colossal/runtime/Npy.h"
+#include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -15,6 +16,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -163,6 +165,121 @@ TEST_F(TrainCliTest, Errors) {
   // Resume from a folder with no checkpoint.
   EXPECT_EQ(run(trainArgs(2) + " --resume " + path("none"), out, &err), 1);
   EXPECT_EQ(err, "error: " + path("none") + ": no such checkpoint folder\n");
+}
+
+/// The FNV-1a 64 of a file, or 0 when unreadable (to see that a refused run left it alone).
+uint64_t fileHash(const std::string &p) {
+  auto h = fnv1a64File(p);
+  if (!h) {
+    llvm::consumeError(h.takeError());
+    return 0;
+  }
+  return *h;
+}
+
+TEST_F(TrainCliTest, MetricsNeverOverwritesInputsOrCheckpoints) {
+  std::string out, err;
+  std::ofstream(path("eval.bin"), std::ios::binary).write(reinterpret_cast<const char *>(data.data()), data.size());
+  const std::string base = planPath + " train --data " + path("data.bin") + " --steps 2 --threads 1 --metrics ";
+  struct Case {
+    std::string metrics, extra, what;
+  };
+  std::vector<Case> cases = {
+      {path("data.bin"), "", "is the --data file"},
+      {planPath, "", "is the plan"},
+      {path("train.safetensors"), "", "is the plan's weights file"},
+      {path("eval.bin"), " --eval-data " + path("eval.bin") + " --eval-every 1", "is the --eval-data file"},
+      // Another spelling of the same file.
+      {path("sub/../data.bin"), "", "is the --data file"},
+  };
+  ASSERT_FALSE(llvm::sys::fs::create_directories(path("sub")));
+  for (const Case &c : cases) {
+    uint64_t before = fileHash(c.metrics);
+    ASSERT_NE(before, 0u) << c.metrics;
+    EXPECT_EQ(run(base + c.metrics + c.extra, out, &err), 1) << c.metrics;
+    EXPECT_NE(err.find("error: --metrics " + c.metrics + " " + c.what), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(fileHash(c.metrics), before) << c.metrics << " was changed";
+  }
+  // Inside the --save or --resume folder.
+  ASSERT_EQ(run(trainArgs(2) + " --save " + path("ck"), out, &err), 0) << err;
+  EXPECT_EQ(run(base + path("ck/m.jsonl") + " --save " + path("ck"), out, &err), 1);
+  EXPECT_EQ(err, "error: --metrics " + path("ck/m.jsonl") + " lies in the --save folder " + path("ck") +
+                     "; choose a path outside the checkpoint folder\n");
+  std::string manifest = path("ck/step-00000002/manifest.json");
+  uint64_t before = fileHash(manifest);
+  EXPECT_EQ(run(planPath + " train --data " + path("data.bin") + " --steps 4 --threads 1 --metrics " + manifest +
+                    " --resume " + path("ck"),
+                out, &err),
+            1);
+  EXPECT_NE(err.find("lies in the --resume folder " + path("ck")), std::string::npos) << err;
+  EXPECT_EQ(fileHash(manifest), before);
+}
+
+TEST_F(TrainCliTest, UnusableSaveFolderAndResumeAreFoundAtStartup) {
+  std::string out, err;
+  // A regular file, a path under a file, a folder nobody can write: refused before step 0.
+  EXPECT_EQ(run(trainArgs(2) + " --save " + path("data.bin"), out, &err), 1);
+  EXPECT_EQ(err, "error: --save " + path("data.bin") + ": exists and is not a directory\n");
+  EXPECT_FALSE(llvm::sys::fs::exists(path("m.jsonl"))) << "no step ran";
+  EXPECT_EQ(run(trainArgs(2) + " --save " + path("data.bin/ck"), out, &err), 1);
+  EXPECT_EQ(err.rfind("error: --save " + path("data.bin/ck") + ": cannot create the folder: ", 0), 0u) << err;
+  EXPECT_EQ(run(trainArgs(2) + " --save /proc/colossal-ck", out, &err), 1);
+  EXPECT_EQ(err.rfind("error: --save /proc/colossal-ck: ", 0), 0u) << err;
+  EXPECT_FALSE(llvm::sys::fs::exists(path("m.jsonl")));
+  // A fresh folder is created at startup, and the probe file leaves nothing behind.
+  ASSERT_EQ(run(trainArgs(0) + " --save " + path("new/ck"), out, &err), 0) << err;
+  EXPECT_TRUE(llvm::sys::fs::is_directory(path("new/ck")));
+  std::error_code ec;
+  EXPECT_EQ(llvm::sys::fs::directory_iterator(path("new/ck"), ec), llvm::sys::fs::directory_iterator());
+
+  // --resume of a regular file.
+  EXPECT_EQ(run(trainArgs(2) + " --resume " + path("data.bin"), out, &err), 1);
+  EXPECT_EQ(err, "error: --resume " + path("data.bin") +
+                     ": not a directory (expected a checkpoint folder DIR or DIR/step-N)\n");
+  // --steps at or below the checkpoint's step: nothing to do is an error, and no metrics file.
+  ASSERT_EQ(run(trainArgs(4) + " --save " + path("ck"), out, &err), 0) << err;
+  for (int n : {2, 4}) {
+    EXPECT_EQ(run(planPath + " train --data " + path("data.bin") + " --steps " + std::to_string(n) +
+                      " --threads 1 --metrics " + path("m2.jsonl") + " --resume " + path("ck"),
+                  out, &err),
+              1);
+    EXPECT_EQ(err, "error: checkpoint is at step 4; --steps " + std::to_string(n) +
+                       " is the total step count, so nothing to do (pass --steps > 4)\n");
+    EXPECT_FALSE(llvm::sys::fs::exists(path("m2.jsonl")));
+  }
+  // --steps 4 with a resumed metrics file keeps it as it was.
+  uint64_t metrics = fileHash(path("m.jsonl"));
+  EXPECT_EQ(run(trainArgs(4) + " --resume " + path("ck"), out, &err), 1);
+  EXPECT_EQ(fileHash(path("m.jsonl")), metrics);
+}
+
+TEST_F(TrainCliTest, ProgressBarLineEndsBeforeErrorsAndAtTheEnd) {
+  if (!llvm::sys::fs::can_execute("/usr/bin/script")) GTEST_SKIP() << "needs script(1) for a terminal";
+  // stderr on a terminal (script's pty): the bar is drawn with "\r"; the run's end closes the line.
+  auto onTerminal = [&](const std::string &args, std::string &text) {
+    std::string cmd = "/usr/bin/script -qec '" + std::string(COLOSSAL_RUN_PATH) + " " + args + "' /dev/null";
+    FILE *pipe = popen(cmd.c_str(), "r");
+    ASSERT_TRUE(pipe);
+    char buf[4096];
+    text.clear();
+    while (size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+    pclose(pipe);
+  };
+  std::string text;
+  onTerminal(trainArgs(3), text);
+  ASSERT_NE(text.find("\rstep 3/3  loss "), std::string::npos) << text;
+  EXPECT_EQ(text.substr(text.size() - 2), "\r\n") << "the bar's line ends";
+  // A save that fails after step 2 ('latest' is taken by a non-empty folder): the error starts
+  // on its own line, after the bar of step 1.
+  ASSERT_FALSE(llvm::sys::fs::create_directories(path("ck/latest/x")));
+  onTerminal(trainArgs(3) + " --save " + path("ck") + " --save-every 2", text);
+  size_t e = text.find("error: ");
+  ASSERT_NE(e, std::string::npos) << text;
+  ASSERT_GE(e, 2u);
+  EXPECT_NE(text.find("\rstep 1/3  loss "), std::string::npos) << text;
+  EXPECT_EQ(text.substr(e - 2, 2), "\r\n") << text;
+  EXPECT_NE(text.find("latest", e), std::string::npos) << text;
 }
 
 #endif

@@ -528,6 +528,11 @@ TEST_F(RunTrainingTest, OptionErrors) {
   TrainOptions o = options("m.jsonl", 2);
   o.evalDataPath = path("eval.bin");
   EXPECT_EQ(errorMessage(run(o)), "--eval-data needs --eval-every K (K >= 1)");
+  o.evalEvery = -1;
+  EXPECT_EQ(errorMessage(run(o)), "--eval-every K needs K >= 1 (evaluate after every K steps)");
+  o.evalEvery = 1;
+  o.evalSteps = 0;
+  EXPECT_EQ(errorMessage(run(o)), "--eval-steps M needs M >= 1");
   o = options("m.jsonl", 2);
   o.dataPath = path("missing.bin");
   EXPECT_NE(errorMessage(run(o)).find("missing.bin: cannot read token file"), std::string::npos);

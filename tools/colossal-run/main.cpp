@@ -185,6 +185,90 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
   return llvm::Error::success();
 }
 
+/// `path` absolute, through real_path when it (or else its parent folder) exists, so that two
+/// spellings of one file compare equal; lexically absolute otherwise.
+std::string canonicalPath(llvm::StringRef path) {
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(path, real)) return std::string(real);
+  llvm::SmallString<256> parent(llvm::sys::path::parent_path(path));
+  if (parent.empty()) parent = ".";
+  if (!llvm::sys::fs::real_path(parent, real)) {
+    llvm::sys::path::append(real, llvm::sys::path::filename(path));
+    return std::string(real);
+  }
+  llvm::SmallString<256> abs(path);
+  llvm::sys::fs::make_absolute(abs);
+  llvm::sys::path::remove_dots(abs, /*remove_dot_dot=*/true);
+  return std::string(abs);
+}
+
+/// Whether `path` is `dir` or lies inside it (after canonicalPath on both).
+bool isInside(llvm::StringRef path, llvm::StringRef dir) {
+  std::string p = canonicalPath(path), d = canonicalPath(dir);
+  return p == d || (llvm::StringRef(p).starts_with(d) && llvm::sys::path::is_separator(p[d.size()]));
+}
+
+/// The checks of train's files before any work: --metrics must not be (or lie in) an input or a
+/// checkpoint folder, since it is truncated when training starts; --save DIR is created and must be
+/// a writable folder (found now, not at the first save hours later); --resume must be a folder.
+llvm::Error checkTrainPaths(const LoadedPlan &plan) {
+  auto err = [](const llvm::Twine &msg) { return llvm::createStringError(msg.str()); };
+  std::vector<std::pair<std::string, std::string>> inputs = {{plan.path, "the plan"}};
+  if (plan.weights) inputs.push_back({plan.weights->path(), "the plan's weights file"});
+  inputs.push_back({dataPath, "the --data file"});
+  if (!evalDataPath.empty()) inputs.push_back({evalDataPath, "the --eval-data file"});
+  for (const auto &[file, what] : inputs)
+    if (llvm::sys::fs::equivalent(metricsPath, file) || canonicalPath(metricsPath) == canonicalPath(file))
+      return err("--metrics " + metricsPath + " is " + what + " (" + file +
+                 "); the metrics file is overwritten, choose another path");
+  for (const auto &[dir, flag] : {std::pair<std::string, const char *>{saveDir, "--save"}, {resumeDir, "--resume"}})
+    if (!dir.empty() && isInside(metricsPath, dir))
+      return err("--metrics " + metricsPath + " lies in the " + flag + " folder " + dir +
+                 "; choose a path outside the checkpoint folder");
+  if (!resumeDir.empty() && llvm::sys::fs::exists(resumeDir) && !llvm::sys::fs::is_directory(resumeDir))
+    return err("--resume " + resumeDir + ": not a directory (expected a checkpoint folder DIR or DIR/step-N)");
+  if (!saveDir.empty()) {
+    if (llvm::sys::fs::exists(saveDir) && !llvm::sys::fs::is_directory(saveDir))
+      return err("--save " + saveDir + ": exists and is not a directory");
+    if (std::error_code ec = llvm::sys::fs::create_directories(saveDir))
+      return err("--save " + saveDir + ": cannot create the folder: " + ec.message());
+    // A probe file: permissions, read-only mounts and /proc-like folders all show here.
+    llvm::SmallString<256> probe(saveDir);
+    llvm::sys::path::append(probe, ".colossal-write-probe-%%%%%%");
+    int fd = -1;
+    llvm::SmallString<256> made;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(probe, fd, made))
+      return err("--save " + saveDir + ": the folder is not writable: " + ec.message());
+    ::close(fd);
+    llvm::sys::fs::remove(made);
+  }
+  return llvm::Error::success();
+}
+
+/// llvm::errs() as seen by the training loop, remembering whether its last character ended a
+/// line: the progress bar ("\r...") leaves the line open, and the line is closed before anything
+/// else is printed (an error message) and when the run ends.
+class LineTrackingStream : public llvm::raw_ostream {
+public:
+  explicit LineTrackingStream(llvm::raw_ostream &os) : os_(os) { SetUnbuffered(); }
+  bool lineOpen() const { return open_; }
+  void closeLine() {
+    if (open_) os_ << "\n";
+    os_.flush();
+    open_ = false;
+  }
+
+private:
+  void write_impl(const char *ptr, size_t size) override {
+    if (size) open_ = ptr[size - 1] != '\n';
+    os_.write(ptr, size);
+    os_.flush();
+  }
+  uint64_t current_pos() const override { return os_.tell(); }
+  llvm::raw_ostream &os_;
+  bool open_ = false;
+};
+
 int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   if (dataPath.empty()) return fail("train needs --data TOKENS.bin");
   if (steps < 0) return fail("train needs --steps N (N >= 0)");
@@ -192,6 +276,8 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   std::optional<DType> tokenDType = parseTokenDType(tokenDTypeName);
   if (!tokenDType) return fail("--token-dtype must be uint8 or uint16, not '" + tokenDTypeName + "'");
   if (saveEvery.getNumOccurrences() && saveDir.empty()) return fail("--save-every needs --save DIR");
+  // Every rank checks alike (rank 0 prints), so that no rank waits for one that left.
+  if (llvm::Error e = checkTrainPaths(plan)) return fail(std::move(e));
   TrainOptions o;
   o.dataPath = dataPath;
   o.tokenDType = *tokenDType;
@@ -206,7 +292,10 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   o.seed = seed;
   o.progressBar = isatty(STDERR_FILENO) && comm.rank() == 0;
   o.comm = &comm;
-  if (llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, llvm::errs())) {
+  LineTrackingStream log(llvm::errs());
+  llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, log);
+  log.closeLine();  // the progress bar's line ends before an error message or the shell prompt
+  if (e) {
     if (comm.worldSize() == 1) return fail(std::move(e));
     // Under data parallelism an error may be this rank's alone (its rows, its files): name the
     // rank and end the job (the others would wait in a collective).

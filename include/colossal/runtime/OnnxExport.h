@@ -65,7 +65,7 @@ constexpr uint64_t kMaxOnnxModelBytes = 0x7fffffffULL;
 /// Errors (one llvm::Error; messages name the plan, model, state or tensor concerned): the plan
 /// records no source model; the model is missing or unreadable; its hash differs ("the model
 /// changed since compilation"); it does not parse; `outPath` is the source model or one of its
-/// external data files; a PARAM state without a `source`, or whose source is neither an
+/// external data files, the plan, the plan's weights file, or an existing directory; a PARAM state without a `source`, or whose source is neither an
 /// initializer nor an Identity of one, or whose new initializer name is already taken; `lookup`
 /// fails (a checkpoint tensor missing) or gives a mismatched dtype/shape/size; unreadable or
 /// out-of-range external data; an exported model over kMaxOnnxModelBytes (protobuf's limit);
@@ -78,8 +78,10 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir);
 
 /// `colossal-run M.cplan export`: exportOnnx() with the values of the plan's initial weights
 /// (each PARAM's `init_weight` in the plan's weights file) when `checkpointDir` is empty, else
-/// those of `resolveCheckpointDir(checkpointDir)/model.safetensors` (tensors named like the PARAM
-/// states; a missing one is an error naming the file and the tensor).
+/// those of the checkpoint, loaded through loadCheckpoint() (Checkpoint.h: manifest sizes and
+/// FNV-1a hashes, tensor names, dtypes and shapes verified, with its error messages). Refuses an
+/// `outPath` that is a file of the checkpoint (its step folder's files or DIR/latest); exportOnnx()
+/// also refuses the plan, its weights file and an existing directory.
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
                               llvm::StringRef outPath);
 
