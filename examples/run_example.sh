@@ -12,7 +12,7 @@
 #    corpus: the license texts in /usr/share/common-licenses (Debian's base-files, ~250 KB of
 #    English); --text FILE (repeatable) trains on your own files instead.
 # 3. colossal-opt compiles the model with examples/train/train_demo.yaml (mode: train) -> DIR/model.cplan
-# 4. colossal-run DIR/model.cplan train: --steps (default 1500) AdamW steps of 8 x 64 bytes, a
+# 4. colossal-run DIR/model.cplan train: --steps (default 1500; warm-up min(50, steps/10)) AdamW steps of 8 x 64 bytes, a
 #    checkpoint in DIR/ckpt, an evaluation on val.bin every 250 steps; the loss table is printed as it
 #    trains (the loss falls from 5.5 to about 1.7)
 # 5. colossal-run DIR/model.cplan sample --checkpoint DIR/ckpt: --tokens (default 300) bytes after
@@ -39,6 +39,7 @@ while [ $# -gt 0 ]; do
     *) echo "run_example.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[[ "$STEPS" =~ ^[1-9][0-9]*$ ]] || { echo "run_example.sh: --steps takes a positive integer, not '$STEPS'" >&2; exit 2; }
 if [ -z "$RUN" ]; then
   RUN="$ROOT/build/bin/colossal-run"
   [ -x "$RUN" ] || [ ! -x "$ROOT/build-rt/bin/colossal-run" ] || RUN="$ROOT/build-rt/bin/colossal-run"
@@ -53,7 +54,9 @@ fi
 THREAD_ARGS=()
 [ "$THREADS" = 0 ] || THREAD_ARGS=(--threads "$THREADS")
 
-step() { echo; echo "== $1"; shift; echo "\$ $*"; "$@"; }
+# Commands are echoed shell-quoted (printf %q), so that they can be copied and run as printed.
+quoted() { printf '%q ' "$@" | sed 's/ $//'; }
+step() { echo; echo "== $1"; shift; echo "\$ $(quoted "$@")"; "$@"; }
 rm -rf "$OUT/ckpt" "$OUT/metrics.jsonl"
 mkdir -p "$OUT"
 step "export a small GPT (2 layers, d_model 128, byte vocabulary) from PyTorch to ONNX" \
@@ -61,14 +64,17 @@ step "export a small GPT (2 layers, d_model 128, byte vocabulary) from PyTorch t
 step "the corpus as byte tokens (${#TEXTS[@]} file(s); the last 5% held out for evaluation)" \
   "$PY" "$ROOT/examples/train/prepare_data.py" "${TEXTS[@]}" --out "$OUT/data" --val-fraction 0.05
 SPEC="$ROOT/examples/train/train_demo.yaml"
-sed "s/total_steps: [0-9]*/total_steps: $STEPS/" "$SPEC" > "$OUT/train.yaml"
+# The warm-up follows the run's length: min(50, STEPS/10) steps (the spec needs warmup <= total).
+WARMUP=$(( STEPS / 10 < 50 ? STEPS / 10 : 50 ))
+sed -e "s/total_steps: [0-9]*/total_steps: $STEPS/" -e "s/warmup_steps: [0-9]*/warmup_steps: $WARMUP/" \
+  "$SPEC" > "$OUT/train.yaml"
 echo; grep -v '^#' "$OUT/train.yaml"
 step "compile for training" "$OPT" "$OUT/model/model.onnx" --spec "$OUT/train.yaml" -o "$OUT/model.cplan"
 
 TRAIN=("$RUN" "$OUT/model.cplan" train --data "$OUT/data/train.bin" --token-dtype uint8 --steps "$STEPS"
        --metrics "$OUT/metrics.jsonl" --save "$OUT/ckpt" --save-every 500
        --eval-data "$OUT/data/val.bin" --eval-every 250 --eval-steps 4 "${THREAD_ARGS[@]}")
-echo; echo "== train $STEPS steps (the table is read from $OUT/metrics.jsonl as it grows)"; echo "\$ ${TRAIN[*]}"
+echo; echo "== train $STEPS steps (the table is read from $OUT/metrics.jsonl as it grows)"; echo "\$ $(quoted "${TRAIN[@]}")"
 "${TRAIN[@]}" 2> "$OUT/train.log" &
 PID=$!
 "$PY" "$ROOT/examples/train/show_metrics.py" "$OUT/metrics.jsonl" --every 100 --follow "$PID" || true
@@ -91,4 +97,4 @@ step "generate $TOKENS bytes after the prompt with the trained weights (temperat
   --temperature 0.6 --seed 1 "${THREAD_ARGS[@]}"
 echo
 echo "OK: trained $STEPS steps; checkpoint in $OUT/ckpt, metrics in $OUT/metrics.jsonl"
-echo "    export the trained model: $RUN $OUT/model.cplan export --onnx $OUT/trained.onnx --checkpoint $OUT/ckpt"
+echo "    export the trained model: $(quoted "$RUN" "$OUT/model.cplan" export --onnx "$OUT/trained.onnx" --checkpoint "$OUT/ckpt")"

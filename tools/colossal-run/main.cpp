@@ -3,7 +3,7 @@
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
 //                [--nproc N] [--comm-timeout S]
-//   colossal-run MODEL.cplan train --data TOKENS.bin --token-dtype uint8|uint16 --steps N
+//   colossal-run MODEL.cplan train --data TOKENS.bin [--token-dtype uint8|uint16] --steps N
 //                --metrics M.jsonl [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
 //   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
@@ -93,7 +93,7 @@ cl::opt<double> commTimeout("comm-timeout",
 cl::OptionCategory trainCategory("train options (colossal-run MODEL.cplan train ...)");
 cl::opt<std::string> dataPath("data", cl::desc("Training tokens (little-endian uint8/uint16)"), cl::value_desc("FILE"),
                               cl::cat(trainCategory));
-cl::opt<std::string> tokenDTypeName("token-dtype", cl::desc("uint8 or uint16"), cl::init("uint8"),
+cl::opt<std::string> tokenDTypeName("token-dtype", cl::desc("uint8 (default) or uint16"), cl::init("uint8"),
                                     cl::cat(trainCategory));
 cl::opt<int64_t> steps("steps", cl::desc("Total optimizer steps"), cl::init(-1), cl::cat(trainCategory));
 cl::opt<std::string> metricsPath("metrics", cl::desc("Metrics, one JSON line per step"), cl::value_desc("FILE"),
@@ -105,9 +105,9 @@ cl::opt<std::string> resumeDir("resume", cl::desc("Continue from a checkpoint"),
                                cl::cat(trainCategory));
 cl::opt<std::string> evalDataPath("eval-data", cl::desc("Evaluation tokens"), cl::value_desc("FILE"),
                                   cl::cat(trainCategory));
-cl::opt<int64_t> evalEvery("eval-every", cl::desc("Evaluate after every K steps"), cl::init(0), cl::cat(trainCategory));
+cl::opt<int64_t> evalEvery("eval-every", cl::desc("Evaluate after every K steps (K >= 1, with --eval-data)"), cl::init(0), cl::cat(trainCategory));
 cl::opt<int64_t> evalSteps("eval-steps", cl::desc("Batches per evaluation"), cl::init(1), cl::cat(trainCategory));
-cl::opt<uint64_t> seed("seed", cl::desc("Random seed (recorded in checkpoints; sampling)"), cl::init(0),
+cl::opt<uint64_t> seed("seed", cl::desc("sample: seeds temperature sampling; train: only recorded in checkpoints"), cl::init(0),
                        cl::cat(trainCategory));
 
 cl::OptionCategory sampleCategory("sample options (colossal-run MODEL.cplan sample ...)");
