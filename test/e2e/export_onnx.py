@@ -21,7 +21,9 @@
    (model.safetensors) holds new seeded values for all of them. The exported model must hold
    exactly those values, with the Identity replaced by an initializer of its own, and onnxruntime
    on it must match colossal-run on a plan compiled from the same values written into the model
-   by Python (onnx.helper), independently of the exporter.
+   by Python (onnx.helper), independently of the exporter. The checkpoint carries a full manifest
+   (file sizes and FNV-1a 64): a flipped bit in model.safetensors and --onnx naming a checkpoint
+   file are each one error line.
 
 Exit 0 pass, 1 mismatch, 2 a tool failed.
 """
@@ -160,6 +162,31 @@ def write_safetensors(path, tensors):
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
+def fnv1a64(data):
+    """FNV-1a 64 of bytes (docs/training.md: the checkpoint manifest's file hashes)."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def write_checkpoint(step_dir, step, params):
+    """A checkpoint step folder as colossal-run writes it: model.safetensors (the PARAM values), an
+    empty optimizer.safetensors and a manifest.json with each file's size and FNV-1a 64."""
+    write_safetensors(os.path.join(step_dir, "model.safetensors"), params)
+    write_safetensors(os.path.join(step_dir, "optimizer.safetensors"), {})
+    files = {}
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        with open(os.path.join(step_dir, name), "rb") as f:
+            data = f.read()
+        files[name] = {"bytes": len(data), "fnv1a64": f"{fnv1a64(data):016x}"}
+    tensors = {k: {"file": "model.safetensors", "role": "param", "dtype": "F32", "shape": list(v.shape)}
+               for k, v in params.items()}
+    with open(os.path.join(step_dir, "manifest.json"), "w") as f:
+        json.dump({"format": "colossal-checkpoint", "version": 1, "step": step, "data_position": 0,
+                   "seed": "0" * 16, "spec_hash": "0" * 16, "mesh": {}, "files": files, "tensors": tensors}, f)
+
+
 def check_checkpoint_export(w, model_path, inputs, opt, run_bin, tol, protoc):
     print("--- replaced weights and an Identity tie, through --checkpoint")
     m = onnx.load(model_path)
@@ -220,9 +247,7 @@ def check_checkpoint_export(w, model_path, inputs, opt, run_bin, tol, protoc):
     os.makedirs(os.path.join(ckpt, "step-00000003"))
     with open(os.path.join(ckpt, "latest"), "w") as f:
         f.write("step-00000003\n")
-    with open(os.path.join(ckpt, "step-00000003", "manifest.json"), "w") as f:
-        json.dump({"format": "colossal-checkpoint", "version": 1, "step": 3}, f)
-    write_safetensors(os.path.join(ckpt, "step-00000003", "model.safetensors"), trained)
+    write_checkpoint(os.path.join(ckpt, "step-00000003"), 3, trained)
 
     # The reference: the same values written into the model by Python, compiled and run.
     ref_model = onnx.load(source)
@@ -260,9 +285,22 @@ def check_checkpoint_export(w, model_path, inputs, opt, run_bin, tol, protoc):
     print(f"  max|logits(trained) - logits(initial)| = {np.max(np.abs(after - before)):.3e}")
     ok &= bool(np.max(np.abs(after - before)) > 1e-2)
 
+    # A flipped bit in model.safetensors: the loader's manifest check (as train --resume and sample).
+    model_file = os.path.join(ckpt, "step-00000003", "model.safetensors")
+    with open(model_file, "r+b") as f:
+        f.seek(-5, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-5, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0x04]))
+    ok &= expect_failure([run_bin, plan_path, "export", "--onnx", os.path.join(w, "bad3.onnx"), "--checkpoint", ckpt],
+                         "model.safetensors: FNV-1a hash ")
+    # --onnx naming a file of the checkpoint is refused (and leaves it alone).
+    ok &= expect_failure([run_bin, plan_path, "export", "--onnx", model_file, "--checkpoint", ckpt],
+                         "a file of the checkpoint")
+
     # A checkpoint without one of the parameters: an error naming the file and the tensor.
     del trained["tied_copy"]
-    write_safetensors(os.path.join(ckpt, "step-00000003", "model.safetensors"), trained)
+    write_checkpoint(os.path.join(ckpt, "step-00000003"), 3, trained)
     ok &= expect_failure([run_bin, plan_path, "export", "--onnx", os.path.join(w, "bad2.onnx"), "--checkpoint", ckpt],
                          "model.safetensors: no tensor 'tied_copy'")
     return ok
