@@ -95,6 +95,7 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   number("grad_norm", r.gradNorm);
   number("tokens_per_s", tokensPerS);
   if (evalLoss) number("eval_loss", *evalLoss);
+  if (r.commSeconds >= 0) number("comm_s", r.commSeconds);
   return out + "}";
 }
 
@@ -184,6 +185,7 @@ llvm::Expected<double> Trainer::runLoss(Executor &ex, const TokenData &data, int
 llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = commSecondsTotal();
   StepResult r;
   // This rank's microbatches: dpRank_·A .. dpRank_·A + A − 1 of the step's grad_accum() (all ranks').
   const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
@@ -208,6 +210,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   if (!gn) return gn.takeError();
   r.gradNorm = *gn;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (dp_) r.commSeconds = commSecondsTotal() - comm0;
   return r;
 }
 

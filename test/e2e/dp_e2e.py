@@ -89,11 +89,19 @@ def case_train(args):
     one = s.compile("one", dp_spec(s, "one", 1))
     ref = train(s, 1, one, os.path.join(s.work, "one.jsonl"), args.steps)
     ok = True
+    if any("comm_s" in r for r in ref):
+        print("the one-rank plan's metrics have comm_s  MISMATCH")
+        ok = False
     for dp, accum in ((2, 1), (4, 1), (2, 2)):
         plan = s.compile(f"dp{dp}_a{accum}", dp_spec(s, f"dp{dp}_a{accum}", dp, accum))
         got = train(s, dp, plan, os.path.join(s.work, f"dp{dp}_a{accum}.jsonl"), args.steps)
         print(f"dp={dp} grad_accum {accum} vs one rank")
         ok &= t.compare_runs(got, ref, 1e-5, f"dp{dp}", "1 rank", grad_tol=1e-4)
+        # comm_s: wall time in collectives on rank 0, a part of the step's wall time (B*T/tokens_per_s).
+        bad = [r["step"] for r in got if not (0 < r.get("comm_s", -1) <= 8 * 64 / r["tokens_per_s"] * 1.001)]
+        if bad:
+            print(f"  comm_s missing or outside (0, step time] at steps {bad[:5]}  MISMATCH")
+            ok = False
     return ok
 
 

@@ -548,6 +548,11 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   r.gradNorm = INFINITY;
   EXPECT_EQ(metricsLine(0, r, 7, &eval),
             "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,\"eval_loss\":1.25}");
+  // comm_s appears only for a plan with a mesh (commSeconds >= 0), after eval_loss.
+  r.commSeconds = 0.125;
+  EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,"
+                                         "\"tokens_per_s\":7,\"eval_loss\":1.25,\"comm_s\":0.125}");
+  r.commSeconds = -1;
   // Round trip: the written text parses back to the same double.
   r.loss = 2.9286656379699707;
   auto v = llvm::json::parse(metricsLine(0, r, 1, nullptr));
