@@ -2,7 +2,7 @@
 """End-to-end data parallelism (docs/parallelism.md "Data parallelism"): `mesh: {dp: D}` plans run
 under mpirun against the one-rank plan of the same spec.
 
-    dp_e2e.py --case train|resume|report|errors|inference --workdir W [--opt PATH --run PATH]
+    dp_e2e.py --case train|resume|report|errors|inference|kill --workdir W [--opt PATH --run PATH]
               [--shared-dir DIR] [--steps N]
 
 The model is examples/models/export.py --preset gpt2-train; the spec is examples/train/train_gpt2.yaml
@@ -21,6 +21,10 @@ The model is examples/models/export.py --preset gpt2-train; the spec is examples
              a tp axis > 1; a dp=2 plan run on one rank or on 3 ranks.
   inference  the dp=2 inference plan of the GPT-2 preset (forward at B/2 rows per rank, colossal-run
              splits the inputs and gathers the outputs) == the one-rank plan within 1e-5 of max|output|.
+  kill       `colossal-run --nproc 2 ... train` (dp=2, a million steps); once rank 0 has written a
+             metrics line, rank 1 gets SIGKILL (mid-step: a step is ~13 ms): the job must end within
+             30 s with a non-zero exit and a message naming rank 1, and no process carrying the
+             test's environment marker may be left (scanning /proc, as test/comm does).
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
@@ -210,8 +214,110 @@ def case_inference(args):
     return u.compare(ref, out2, 1e-5, label="dp2")
 
 
+def processes_with(entry):
+    """{pid: environment entries} of the live (not zombie) processes whose environment holds `entry`."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            if stat[stat.rfind(")") + 2] == "Z":
+                continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError):
+            continue  # ended meanwhile, or not ours to read
+        if entry in env:
+            out[int(d)] = env
+    return out
+
+
+def rank_pid(marker, rank):
+    for pid, env in processes_with(marker).items():
+        if f"OMPI_COMM_WORLD_RANK={rank}" in env:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"colossal-run" in f.read():
+                        return pid
+            except OSError:
+                pass
+    return 0
+
+
+def case_kill(args):
+    """kill -9 rank 1 of `colossal-run --nproc 2 ... train` once rank 0 has written a metrics line."""
+    import signal
+    import time
+    s = t.Setup(args, need_shared=False)
+    mpirun_cmd(2)  # skips without mpirun
+    dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
+    metrics = os.path.join(s.work, "kill.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    marker = f"COLOSSAL_DP_KILL_TEST={os.getpid()}.{time.time_ns()}"
+    env = mpi_env()
+    env[marker.split("=")[0]] = marker.split("=", 1)[1]
+    log = os.path.join(s.work, "kill.log")
+    cmd = [s.run_bin, dp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1000000",
+           "--metrics", metrics, "--threads", "1", "--nproc", "2"]
+    print("$ " + " ".join(cmd), flush=True)
+    with open(log, "w") as logf:
+        job = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    victim = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and job.poll() is None:
+            if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and (victim := rank_pid(marker, 1)):
+                break
+            time.sleep(0.02)
+        if not victim:
+            print(f"no metrics line or no rank 1 within 120 s (exit {job.poll()}):\n" + open(log).read())
+            return False
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        print(f"killed rank 1 (pid {victim}) after {sum(1 for _ in open(metrics))} metrics line(s)", flush=True)
+        try:
+            rc = job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        seconds = time.monotonic() - t0
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    out = open(log).read()
+    print(out.strip()[-2000:])
+    ok = True
+    if rc is None or seconds > 30:
+        print(f"the job did not end within 30 s of the kill ({seconds:.1f} s)  MISMATCH")
+        ok = False
+    else:
+        print(f"the job ended {seconds:.2f} s after the kill with exit code {rc}")
+    if rc == 0:
+        print("exit code 0 after a rank was killed  MISMATCH")
+        ok = False
+    if not re.search(r"rank 1 with PID \d+ .*exited on signal 9", out, re.S):
+        print("no message naming rank 1 and signal 9  MISMATCH")
+        ok = False
+    settle = time.monotonic() + 5  # the launcher's SIGTERM/SIGKILL of the survivors may take a moment
+    while processes_with(marker) and time.monotonic() < settle:
+        time.sleep(0.05)
+    left = processes_with(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        print(f"processes left behind: {sorted(left)}  MISMATCH")
+        ok = False
+    return ok
+
+
 CASES = {"train": case_train, "resume": case_resume, "report": case_report, "errors": case_errors,
-         "inference": case_inference}
+         "inference": case_inference, "kill": case_kill}
 
 
 def main():
