@@ -9,6 +9,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -75,6 +76,23 @@ double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
   double progress = std::min(1.0, static_cast<double>(step - warmup) /
                                       static_cast<double>(std::max<int64_t>(1, tc.total_steps() - warmup)));
   return tc.min_lr() + 0.5 * (tc.lr() - tc.min_lr()) * (1.0 + std::cos(M_PI * progress));
+}
+
+/// The plan's mesh axes with size > 1 as (name, size), sorted by name (as a manifest stores them).
+static std::vector<std::pair<std::string, int64_t>> planMesh(const LoadedPlan &plan) {
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  for (const plan::MeshAxis &a : plan.plan.mesh())
+    if (a.size() > 1) mesh.emplace_back(a.name(), a.size());
+  std::sort(mesh.begin(), mesh.end());
+  return mesh;
+}
+
+/// "dp=2" / "dp=2xtp=2" / "one rank".
+static std::string meshText(const std::vector<std::pair<std::string, int64_t>> &mesh) {
+  if (mesh.empty()) return "one rank";
+  std::string out;
+  for (const auto &[axis, size] : mesh) out += (out.empty() ? "" : "x") + axis + "=" + std::to_string(size);
+  return out;
 }
 
 std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, const double *evalLoss) {
@@ -260,9 +278,18 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
                   llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
                   " (the checkpoint was written for another batch size)");
-    if (info->specHash != tc.spec_hash())
+    // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
+    // its hash: then a note, not the warning about another spec.
+    std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
+    if (mesh != info->mesh) {
+      if (writer)
+        log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
+            << meshText(mesh) << " (supported: checkpoints hold global shapes)"
+            << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
+    } else if (info->specHash != tc.spec_hash()) {
       log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
           << "training continues with this plan's hyperparameters\n";
+    }
     start = info->step;
     if (writer)
       if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
@@ -294,7 +321,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       return fail(o.metricsPath + ": write failed: " + werr.message());
     }
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
-      CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash()};
+      CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash(), planMesh(plan)};
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info);
       if (!saved) return saved.takeError();
     }

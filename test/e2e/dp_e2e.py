@@ -11,7 +11,8 @@ The model is examples/models/export.py --preset gpt2-train; the spec is examples
   train      20 steps under dp=2 and dp=4 (grad_accum 1) and dp=2 with grad_accum 2: per step
              |loss - loss_1rank| <= 1e-5 |loss_1rank| against the one-rank plan (grad_norm within
              1e-4, lr equal); only rank 0 writes the metrics file.
-  resume     dp=2 trains 10 steps with --save; the one-rank plan resumes from that checkpoint to 20
+  resume     (the manifests record the mesh: {"dp": 2} and {}; each resume prints one note about the
+             mesh change, no warning.) dp=2 trains 10 steps with --save; the one-rank plan resumes from that checkpoint to 20
              steps; its losses match the uninterrupted one-rank run within 1e-5. And the reverse:
              a one-rank checkpoint at step 10 resumed under dp=2.
   report     colossal-opt --report of the dp=2 plan: the all_reduce over 'dp' moves 4 bytes per
@@ -84,8 +85,25 @@ def train(s, n, plan, metrics, steps, extra=(), fresh=True):
         os.remove(metrics)
     cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps),
            "--metrics", metrics, "--threads", "1"] + list(extra)
-    run_mpi(n, cmd, f"colossal-run train on {n} ranks")
+    LAST_RUN["stderr"] = run_mpi(n, cmd, f"colossal-run train on {n} ranks").stderr
     return t.read_metrics(metrics)
+
+
+LAST_RUN = {}  # the stderr of the latest train()
+
+
+def check_mesh_change(ckpt, saved_mesh, label):
+    """The checkpoint's manifest records `saved_mesh`; the resume that just ran printed a note about the
+    mesh change and no warning."""
+    with open(os.path.join(t.latest_step_dir(ckpt), "manifest.json")) as f:
+        mesh = json.load(f).get("mesh")
+    err = LAST_RUN.get("stderr", "")
+    ok = mesh == saved_mesh
+    print(f"  {label}: manifest mesh {mesh} (expected {saved_mesh}){'' if ok else '  MISMATCH'}")
+    if "warning" in err.lower() or not re.search(r"note: .*saved under mesh .*, resuming under ", err):
+        print(f"  {label}: expected one note about the mesh change and no warning, got stderr:\n{err}  MISMATCH")
+        ok = False
+    return ok
 
 
 def case_train(args):
@@ -120,13 +138,15 @@ def case_resume(args):
     train(s, 2, dp2, m, 10, ["--save", ckpt])
     got = train(s, 1, one, m, 20, ["--resume", ckpt], fresh=False)
     print("dp=2 for 10 steps, then one rank from its checkpoint, vs one rank for 20 steps")
-    ok = t.compare_runs(got, ref, 1e-5, "dp2+1", "1 rank", grad_tol=1e-4)
+    ok = check_mesh_change(ckpt, {"dp": 2}, "dp2 -> 1 rank")
+    ok &= t.compare_runs(got, ref, 1e-5, "dp2+1", "1 rank", grad_tol=1e-4)
     ckpt1 = os.path.join(s.work, "ckpt_one")
     shutil.rmtree(ckpt1, ignore_errors=True)
     m = os.path.join(s.work, "one_then_dp2.jsonl")
     train(s, 1, one, m, 10, ["--save", ckpt1])
     got = train(s, 2, dp2, m, 20, ["--resume", ckpt1], fresh=False)
     print("one rank for 10 steps, then dp=2 from its checkpoint, vs one rank for 20 steps")
+    ok &= check_mesh_change(ckpt1, {}, "1 rank -> dp2")
     ok &= t.compare_runs(got, ref, 1e-5, "1+dp2", "1 rank", grad_tol=1e-4)
     return ok
 
