@@ -162,13 +162,15 @@ llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore
                                            {"dtype", safetensorsDTypeName(e.tensor.dtype)},
                                            {"shape", std::move(shape)}};
   }
+  llvm::json::Object mesh;
+  for (const auto &[axis, size] : info.mesh) mesh[axis] = size;
   llvm::json::Object manifest{{"format", kFormat},
                               {"version", kFormatVersion},
                               {"step", info.step},
                               {"data_position", info.dataPosition},
                               {"seed", hex16(info.seed)},
                               {"spec_hash", hex16(info.specHash)},
-                              {"mesh", llvm::json::Object()},
+                              {"mesh", std::move(mesh)},
                               {"files", std::move(fileInfo)},
                               {"tensors", std::move(tensors)}};
   std::string text;
@@ -256,6 +258,17 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
   };
   if (llvm::Error e = readHex("seed", info.seed)) return std::move(e);
   if (llvm::Error e = readHex("spec_hash", info.specHash)) return std::move(e);
+  if (const llvm::json::Value *meshValue = m->get("mesh")) {
+    const llvm::json::Object *mesh = meshValue->getAsObject();
+    if (!mesh) return fail(manifestPath + ": \"mesh\" is not an object of axis sizes");
+    for (const auto &kv : *mesh) {
+      std::optional<int64_t> size = kv.second.getAsInteger();
+      if (!size || *size < 1)
+        return fail(manifestPath + ": \"mesh\" axis '" + kv.first.str() + "' has no positive integer size");
+      info.mesh.emplace_back(kv.first.str(), *size);
+    }
+    std::sort(info.mesh.begin(), info.mesh.end());
+  }
 
   // Files: size and hash first, so that a truncated or bit-flipped file is named as such.
   const llvm::json::Object *files = m->getObject("files");

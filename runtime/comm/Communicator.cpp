@@ -60,6 +60,20 @@ private:
   static llvm::Error unreachable() { return fail("internal error: a one-rank group reached its backend"); }
 };
 
+double gCommSeconds = 0;
+
+/// Adds its lifetime to gCommSeconds when `active` (the group has two or more ranks).
+struct CommTimer {
+  explicit CommTimer(bool active) : active(active) {
+    if (active) t0 = std::chrono::steady_clock::now();
+  }
+  ~CommTimer() {
+    if (active) gCommSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  bool active;
+  std::chrono::steady_clock::time_point t0;
+};
+
 int envInt(const char *name, int fallback) {
   const char *v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -68,6 +82,8 @@ int envInt(const char *name, int fallback) {
   return (end && *end == 0) ? static_cast<int>(x) : fallback;
 }
 }  // namespace
+
+double commSecondsTotal() { return gCommSeconds; }
 
 llvm::StringRef reduceOpName(ReduceOp op) {
   switch (op) {
@@ -121,6 +137,7 @@ llvm::Error Communicator::allReduce(const void *in, void *out, int64_t count, DT
   if (!isReducibleDType(dtype)) return fail("all_reduce: cannot reduce " + dtypeName(dtype));
   if (count < 0) return fail("all_reduce: negative count");
   maybeStall();
+  CommTimer timer(size_ > 1);
   if (size_ == 1) {
     if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
     return llvm::Error::success();
@@ -134,6 +151,7 @@ llvm::Error Communicator::allGather(const void *in, void *out, llvm::ArrayRef<in
   if (dim < 0 || dim >= rank)
     return fail("all_gather: dim " + llvm::Twine(dim) + " is outside [0, " + llvm::Twine(rank) + ")");
   maybeStall();
+  CommTimer timer(size_ > 1);
   const size_t esz = dtypeSize(dtype);
   const int64_t numel = numElements(inShape);
   if (size_ == 1) {
@@ -163,6 +181,7 @@ llvm::Error Communicator::reduceScatter(const void *in, void *out, llvm::ArrayRe
                 " is not divisible by the group size " + llvm::Twine(size_));
   if (!isReducibleDType(dtype)) return fail("reduce_scatter: cannot reduce " + dtypeName(dtype));
   maybeStall();
+  CommTimer timer(size_ > 1);
   const size_t esz = dtypeSize(dtype);
   const int64_t numel = numElements(inShape);
   if (size_ == 1) {
@@ -192,6 +211,7 @@ llvm::Error Communicator::allToAll(const void *in, void *out, llvm::ArrayRef<int
     return fail("all_to_all: dim " + llvm::Twine(splitDim) + " of " + shapeToString(inShape) +
                 " is not divisible by the group size " + llvm::Twine(size_));
   maybeStall();
+  CommTimer timer(size_ > 1);
   const size_t esz = dtypeSize(dtype);
   const int64_t numel = numElements(inShape);
   if (size_ == 1) {
@@ -229,6 +249,7 @@ llvm::Error Communicator::broadcast(const void *in, void *out, int64_t count, DT
     return fail("broadcast: root " + llvm::Twine(root) + " is outside the group of " + llvm::Twine(size_));
   if (count < 0) return fail("broadcast: negative count");
   maybeStall();
+  CommTimer timer(size_ > 1);
   if (rank_ == root && in != out) std::memcpy(out, in, count * dtypeSize(dtype));
   if (size_ == 1) return llvm::Error::success();
   return broadcastImpl(out, count, dtype, root);
@@ -240,6 +261,7 @@ llvm::Error Communicator::send(const void *data, int64_t count, DType dtype, int
                 llvm::Twine(size_));
   if (tag < 0 || count < 0) return fail("send: negative tag or count");
   maybeStall();
+  CommTimer timer(size_ > 1);
   return sendImpl(data, count, dtype, peer, tag);
 }
 
@@ -249,11 +271,13 @@ llvm::Error Communicator::recv(void *data, int64_t count, DType dtype, int peer,
                 llvm::Twine(size_));
   if (tag < 0 || count < 0) return fail("recv: negative tag or count");
   maybeStall();
+  CommTimer timer(size_ > 1);
   return recvImpl(data, count, dtype, peer, tag);
 }
 
 llvm::Error Communicator::barrier() {
   maybeStall();
+  CommTimer timer(size_ > 1);
   if (size_ == 1) return llvm::Error::success();
   return barrierImpl();
 }

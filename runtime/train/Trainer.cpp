@@ -9,6 +9,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -77,6 +78,23 @@ double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
   return tc.min_lr() + 0.5 * (tc.lr() - tc.min_lr()) * (1.0 + std::cos(M_PI * progress));
 }
 
+/// The plan's mesh axes with size > 1 as (name, size), sorted by name (as a manifest stores them).
+static std::vector<std::pair<std::string, int64_t>> planMesh(const LoadedPlan &plan) {
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  for (const plan::MeshAxis &a : plan.plan.mesh())
+    if (a.size() > 1) mesh.emplace_back(a.name(), a.size());
+  std::sort(mesh.begin(), mesh.end());
+  return mesh;
+}
+
+/// "dp=2" / "dp=2xtp=2" / "one rank".
+static std::string meshText(const std::vector<std::pair<std::string, int64_t>> &mesh) {
+  if (mesh.empty()) return "one rank";
+  std::string out;
+  for (const auto &[axis, size] : mesh) out += (out.empty() ? "" : "x") + axis + "=" + std::to_string(size);
+  return out;
+}
+
 std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, const double *evalLoss) {
   // Numbers in their shortest round-trip form (as Python's json writes them), null when not finite.
   std::string out = "{\"step\":" + std::to_string(step);
@@ -95,6 +113,7 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   number("grad_norm", r.gradNorm);
   number("tokens_per_s", tokensPerS);
   if (evalLoss) number("eval_loss", *evalLoss);
+  if (r.commSeconds >= 0) number("comm_s", r.commSeconds);
   return out + "}";
 }
 
@@ -184,6 +203,7 @@ llvm::Expected<double> Trainer::runLoss(Executor &ex, const TokenData &data, int
 llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = commSecondsTotal();
   StepResult r;
   // This rank's microbatches: dpRank_·A .. dpRank_·A + A − 1 of the step's grad_accum() (all ranks').
   const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
@@ -208,6 +228,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   if (!gn) return gn.takeError();
   r.gradNorm = *gn;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (dp_) r.commSeconds = commSecondsTotal() - comm0;
   return r;
 }
 
@@ -258,9 +279,18 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
                   llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
                   " (the checkpoint was written for another batch size)");
-    if (info->specHash != tc.spec_hash())
+    // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
+    // its hash: then a note, not the warning about another spec.
+    std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
+    if (mesh != info->mesh) {
+      if (writer)
+        log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
+            << meshText(mesh) << " (supported: checkpoints hold global shapes)"
+            << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
+    } else if (info->specHash != tc.spec_hash()) {
       log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
           << "training continues with this plan's hyperparameters\n";
+    }
     start = info->step;
     if (o.steps <= start)
       return fail("checkpoint is at step " + llvm::Twine(start) + "; --steps " + llvm::Twine(o.steps) +
@@ -295,7 +325,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       return fail(o.metricsPath + ": write failed: " + werr.message());
     }
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
-      CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash()};
+      CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash(), planMesh(plan)};
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info);
       if (!saved) return saved.takeError();
     }

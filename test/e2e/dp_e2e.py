@@ -2,7 +2,7 @@
 """End-to-end data parallelism (docs/parallelism.md "Data parallelism"): `mesh: {dp: D}` plans run
 under mpirun against the one-rank plan of the same spec.
 
-    dp_e2e.py --case train|resume|report|errors|inference --workdir W [--opt PATH --run PATH]
+    dp_e2e.py --case train|resume|report|errors|inference|kill --workdir W [--opt PATH --run PATH]
               [--shared-dir DIR] [--steps N]
 
 The model is examples/models/export.py --preset gpt2-train; the spec is examples/train/train_gpt2.yaml
@@ -11,7 +11,8 @@ The model is examples/models/export.py --preset gpt2-train; the spec is examples
   train      20 steps under dp=2 and dp=4 (grad_accum 1) and dp=2 with grad_accum 2: per step
              |loss - loss_1rank| <= 1e-5 |loss_1rank| against the one-rank plan (grad_norm within
              1e-4, lr equal); only rank 0 writes the metrics file.
-  resume     dp=2 trains 10 steps with --save; the one-rank plan resumes from that checkpoint to 20
+  resume     (the manifests record the mesh: {"dp": 2} and {}; each resume prints one note about the
+             mesh change, no warning.) dp=2 trains 10 steps with --save; the one-rank plan resumes from that checkpoint to 20
              steps; its losses match the uninterrupted one-rank run within 1e-5. And the reverse:
              a one-rank checkpoint at step 10 resumed under dp=2.
   report     colossal-opt --report of the dp=2 plan: the all_reduce over 'dp' moves 4 bytes per
@@ -21,6 +22,10 @@ The model is examples/models/export.py --preset gpt2-train; the spec is examples
              a tp axis > 1; a dp=2 plan run on one rank or on 3 ranks.
   inference  the dp=2 inference plan of the GPT-2 preset (forward at B/2 rows per rank, colossal-run
              splits the inputs and gathers the outputs) == the one-rank plan within 1e-5 of max|output|.
+  kill       `colossal-run --nproc 2 ... train` (dp=2, a million steps); once rank 0 has written a
+             metrics line, rank 1 gets SIGKILL (mid-step: a step is ~13 ms): the job must end within
+             30 s with a non-zero exit and a message naming rank 1, and no process carrying the
+             test's environment marker may be left (scanning /proc, as test/comm does).
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
@@ -80,8 +85,25 @@ def train(s, n, plan, metrics, steps, extra=(), fresh=True):
         os.remove(metrics)
     cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps),
            "--metrics", metrics, "--threads", "1"] + list(extra)
-    run_mpi(n, cmd, f"colossal-run train on {n} ranks")
+    LAST_RUN["stderr"] = run_mpi(n, cmd, f"colossal-run train on {n} ranks").stderr
     return t.read_metrics(metrics)
+
+
+LAST_RUN = {}  # the stderr of the latest train()
+
+
+def check_mesh_change(ckpt, saved_mesh, label):
+    """The checkpoint's manifest records `saved_mesh`; the resume that just ran printed a note about the
+    mesh change and no warning."""
+    with open(os.path.join(t.latest_step_dir(ckpt), "manifest.json")) as f:
+        mesh = json.load(f).get("mesh")
+    err = LAST_RUN.get("stderr", "")
+    ok = mesh == saved_mesh
+    print(f"  {label}: manifest mesh {mesh} (expected {saved_mesh}){'' if ok else '  MISMATCH'}")
+    if "warning" in err.lower() or not re.search(r"note: .*saved under mesh .*, resuming under ", err):
+        print(f"  {label}: expected one note about the mesh change and no warning, got stderr:\n{err}  MISMATCH")
+        ok = False
+    return ok
 
 
 def case_train(args):
@@ -89,11 +111,19 @@ def case_train(args):
     one = s.compile("one", dp_spec(s, "one", 1))
     ref = train(s, 1, one, os.path.join(s.work, "one.jsonl"), args.steps)
     ok = True
+    if any("comm_s" in r for r in ref):
+        print("the one-rank plan's metrics have comm_s  MISMATCH")
+        ok = False
     for dp, accum in ((2, 1), (4, 1), (2, 2)):
         plan = s.compile(f"dp{dp}_a{accum}", dp_spec(s, f"dp{dp}_a{accum}", dp, accum))
         got = train(s, dp, plan, os.path.join(s.work, f"dp{dp}_a{accum}.jsonl"), args.steps)
         print(f"dp={dp} grad_accum {accum} vs one rank")
         ok &= t.compare_runs(got, ref, 1e-5, f"dp{dp}", "1 rank", grad_tol=1e-4)
+        # comm_s: wall time in collectives on rank 0, a part of the step's wall time (B*T/tokens_per_s).
+        bad = [r["step"] for r in got if not (0 < r.get("comm_s", -1) <= 8 * 64 / r["tokens_per_s"] * 1.001)]
+        if bad:
+            print(f"  comm_s missing or outside (0, step time] at steps {bad[:5]}  MISMATCH")
+            ok = False
     return ok
 
 
@@ -108,13 +138,15 @@ def case_resume(args):
     train(s, 2, dp2, m, 10, ["--save", ckpt])
     got = train(s, 1, one, m, 20, ["--resume", ckpt], fresh=False)
     print("dp=2 for 10 steps, then one rank from its checkpoint, vs one rank for 20 steps")
-    ok = t.compare_runs(got, ref, 1e-5, "dp2+1", "1 rank", grad_tol=1e-4)
+    ok = check_mesh_change(ckpt, {"dp": 2}, "dp2 -> 1 rank")
+    ok &= t.compare_runs(got, ref, 1e-5, "dp2+1", "1 rank", grad_tol=1e-4)
     ckpt1 = os.path.join(s.work, "ckpt_one")
     shutil.rmtree(ckpt1, ignore_errors=True)
     m = os.path.join(s.work, "one_then_dp2.jsonl")
     train(s, 1, one, m, 10, ["--save", ckpt1])
     got = train(s, 2, dp2, m, 20, ["--resume", ckpt1], fresh=False)
     print("one rank for 10 steps, then dp=2 from its checkpoint, vs one rank for 20 steps")
+    ok &= check_mesh_change(ckpt1, {}, "1 rank -> dp2")
     ok &= t.compare_runs(got, ref, 1e-5, "1+dp2", "1 rank", grad_tol=1e-4)
     return ok
 
@@ -202,8 +234,110 @@ def case_inference(args):
     return u.compare(ref, out2, 1e-5, label="dp2")
 
 
+def processes_with(entry):
+    """{pid: environment entries} of the live (not zombie) processes whose environment holds `entry`."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            if stat[stat.rfind(")") + 2] == "Z":
+                continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError):
+            continue  # ended meanwhile, or not ours to read
+        if entry in env:
+            out[int(d)] = env
+    return out
+
+
+def rank_pid(marker, rank):
+    for pid, env in processes_with(marker).items():
+        if f"OMPI_COMM_WORLD_RANK={rank}" in env:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"colossal-run" in f.read():
+                        return pid
+            except OSError:
+                pass
+    return 0
+
+
+def case_kill(args):
+    """kill -9 rank 1 of `colossal-run --nproc 2 ... train` once rank 0 has written a metrics line."""
+    import signal
+    import time
+    s = t.Setup(args, need_shared=False)
+    mpirun_cmd(2)  # skips without mpirun
+    dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
+    metrics = os.path.join(s.work, "kill.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    marker = f"COLOSSAL_DP_KILL_TEST={os.getpid()}.{time.time_ns()}"
+    env = mpi_env()
+    env[marker.split("=")[0]] = marker.split("=", 1)[1]
+    log = os.path.join(s.work, "kill.log")
+    cmd = [s.run_bin, dp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1000000",
+           "--metrics", metrics, "--threads", "1", "--nproc", "2"]
+    print("$ " + " ".join(cmd), flush=True)
+    with open(log, "w") as logf:
+        job = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    victim = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and job.poll() is None:
+            if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and (victim := rank_pid(marker, 1)):
+                break
+            time.sleep(0.02)
+        if not victim:
+            print(f"no metrics line or no rank 1 within 120 s (exit {job.poll()}):\n" + open(log).read())
+            return False
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        print(f"killed rank 1 (pid {victim}) after {sum(1 for _ in open(metrics))} metrics line(s)", flush=True)
+        try:
+            rc = job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        seconds = time.monotonic() - t0
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    out = open(log).read()
+    print(out.strip()[-2000:])
+    ok = True
+    if rc is None or seconds > 30:
+        print(f"the job did not end within 30 s of the kill ({seconds:.1f} s)  MISMATCH")
+        ok = False
+    else:
+        print(f"the job ended {seconds:.2f} s after the kill with exit code {rc}")
+    if rc == 0:
+        print("exit code 0 after a rank was killed  MISMATCH")
+        ok = False
+    if not re.search(r"rank 1 with PID \d+ .*exited on signal 9", out, re.S):
+        print("no message naming rank 1 and signal 9  MISMATCH")
+        ok = False
+    settle = time.monotonic() + 5  # the launcher's SIGTERM/SIGKILL of the survivors may take a moment
+    while processes_with(marker) and time.monotonic() < settle:
+        time.sleep(0.05)
+    left = processes_with(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        print(f"processes left behind: {sorted(left)}  MISMATCH")
+        ok = False
+    return ok
+
+
 CASES = {"train": case_train, "resume": case_resume, "report": case_report, "errors": case_errors,
-         "inference": case_inference}
+         "inference": case_inference, "kill": case_kill}
 
 
 def main():

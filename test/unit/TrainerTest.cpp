@@ -524,6 +524,43 @@ TEST_F(RunTrainingTest, CorruptCheckpointsAreNamed) {
   llvm::sys::fs::remove_directories(other);
 }
 
+TEST_F(RunTrainingTest, CheckpointManifestRecordsTheMesh) {
+  auto device = createCpuDevice();
+  auto store = StateStore::create(*loaded, *device);
+  ASSERT_TRUE(static_cast<bool>(store));
+  CheckpointInfo info{3, 3 * cfg.B, 5, 0x1234, {{"dp", 2}, {"tp", 4}}};
+  auto saved = saveCheckpoint(path("ckm"), **store, info);
+  ASSERT_TRUE(static_cast<bool>(saved)) << llvm::toString(saved.takeError());
+  const std::string manifestPath = *saved + "/manifest.json";
+  std::string manifest = readBytes(manifestPath);
+  auto v = llvm::json::parse(manifest);
+  ASSERT_TRUE(static_cast<bool>(v)) << manifest;
+  const llvm::json::Object *mesh = v->getAsObject()->getObject("mesh");
+  ASSERT_TRUE(mesh) << manifest;
+  EXPECT_EQ(mesh->size(), 2u);
+  EXPECT_EQ(mesh->getInteger("dp"), 2);
+  EXPECT_EQ(mesh->getInteger("tp"), 4);
+  auto back = loadCheckpoint(path("ckm"), **store);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->mesh, info.mesh);
+  // A size that is not a positive integer is an error naming the manifest and the axis.
+  size_t at = manifest.find("\"tp\": 4");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  writeBytes(manifestPath, manifest.substr(0, at) + "\"tp\": 0" + manifest.substr(at + 7));
+  auto bad = loadCheckpoint(path("ckm"), **store);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            manifestPath + ": \"mesh\" axis 'tp' has no positive integer size");
+  // A one-rank training run records an empty mesh.
+  TrainOptions o = options("m.jsonl", 1);
+  o.saveDir = path("ck1");
+  ASSERT_NO_ERR(run(o));
+  auto one = llvm::json::parse(readBytes(path("ck1/step-00000001/manifest.json")));
+  ASSERT_TRUE(static_cast<bool>(one));
+  ASSERT_TRUE(one->getAsObject()->getObject("mesh"));
+  EXPECT_TRUE(one->getAsObject()->getObject("mesh")->empty());
+}
+
 TEST_F(RunTrainingTest, OptionErrors) {
   TrainOptions o = options("m.jsonl", 2);
   o.evalDataPath = path("eval.bin");
@@ -553,6 +590,11 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   r.gradNorm = INFINITY;
   EXPECT_EQ(metricsLine(0, r, 7, &eval),
             "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,\"eval_loss\":1.25}");
+  // comm_s appears only for a plan with a mesh (commSeconds >= 0), after eval_loss.
+  r.commSeconds = 0.125;
+  EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,"
+                                         "\"tokens_per_s\":7,\"eval_loss\":1.25,\"comm_s\":0.125}");
+  r.commSeconds = -1;
   // Round trip: the written text parses back to the same double.
   r.loss = 2.9286656379699707;
   auto v = llvm::json::parse(metricsLine(0, r, 1, nullptr));

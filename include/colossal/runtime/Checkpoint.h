@@ -5,7 +5,8 @@
 //   optimizer.safetensors  every OPTIMIZER state, by state name (GRAD states are zero between
 //                          optimizer steps and are not saved)
 //   manifest.json          {"format": "colossal-checkpoint", "version": 1, "step", "data_position",
-//                          "seed", "spec_hash" (16 hex digits), "mesh": {}, "files": {name: {"bytes",
+//                          "seed", "spec_hash" (16 hex digits), "mesh": {axis: size} ({} for
+//                          one rank), "files": {name: {"bytes",
 //                          "fnv1a64"}}, "tensors": {name: {"file", "role", "dtype", "shape"}}}
 // and DIR/latest holds one line naming the newest complete step folder.
 //
@@ -25,6 +26,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace colossal::runtime {
 
@@ -34,6 +37,10 @@ struct CheckpointInfo {
   int64_t dataPosition = 0;  // the next row index of the data order (step · global batch)
   uint64_t seed = 0;         // --seed of the run that wrote it
   uint64_t specHash = 0;     // TrainConfig.spec_hash of the plan that wrote it
+  /// The mesh the writer ran under (Plan.mesh: axis name, size), empty for one rank. Informational:
+  /// tensors are saved with global shapes, so any mesh can resume a checkpoint. The manifest keeps
+  /// it as a JSON object (keys sorted), so the axes' rank-layout order is not recorded.
+  std::vector<std::pair<std::string, int64_t>> mesh;
 };
 
 /// Writes `store`'s PARAM and OPTIMIZER states and `info` as DIR/step-NNNNNNNN (N = info.step),

@@ -146,6 +146,14 @@ private:
   AlignedBuffer scratch_[4];
 };
 
+/// Wall seconds this process has spent inside Communicator collectives (all_reduce, all_gather,
+/// reduce_scatter, all_to_all, broadcast, send/recv, barrier) of groups of two or more ranks,
+/// summed over all communicators since the process started: packing, the backend call and the
+/// wait for the slowest rank (so it includes load imbalance). One-rank groups count nothing. Read
+/// by the Trainer before and after a step for the metrics' `comm_s`. Not thread-safe against
+/// collectives running concurrently on other threads (the runtime issues them from one thread).
+double commSecondsTotal();
+
 /// Settings of a job's communication.
 struct CommOptions {
   /// Seconds a collective may take before the job is aborted (colossal-run --comm-timeout).

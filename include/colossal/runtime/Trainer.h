@@ -43,6 +43,8 @@ struct StepResult {
   double lr = 0;        // the scheduled rate passed to optimizer_step
   double gradNorm = 0;  // optimizer_step's grad_norm (before clipping)
   double seconds = 0;   // wall time of the step (data, train_step runs, optimizer_step)
+  double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
+                            // (commSecondsTotal()); < 0 when the plan has no mesh
 };
 
 class Trainer {
