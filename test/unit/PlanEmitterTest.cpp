@@ -16,6 +16,7 @@
 #include "dialects/Colossal/ColossalOps.h"
 #include "lib/Target/Plan/MemoryPlanner.h"
 #include "lib/Target/Plan/OpTable.h"
+#include "PlanEmitterFixture.h"
 
 #include "plan.pb.h"
 
@@ -41,127 +42,10 @@ namespace rt = colossal::runtime;
 
 namespace {
 
-class PlanEmitterTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    registry.insert<colossal::ColossalDialect, func::FuncDialect>();
-    context = std::make_unique<MLIRContext>(registry);
-    context->loadAllAvailableDialects();
-    context->allowUnregisteredDialects();
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("plan-emitter-test", dir));
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
-
-  std::string path(llvm::StringRef name) {
-    llvm::SmallString<256> p = dir;
-    llvm::sys::path::append(p, name);
-    return p.str().str();
-  }
-
-  /// Emits `source` to `model.cplan`; collects diagnostics into `diagnostics`.
-  LogicalResult emit(llvm::StringRef source, std::string *report = nullptr) {
-    diagnostics.clear();
-    ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, context.get());
-    if (!module)
-      return failure();
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    LogicalResult result =
-        colossal::emitPlan(*module, path("model.cplan"), {}, report ? &os : nullptr);
-    if (report)
-      *report = text;
-    return result;
-  }
-
-  plan::Plan readPlan() {
-    plan::Plan p;
-    auto buf = llvm::MemoryBuffer::getFile(path("model.cplan"));
-    EXPECT_TRUE(bool(buf));
-    if (buf)
-      EXPECT_TRUE(p.ParseFromArray((*buf)->getBufferStart(), (*buf)->getBufferSize()));
-    return p;
-  }
-
-  std::vector<std::string> files() {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
-      names.push_back(llvm::sys::path::filename(it->path()).str());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  DialectRegistry registry;
-  std::unique_ptr<MLIRContext> context;
-  llvm::SmallString<256> dir;
-  std::string diagnostics;
-};
+using PlanEmitterTest = colossal::test::PlanEmitterFixture;
 
 const plan::Buffer &buffer(const plan::Program &p, uint32_t id) { return p.buffers(id); }
 
-/// Independent of the planner: from the program alone, each arena byte range must not be held by
-/// two buffers at once. A buffer is live from the instruction that writes it (or 0 for inputs) to
-/// the last instruction that reads it (or the end for outputs); buffers on exactly the same bytes
-/// are one storage (aliases, in-place) and must be written only after the previous holder's last
-/// read.
-void expectNoOverlap(const plan::Program &p) {
-  size_t n = p.buffers_size();
-  const uint32_t kEnd = p.instructions_size() + 1, kNever = ~0u;
-  std::vector<uint32_t> def(n, kNever), last(n, 0);
-  for (const plan::Binding &b : p.inputs())
-    def[b.buffer()] = 0;
-  for (int k = 0; k < p.instructions_size(); ++k) {
-    for (uint32_t in : p.instructions(k).inputs())
-      last[in] = std::max<uint32_t>(last[in], k + 1);
-    for (uint32_t out : p.instructions(k).outputs())
-      def[out] = std::min<uint32_t>(def[out], k + 1);
-  }
-  for (const plan::Binding &b : p.outputs())
-    last[b.buffer()] = kEnd;
-  // Storages: buffers grouped by (offset, size).
-  std::map<std::pair<uint64_t, uint64_t>, std::pair<uint32_t, uint32_t>> storages;
-  for (size_t i = 0; i < n; ++i) {
-    const plan::Buffer &b = p.buffers(i);
-    if (b.storage() != plan::ARENA || b.size_bytes() == 0)
-      continue;
-    EXPECT_EQ(b.offset() % 64, 0u) << b.name();
-    EXPECT_LE(b.offset() + b.size_bytes(), p.arena_bytes()) << b.name();
-    auto key = std::make_pair(b.offset(), b.size_bytes());
-    auto [it, inserted] = storages.try_emplace(key, kNever, 0);
-    uint32_t start = def[i] == kNever ? last[i] : def[i];
-    it->second.first = std::min(it->second.first, start);
-    it->second.second = std::max({it->second.second, last[i], start});
-  }
-  for (auto a = storages.begin(); a != storages.end(); ++a)
-    for (auto b = std::next(a); b != storages.end(); ++b) {
-      bool bytes = a->first.first < b->first.first + b->first.second &&
-                   b->first.first < a->first.first + a->first.second;
-      bool time = a->second.first <= b->second.second && b->second.first <= a->second.second;
-      EXPECT_FALSE(bytes && time) << "offsets " << a->first.first << " and " << b->first.first;
-    }
-  // Within one storage, a buffer written by an instruction other than in-place must come after
-  // every other holder is dead.
-  for (int k = 0; k < p.instructions_size(); ++k)
-    for (uint32_t out : p.instructions(k).outputs()) {
-      const plan::Buffer &o = p.buffers(out);
-      if (o.storage() != plan::ARENA || o.size_bytes() == 0)
-        continue;
-      for (size_t i = 0; i < n; ++i) {
-        const plan::Buffer &b = p.buffers(i);
-        if (i == out || b.storage() != plan::ARENA || b.offset() != o.offset() ||
-            b.size_bytes() != o.size_bytes())
-          continue;
-        bool isInPlaceInput = p.instructions(k).inputs_size() &&
-                              p.instructions(k).inputs(0) == i;
-        if (def[i] != kNever && def[i] < uint32_t(k + 1) && !isInPlaceInput)
-          EXPECT_LT(last[i], uint32_t(k + 1)) << o.name() << " overwrites " << b.name();
-      }
-    }
-}
 
 constexpr const char *kMlp = R"mlir(
 func.func @forward(%x: tensor<4x8xf32> {colossal.input = "x"},
@@ -222,7 +106,7 @@ TEST_F(PlanEmitterTest, MlpPlanAndWeights) {
   EXPECT_EQ(out.offset(), mm.offset());
   // x (input, 128 B) and the chain (256 B) overlap in time at the matmul.
   EXPECT_EQ(prog.arena_bytes(), 128u + 256u);
-  expectNoOverlap(prog);
+  colossal::test::expectSoundLayout(prog);
 
   // Weights: parameters by name, the splat materialized.
   auto file = colossal::runtime::SafetensorsFile::open(path("model.safetensors"));
@@ -289,7 +173,7 @@ func.func @forward(%x: tensor<2x6xf32> {colossal.input = "x"}, %i: tensor<3xi64>
   EXPECT_FLOAT_EQ(ln.attrs().at("epsilon").f(), 1.0e-5f);
   EXPECT_EQ(buffer(prog, ln.inputs(1)).storage(), plan::WEIGHT);
   EXPECT_EQ(buffer(prog, ln.inputs(1)).weight_name(), "const.0");
-  expectNoOverlap(prog);
+  colossal::test::expectSoundLayout(prog);
   auto loaded = rt::loadPlan(path("model.cplan"), rt::KernelRegistry::cpu());
   EXPECT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
 
@@ -331,7 +215,7 @@ func.func @forward(%x: tensor<4xf32> {colossal.input = "x"},
     EXPECT_TRUE(offsets.insert(buffer(prog, b.buffer()).offset()).second) << b.name();
   }
   EXPECT_EQ(buffer(prog, prog.outputs(1).buffer()).shape_size(), 2);
-  expectNoOverlap(prog);
+  colossal::test::expectSoundLayout(prog);
 }
 
 TEST_F(PlanEmitterTest, InputOnlyPlanHasNoWeightsFile) {

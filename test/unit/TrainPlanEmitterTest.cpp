@@ -14,6 +14,7 @@
 #include "colossal/runtime/Safetensors.h"
 #include "dialects/Colossal/ColossalOps.h"
 #include "lib/Target/Plan/MemoryPlanner.h"
+#include "PlanEmitterFixture.h"
 
 #include "plan.pb.h"
 
@@ -38,64 +39,7 @@ namespace rt = colossal::runtime;
 
 namespace {
 
-class TrainPlanTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    registry.insert<colossal::ColossalDialect, func::FuncDialect>();
-    context = std::make_unique<MLIRContext>(registry);
-    context->loadAllAvailableDialects();
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("train-plan-test", dir));
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
-
-  std::string path(llvm::StringRef name) {
-    llvm::SmallString<256> p = dir;
-    llvm::sys::path::append(p, name);
-    return p.str().str();
-  }
-
-  LogicalResult emit(llvm::StringRef source, std::string *report = nullptr,
-                     colossal::PlanOptions options = {}) {
-    diagnostics.clear();
-    ScopedDiagnosticHandler handler(context.get(), [&](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, context.get());
-    if (!module)
-      return failure();
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    LogicalResult result =
-        colossal::emitPlan(*module, path("model.cplan"), options, report ? &os : nullptr);
-    if (report)
-      *report = text;
-    return result;
-  }
-
-  plan::Plan readPlan() {
-    plan::Plan p;
-    auto buf = llvm::MemoryBuffer::getFile(path("model.cplan"));
-    EXPECT_TRUE(bool(buf));
-    if (buf)
-      EXPECT_TRUE(p.ParseFromArray((*buf)->getBufferStart(), (*buf)->getBufferSize()));
-    return p;
-  }
-
-  std::vector<std::string> files() {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
-      names.push_back(llvm::sys::path::filename(it->path()).str());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  DialectRegistry registry;
-  std::unique_ptr<MLIRContext> context;
-  llvm::SmallString<256> dir;
-  std::string diagnostics;
-};
+using TrainPlanTest = colossal::test::PlanEmitterFixture;
 
 const plan::Program *program(const plan::Plan &p, llvm::StringRef name) {
   for (const plan::Program &prog : p.programs())
@@ -112,65 +56,6 @@ const plan::Buffer *bound(const plan::Program &p,
     if (b.name() == name)
       return &p.buffers(b.buffer());
   return nullptr;
-}
-
-/// Independent of the planner: no two arena buffers that are live at the same time (from their
-/// writer, or 0 for inputs, to their last reader, or the end for outputs) share a byte, unless
-/// they are the same storage (same offset and size: aliases and in-place results). STATE and
-/// WEIGHT buffers never have an offset or live in the arena, and no instruction but an update
-/// (whose outputs equal some of its inputs) writes one.
-void expectSoundLayout(const plan::Program &p) {
-  size_t n = p.buffers_size();
-  const uint32_t kEnd = p.instructions_size() + 1, kNever = ~0u;
-  std::vector<uint32_t> def(n, kNever), last(n, 0);
-  for (const plan::Binding &b : p.inputs()) {
-    def[b.buffer()] = 0;
-    EXPECT_EQ(p.buffers(b.buffer()).storage(), plan::ARENA) << b.name();
-  }
-  for (int k = 0; k < p.instructions_size(); ++k) {
-    const plan::Instruction &inst = p.instructions(k);
-    for (uint32_t in : inst.inputs())
-      last[in] = std::max<uint32_t>(last[in], k + 1);
-    for (uint32_t out : inst.outputs()) {
-      const plan::Buffer &b = p.buffers(out);
-      if (b.storage() != plan::ARENA) {
-        EXPECT_EQ(b.storage(), plan::STATE) << inst.op() << " writes " << b.name();
-        EXPECT_TRUE(llvm::is_contained(inst.inputs(), out))
-            << inst.op() << " writes state " << b.name() << " without reading it";
-        continue;
-      }
-      def[out] = std::min<uint32_t>(def[out], k + 1);
-    }
-  }
-  for (const plan::Binding &b : p.outputs()) {
-    last[b.buffer()] = kEnd;
-    EXPECT_EQ(p.buffers(b.buffer()).storage(), plan::ARENA) << b.name();
-  }
-  std::map<std::pair<uint64_t, uint64_t>, std::pair<uint32_t, uint32_t>> storages;
-  for (size_t i = 0; i < n; ++i) {
-    const plan::Buffer &b = p.buffers(i);
-    EXPECT_EQ(b.id(), i);
-    if (b.storage() == plan::STATE) {
-      EXPECT_FALSE(b.state_name().empty()) << b.name();
-      EXPECT_EQ(b.offset(), 0u) << b.name();
-    }
-    if (b.storage() != plan::ARENA || b.size_bytes() == 0)
-      continue;
-    EXPECT_EQ(b.offset() % 64, 0u) << b.name();
-    EXPECT_LE(b.offset() + b.size_bytes(), p.arena_bytes()) << b.name();
-    auto [it, inserted] = storages.try_emplace({b.offset(), b.size_bytes()}, kNever, 0);
-    uint32_t start = def[i] == kNever ? last[i] : def[i];
-    it->second.first = std::min(it->second.first, start);
-    it->second.second = std::max({it->second.second, last[i], start});
-  }
-  for (auto a = storages.begin(); a != storages.end(); ++a)
-    for (auto b = std::next(a); b != storages.end(); ++b) {
-      bool bytes = a->first.first < b->first.first + b->first.second &&
-                   b->first.first < a->first.first + a->first.second;
-      bool time = a->second.first <= b->second.second && b->second.first <= a->second.second;
-      EXPECT_FALSE(bytes && time) << p.name() << ": offsets " << a->first.first << " and "
-                                  << b->first.first;
-    }
 }
 
 //===----------------------------------------------------------------------------------------===//
@@ -281,7 +166,7 @@ TEST_F(TrainPlanTest, FourProgramsStatesAndSharedWeights) {
   EXPECT_EQ(p.programs(2).name(), "train_step");
   EXPECT_EQ(p.programs(3).name(), "optimizer_step");
   for (const plan::Program &prog : p.programs())
-    expectSoundLayout(prog);
+    colossal::test::expectSoundLayout(prog);
 
   // States: the three trainable parameters (first-use order), then grads and AdamW moments.
   std::vector<std::string> names;
@@ -618,7 +503,7 @@ TEST_F(TrainPlanTest, UpdateOpsListTheStatesTheyWriteAsOutputs) {
   ASSERT_TRUE(succeeded(emit(kUpdateModule, &report))) << diagnostics;
   plan::Plan p = readPlan();
   for (const plan::Program &prog : p.programs())
-    expectSoundLayout(prog);
+    colossal::test::expectSoundLayout(prog);
 
   // train_step: the loss, its gradient, and one accumulate_grad per parameter writing its
   // accumulator in place (output = input 0, a STATE), scale from the op.
@@ -723,7 +608,7 @@ TEST_F(TrainPlanTest, SgdWithAndWithoutMomentumBuffer) {
   ASSERT_TRUE(succeeded(emit(text))) << diagnostics;
   plan::Plan p = readPlan();
   const plan::Program &prog = *program(p, "optimizer_step");
-  expectSoundLayout(prog);
+  colossal::test::expectSoundLayout(prog);
   auto updates = instructions(prog, "sgd_update");
   ASSERT_EQ(updates.size(), 2u);
   ASSERT_EQ(updates[0]->outputs_size(), 3);
