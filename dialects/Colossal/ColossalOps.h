@@ -15,4 +15,11 @@
 #define GET_OP_CLASSES
 #include "dialects/Colossal/ColossalOps.h.inc"
 
+namespace colossal {
+/// The number of ranks in the group over `axes` of the mesh of `op`'s module
+/// (`colossal.mesh_axes` + `colossal.mesh_shape`): nullopt when the module has no mesh, -1 when
+/// an axis is not on it.
+std::optional<int64_t> meshGroupSize(mlir::Operation *op, mlir::ArrayAttr axes);
+} // namespace colossal
+
 #endif
