@@ -1,7 +1,9 @@
 //===- Checkpoint.cpp - Training checkpoints: save, find, load ------------------------------===//
 #include "colossal/runtime/Checkpoint.h"
 
+#include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Safetensors.h"
+#include "colossal/runtime/Sharding.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -119,25 +121,59 @@ std::string hex16(uint64_t v) {
 
 }  // namespace
 
+llvm::Expected<AlignedBuffer> gatherState(const StateStore &store, const StateEntry &e, CommContext *comm) {
+  if (!e.layout) {
+    AlignedBuffer out(e.tensor.bytes());
+    store.device().copyToHost(out.data(), e.tensor.data, e.tensor.bytes());
+    return out;
+  }
+  const Mesh &mesh = store.mesh();
+  if (!comm || comm->worldSize() != mesh.size())
+    return fail("state '" + e.name() + "' is sharded over the mesh " + mesh.toString() +
+                ": gathering it needs the job's communicator on all " + llvm::Twine(mesh.size()) + " ranks");
+  const size_t localBytes = e.tensor.bytes();
+  AlignedBuffer local(localBytes), all(localBytes * static_cast<size_t>(mesh.size()));
+  store.device().copyToHost(local.data(), e.tensor.data, localBytes);
+  // Bytes travel as u8: any dtype, no reduction.
+  if (llvm::Error err = comm->world().allGather(local.data(), all.data(), {static_cast<int64_t>(localBytes)}, 0, DType::U8))
+    return fail("state '" + e.name() + "': gathering its shards: " + llvm::toString(std::move(err)));
+  AlignedBuffer global(static_cast<size_t>(numElements(e.globalShape())) * dtypeSize(e.tensor.dtype));
+  assembleShards(all.data(), global.data(), dtypeSize(e.tensor.dtype), *e.layout, mesh);
+  return global;
+}
+
 llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore &store, const CheckpointInfo &info,
-                                           unsigned keep) {
+                                           unsigned keep, CommContext *comm) {
   if (keep < 1) keep = 1;
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return fail(dir + ": cannot create checkpoint folder: " + ec.message());
+  // Whole tensors first (a collective for sharded states: every rank takes part), then rank 0
+  // alone touches the file system.
+  std::vector<AlignedBuffer> staging;
+  std::map<std::string, AlignedBuffer> whole;  // sharded states, gathered
+  for (const StateEntry &e : store.entries()) {
+    if (fileOfRole(e.role()).empty() || !e.layout) continue;
+    llvm::Expected<AlignedBuffer> g = gatherState(store, e, comm);
+    if (!g) return g.takeError();
+    whole[e.name()] = std::move(*g);
+  }
   const std::string name = stepFolderName(info.step);
   const std::string tmp = joinPath(dir, name + ".tmp"), final = joinPath(dir, name);
+  if (comm && comm->rank() != 0) return final;
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return fail(dir + ": cannot create checkpoint folder: " + ec.message());
   if (llvm::sys::fs::exists(tmp)) llvm::sys::fs::remove_directories(tmp);  // an interrupted save's
   if (std::error_code ec = llvm::sys::fs::create_directory(tmp))
     return fail(tmp + ": cannot create: " + ec.message());
 
-  // Tensors, grouped by file, in the plan's order.
-  std::vector<AlignedBuffer> staging;
+  // Tensors, grouped by file, in the plan's order, at their global shapes.
   std::map<std::string, std::vector<NamedTensor>> files = {{kModelFile.str(), {}}, {kOptimizerFile.str(), {}}};
   for (const StateEntry &e : store.entries()) {
     llvm::StringRef file = fileOfRole(e.role());
     if (file.empty()) continue;
-    files[file.str()].push_back({e.name(), e.tensor.dtype, std::vector<int64_t>(e.tensor.shape.begin(), e.tensor.shape.end()),
-                                 hostBytes(store, e, staging), e.tensor.bytes()});
+    Shape shape = e.globalShape();
+    auto it = whole.find(e.name());
+    files[file.str()].push_back({e.name(), e.tensor.dtype, std::vector<int64_t>(shape.begin(), shape.end()),
+                                 it != whole.end() ? it->second.data() : hostBytes(store, e, staging),
+                                 it != whole.end() ? it->second.size() : e.tensor.bytes()});
   }
   llvm::json::Object fileInfo;
   for (auto &[file, tensors] : files) {
@@ -156,7 +192,7 @@ llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore
     llvm::StringRef file = fileOfRole(e.role());
     if (file.empty()) continue;
     llvm::json::Array shape;
-    for (int64_t d : e.tensor.shape) shape.push_back(d);
+    for (int64_t d : e.globalShape()) shape.push_back(d);
     tensors[e.name()] = llvm::json::Object{{"file", file},
                                            {"role", roleName(e.role())},
                                            {"dtype", safetensorsDTypeName(e.tensor.dtype)},
@@ -310,10 +346,11 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
     if (!t)
       return fail(sf.path() + ": no tensor '" + e.name() + "' (" + roleName(e.role()) + " state of " +
                   store.plan().path + "): the checkpoint belongs to another plan");
-    if (t->dtype != e.tensor.dtype || llvm::ArrayRef<int64_t>(t->shape) != llvm::ArrayRef<int64_t>(e.tensor.shape))
+    Shape shape = e.globalShape();  // checkpoints hold whole tensors
+    if (t->dtype != e.tensor.dtype || llvm::ArrayRef<int64_t>(t->shape) != llvm::ArrayRef<int64_t>(shape))
       return fail(sf.path() + ": tensor '" + e.name() + "' is " + dtypeName(t->dtype) + " " + shapeToString(t->shape) +
                   ", the plan " + store.plan().path + " has " + dtypeName(e.tensor.dtype) + " " +
-                  shapeToString(e.tensor.shape));
+                  shapeToString(shape));
     copies.push_back({&e, t});
   }
   for (auto &[file, sf] : opened) {
@@ -326,7 +363,8 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
                     ": the checkpoint belongs to another plan");
     }
   }
-  for (auto &[e, t] : copies) store.device().copyFromHost(e->tensor.data, t->data, t->size_bytes);
+  for (auto &[e, t] : copies)
+    if (llvm::Error err = store.writeGlobal(e->name(), t->data, t->size_bytes)) return std::move(err);
   store.zero(plan::StateTensor::GRAD);
   return info;
 }

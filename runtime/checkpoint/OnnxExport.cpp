@@ -394,8 +394,9 @@ llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpoint
   // The values through the checkpoint loader (runtime/checkpoint/Checkpoint.cpp), which checks the
   // manifest's sizes and FNV-1a hashes and every tensor's name, dtype and shape, like train --resume
   // and sample do.
+  // Whole tensors (a sharded plan's states at their global shapes, as checkpoints hold them).
   std::unique_ptr<Device> device = createCpuDevice();
-  auto store = StateStore::create(plan, *device);
+  auto store = StateStore::create(plan, *device, /*globalShapes=*/true);
   if (!store) return store.takeError();
   llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **store);
   if (!info) return info.takeError();

@@ -87,6 +87,15 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
                     shapeToString(t.shape));
       t.data = st->tensor.data;
     } else {
+      if (b.has_sharding()) {  // this rank's shard, sliced by selectRank()
+        auto it = loaded.weightShards.find(b.weight_name());
+        if (it == loaded.weightShards.end())
+          return fail(loaded.path + ": sharded weight '" + b.weight_name() + "' has no slice for rank " +
+                      llvm::Twine(loaded.rank) + " (selectRank)");
+        t.data = const_cast<void *>(it->second.data());  // read-only, as the mapped weights
+        ex->buffers_.push_back(std::move(t));
+        continue;
+      }
       const SafetensorsTensor *w = loaded.weights ? loaded.weights->find(b.weight_name()) : nullptr;
       if (!w) return fail(loaded.path + ": weight '" + b.weight_name() + "' is not loaded");
       t.data = const_cast<void *>(w->data);  // read-only: validation forbids writes to WEIGHT

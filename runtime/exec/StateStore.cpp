@@ -28,17 +28,37 @@ StateStore::~StateStore() {
   if (memory_) device_->deallocate(memory_);
 }
 
-llvm::Expected<std::unique_ptr<StateStore>> StateStore::create(const LoadedPlan &plan, Device &device) {
+llvm::Expected<std::unique_ptr<StateStore>> StateStore::create(const LoadedPlan &plan, Device &device,
+                                                               bool globalShapes) {
   std::unique_ptr<StateStore> store(new StateStore());
   store->plan_ = &plan;
   store->device_ = &device;
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan.plan, plan.path);
+  if (!mesh) return mesh.takeError();
+  store->mesh_ = std::move(*mesh);
+  store->rank_ = plan.rank;
   const auto &states = plan.plan.states();
+  // Each state's shape in the store and its layout when it holds a shard.
+  std::vector<Shape> shapes;
+  std::vector<std::optional<ShardLayout>> layouts;
+  for (const plan::StateTensor &st : states) {
+    shapes.emplace_back(st.shape().begin(), st.shape().end());
+    layouts.emplace_back();
+    if (!st.has_sharding()) continue;
+    llvm::Expected<ShardLayout> layout =
+        makeShardLayout(st.sharding(), store->mesh_, plan.path + ": state '" + st.name() + "'");
+    if (!layout) return layout.takeError();
+    if (globalShapes)
+      shapes.back() = layout->globalShape;
+    else if (layout->splits(store->mesh_))
+      layouts.back() = std::move(*layout);
+  }
   std::vector<uint64_t> offsets;
   uint64_t total = 0;
-  for (const plan::StateTensor &st : states) {
+  for (int i = 0; i < states.size(); ++i) {
+    const plan::StateTensor &st = states[i];
     offsets.push_back(total);
-    uint64_t bytes = static_cast<uint64_t>(numElements(std::vector<int64_t>(st.shape().begin(), st.shape().end()))) *
-                     dtypeSize(static_cast<DType>(st.dtype()));
+    uint64_t bytes = static_cast<uint64_t>(numElements(shapes[i])) * dtypeSize(static_cast<DType>(st.dtype()));
     total += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
   }
   if (states.empty()) return store;
@@ -52,8 +72,9 @@ llvm::Expected<std::unique_ptr<StateStore>> StateStore::create(const LoadedPlan 
     StateEntry e;
     e.desc = &st;
     e.tensor.dtype = static_cast<DType>(st.dtype());
-    e.tensor.shape.assign(st.shape().begin(), st.shape().end());
+    e.tensor.shape = shapes[i];
     e.tensor.data = static_cast<char *>(store->memory_) + offsets[i];
+    e.layout = std::move(layouts[i]);
     store->index_[st.name()] = store->entries_.size();
     store->entries_.push_back(std::move(e));
   }
@@ -76,6 +97,21 @@ llvm::Error StateStore::write(llvm::StringRef name, const void *host, size_t byt
   return llvm::Error::success();
 }
 
+llvm::Error StateStore::writeGlobal(llvm::StringRef name, const void *global, size_t bytes) {
+  const StateEntry *e = find(name);
+  if (!e) return fail("state '" + name + "' is not in the plan");
+  if (!e->layout) return write(name, global, bytes);
+  const size_t elem = dtypeSize(e->tensor.dtype);
+  Shape whole = e->globalShape();
+  if (bytes != static_cast<size_t>(numElements(whole)) * elem)
+    return fail("state '" + name + "': " + llvm::Twine(bytes) + " bytes given, the global " + dtypeName(e->tensor.dtype) +
+                " " + shapeToString(whole) + " holds " + llvm::Twine(numElements(whole) * elem));
+  AlignedBuffer local(e->tensor.bytes());
+  sliceShard(global, local.data(), elem, *e->layout, mesh_, rank_);
+  device_->copyFromHost(e->tensor.data, local.data(), local.size());
+  return llvm::Error::success();
+}
+
 llvm::Error StateStore::read(llvm::StringRef name, void *host) const {
   const StateEntry *e = find(name);
   if (!e) return fail("state '" + name + "' is not in the plan");
@@ -95,10 +131,11 @@ llvm::Error StateStore::reset() {
       continue;
     }
     const SafetensorsTensor *w = plan_->weights ? plan_->weights->find(e.desc->init_weight()) : nullptr;
-    if (!w || w->size_bytes != e.tensor.bytes())
+    const size_t globalBytes = static_cast<size_t>(numElements(e.globalShape())) * dtypeSize(e.tensor.dtype);
+    if (!w || w->size_bytes != globalBytes)
       return fail(plan_->path + ": initial value '" + e.desc->init_weight() + "' of state '" + e.name() +
                   "' is not loaded from the weights file");
-    device_->copyFromHost(e.tensor.data, w->data, w->size_bytes);
+    if (llvm::Error err = writeGlobal(e.name(), w->data, w->size_bytes)) return err;
   }
   return llvm::Error::success();
 }

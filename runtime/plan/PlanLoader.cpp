@@ -2,6 +2,7 @@
 #include "colossal/runtime/Plan.h"
 
 #include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/Sharding.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -97,9 +98,34 @@ llvm::StringRef roleName(int role) {
   }
 }
 
+/// Whether two shardings are the same (dims, axes, blocks with 0 read as 1, global shape).
+bool sameSharding(const plan::Sharding &a, const plan::Sharding &b) {
+  if (a.dims_size() != b.dims_size() ||
+      !std::equal(a.global_shape().begin(), a.global_shape().end(), b.global_shape().begin(), b.global_shape().end()))
+    return false;
+  for (int d = 0; d < a.dims_size(); ++d) {
+    const plan::DimSharding &x = a.dims(d), &y = b.dims(d);
+    if (std::max<int64_t>(x.blocks(), 1) != std::max<int64_t>(y.blocks(), 1) ||
+        !std::equal(x.axes().begin(), x.axes().end(), y.axes().begin(), y.axes().end()))
+      return false;
+  }
+  return true;
+}
+
+std::string shardingText(const plan::Sharding &s) {
+  std::string out = "[";
+  for (int d = 0; d < s.dims_size(); ++d) {
+    out += d ? ", [" : "[";
+    for (int i = 0; i < s.dims(d).axes_size(); ++i) out += (i ? "," : "") + s.dims(d).axes(i);
+    out += "]";
+    if (s.dims(d).blocks() > 1) out += "x" + std::to_string(s.dims(d).blocks()) + " blocks";
+  }
+  return out + "] of " + shapeToString(std::vector<int64_t>(s.global_shape().begin(), s.global_shape().end()));
+}
+
 /// Plan.states: unique non-empty names, valid roles, dtypes and shapes; PARAM names its initial
 /// weight; GRAD and OPTIMIZER name an existing PARAM (a GRAD has its dtype and shape).
-llvm::Error validateStates(const plan::Plan &p, const std::string &file, StateMap &states) {
+llvm::Error validateStates(const plan::Plan &p, const std::string &file, const Mesh &mesh, StateMap &states) {
   for (const plan::StateTensor &st : p.states()) {
     std::string what = file + "state '" + st.name() + "'";
     if (st.name().empty()) return fail(file + "state without a name");
@@ -118,6 +144,16 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, StateMa
     default:
       return fail(what + ": invalid role " + llvm::Twine(st.role()));
     }
+    if (st.has_sharding()) {
+      // `shape` is the local shard's (docs/parallelism.md "Sharded tensors").
+      llvm::Expected<ShardLayout> layout = makeShardLayout(st.sharding(), mesh, what);
+      if (!layout) return layout.takeError();
+      Shape local = localShape(*layout, mesh);
+      if (!std::equal(local.begin(), local.end(), st.shape().begin(), st.shape().end()))
+        return fail(what + ": shape " + shapeToString(std::vector<int64_t>(st.shape().begin(), st.shape().end())) +
+                    " is not the local shard " + shapeToString(local) + " of its sharding " +
+                    shardingText(st.sharding()) + " on mesh " + mesh.toString());
+    }
   }
   for (const plan::StateTensor &st : p.states()) {
     if (st.role() == plan::StateTensor::PARAM) continue;
@@ -132,6 +168,12 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, StateMa
       return fail(what + ": gradient accumulator must have its param's dtype and shape (" +
                   dtypeName(static_cast<DType>(param.dtype())) + " " +
                   shapeToString(std::vector<int64_t>(param.shape().begin(), param.shape().end())) + ")");
+    if (st.role() == plan::StateTensor::GRAD &&
+        (st.has_sharding() != param.has_sharding() ||
+         (st.has_sharding() && !sameSharding(st.sharding(), param.sharding()))))
+      return fail(what + ": gradient accumulator must have its param's sharding (" +
+                  (param.has_sharding() ? shardingText(param.sharding()) : std::string("replicated")) + "), has " +
+                  (st.has_sharding() ? shardingText(st.sharding()) : std::string("none (replicated)")));
   }
   return llvm::Error::success();
 }
@@ -232,7 +274,7 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
 }
 
 llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
-                            const KernelRegistry &registry, const StateMap &states) {
+                            const KernelRegistry &registry, const StateMap &states, const Mesh &mesh) {
   DeviceKind device = static_cast<DeviceKind>(prog.device());
   // Buffers.
   for (int i = 0; i < prog.buffers_size(); ++i) {
@@ -247,6 +289,18 @@ llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
       return fail(what + ": size_bytes " + llvm::Twine(b.size_bytes()) + " but shape " +
                   shapeToString(std::vector<int64_t>(b.shape().begin(), b.shape().end())) + " of " +
                   dtypeName(static_cast<DType>(b.dtype())) + " needs " + llvm::Twine(*bytes));
+    if (b.has_sharding()) {
+      if (b.storage() != plan::WEIGHT)
+        return fail(what + ": only WEIGHT buffers carry a sharding (a STATE buffer's is its state's)");
+      llvm::Expected<ShardLayout> layout = makeShardLayout(b.sharding(), mesh, what);
+      if (!layout) return layout.takeError();
+      // A reshape view of a sharded weight keeps the weight's sharding under its own local shape.
+      Shape local = localShape(*layout, mesh);
+      std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+      if (numElements(local) != numElements(shape))
+        return fail(what + ": shape " + shapeToString(shape) + " does not hold the local shard " + shapeToString(local) +
+                    " of its sharding " + shardingText(b.sharding()) + " on mesh " + mesh.toString());
+    }
     switch (b.storage()) {
     case plan::ARENA:
       if (b.offset() % kArenaAlignment != 0)
@@ -374,17 +428,34 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
   if (p.programs_size() == 0) return fail(file + "plan has no programs");
   if (usesWeights(p) && p.weights_file().empty())
     return fail(file + "plan has WEIGHT buffers but names no weights file");
+  // The mesh first: shardings are checked against it.
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(p, planPath);
+  if (!mesh) return mesh.takeError();
   StateMap states;
-  if (llvm::Error e = validateStates(p, file, states)) return e;
+  if (llvm::Error e = validateStates(p, file, *mesh, states)) return e;
   llvm::StringSet<> names;
   for (const plan::Program &prog : p.programs()) {
     if (!names.insert(prog.name()).second)
       return fail(file + "program '" + prog.name() + "' appears twice");
     if (prog.device() != plan::CPU && prog.device() != plan::CUDA)
       return fail(file + "program '" + prog.name() + "': invalid device " + llvm::Twine(prog.device()));
-    if (llvm::Error e = validateProgram(prog, file + "program '" + prog.name() + "': ", registry, states))
+    if (llvm::Error e = validateProgram(prog, file + "program '" + prog.name() + "': ", registry, states, *mesh))
       return e;
   }
+  // One weight, one sharding: its shard is sliced once for every buffer that names it.
+  llvm::StringMap<const plan::Buffer *> weightUse;
+  for (const plan::Program &prog : p.programs())
+    for (const plan::Buffer &b : prog.buffers()) {
+      if (b.storage() != plan::WEIGHT) continue;
+      auto [it, fresh] = weightUse.try_emplace(b.weight_name(), &b);
+      const plan::Buffer &first = *it->second;
+      if (!fresh && (first.has_sharding() != b.has_sharding() ||
+                     (b.has_sharding() && !sameSharding(first.sharding(), b.sharding()))))
+        return fail(file + "program '" + prog.name() + "': " + describeBuffer(b, b.id()) + ": weight '" +
+                    b.weight_name() + "' is used with two shardings (" +
+                    (first.has_sharding() ? shardingText(first.sharding()) : std::string("replicated")) + " and " +
+                    (b.has_sharding() ? shardingText(b.sharding()) : std::string("replicated")) + ")");
+    }
   if (p.mode() == "train")
     if (llvm::Error e = validateTrainConfig(p, file)) return e;
   // The mesh and the collectives' axes and group sizes (runtime/comm/Collectives.cpp).
@@ -401,6 +472,8 @@ llvm::Error validateWeights(const plan::Plan &p, llvm::StringRef planPath, const
     if (!t) return fail(what + ": not in the weights file");
     DType want = static_cast<DType>(st.dtype());
     std::vector<int64_t> shape(st.shape().begin(), st.shape().end());
+    if (st.has_sharding())  // the weights file holds the global tensor
+      shape.assign(st.sharding().global_shape().begin(), st.sharding().global_shape().end());
     if (t->dtype != want || t->shape != shape)
       return fail(what + ": plan expects " + dtypeName(want) + " " + shapeToString(shape) +
                   ", file has " + dtypeName(t->dtype) + " " + shapeToString(t->shape));
@@ -415,6 +488,13 @@ llvm::Error validateWeights(const plan::Plan &p, llvm::StringRef planPath, const
       if (!t) return fail(what + ": not in the weights file");
       DType want = static_cast<DType>(b.dtype());
       std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+      if (b.has_sharding()) {  // the file holds the global tensor
+        std::vector<int64_t> global(b.sharding().global_shape().begin(), b.sharding().global_shape().end());
+        if (t->dtype != want || t->shape != global)
+          return fail(what + ": plan expects the global " + dtypeName(want) + " " + shapeToString(global) +
+                      " of a sharded weight, file has " + dtypeName(t->dtype) + " " + shapeToString(t->shape));
+        continue;
+      }
       // A reshaped weight (a zero-copy alias of the same bytes) may view the tensor under another
       // shape with the same element count.
       if (t->dtype != want || numElements(t->shape) != numElements(shape))
@@ -464,7 +544,30 @@ llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path, const
   if (!weights) return weights.takeError();
   if (llvm::Error e = validateWeights(p, path, **weights)) return std::move(e);
   loaded->weights = std::move(*weights);
+  if (llvm::Error e = selectRank(*loaded, 0)) return std::move(e);
   return loaded;
+}
+
+llvm::Error selectRank(LoadedPlan &loaded, int64_t rank) {
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(loaded.plan, loaded.path);
+  if (!mesh) return mesh.takeError();
+  if (rank < 0 || rank >= mesh->size())
+    return fail(loaded.path + ": rank " + llvm::Twine(rank) + " is not on the plan's mesh " + mesh->toString());
+  loaded.rank = rank;
+  loaded.weightShards.clear();
+  for (const plan::Program &prog : loaded.plan.programs())
+    for (const plan::Buffer &b : prog.buffers()) {
+      if (b.storage() != plan::WEIGHT || !b.has_sharding() || loaded.weightShards.count(b.weight_name())) continue;
+      std::string what = loaded.path + ": weight '" + b.weight_name() + "'";
+      const SafetensorsTensor *t = loaded.weights ? loaded.weights->find(b.weight_name()) : nullptr;
+      if (!t) return fail(what + ": not loaded from the weights file");
+      llvm::Expected<ShardLayout> layout = makeShardLayout(b.sharding(), *mesh, what);
+      if (!layout) return layout.takeError();
+      AlignedBuffer local(static_cast<size_t>(numElements(localShape(*layout, *mesh))) * dtypeSize(t->dtype));
+      sliceShard(t->data, local.data(), dtypeSize(t->dtype), *layout, *mesh, rank);
+      loaded.weightShards[b.weight_name()] = std::move(local);
+    }
+  return llvm::Error::success();
 }
 
 }  // namespace colossal::runtime

@@ -52,6 +52,7 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
 
   ExecutorOptions opts;
   opts.states = &states;
+  opts.comm = o.comm;
   auto ex = Executor::create(plan, registry, device, "forward", opts);
   if (!ex) return ex.takeError();
   DType tokensDType = DType::I64;

@@ -148,17 +148,25 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
     if (!comm || comm->worldSize() != meshRanks)
       return fail(plan.path + ": the plan's mesh has " + llvm::Twine(meshRanks) +
                   " ranks; train it under mpirun (colossal-run --nproc " + llvm::Twine(meshRanks) + ")");
-    if (meshRanks != t->dpSize_)
-      return fail(plan.path + ": only data-parallel training plans (mesh axis 'dp') can run yet");
-    llvm::Expected<Communicator *> group = comm->axes("dp");
-    if (!group) return group.takeError();
-    t->dp_ = *group;
-    t->dpRank_ = t->dp_->rank();
+    if (plan.rank != comm->rank())
+      return fail(plan.path + ": the plan's shards are sliced for rank " + llvm::Twine(plan.rank) +
+                  " but this is rank " + llvm::Twine(comm->rank()) + " (selectRank)");
+    // Data rows and the loss reductions follow the rank's coordinate on 'dp' alone: the ranks of
+    // one dp coordinate (the other axes: tensor parallelism) see the same rows and compute the
+    // same loss (docs/parallelism.md).
+    if (t->dpSize_ > 1) {
+      llvm::Expected<Communicator *> group = comm->axes("dp");
+      if (!group) return group.takeError();
+      t->dp_ = *group;
+      t->dpRank_ = t->dp_->rank();
+    }
     if (plan.plan.train().grad_accum() % t->dpSize_ != 0)
       return fail(plan.path + ": grad_accum " + llvm::Twine(plan.plan.train().grad_accum()) +
                   " (microbatches of all ranks) is not divisible by dp = " + llvm::Twine(t->dpSize_));
-    if (const plan::Program *prog = plan.program("optimizer_step"))
-      if (llvm::Error e = comm->prepare(*prog)) return std::move(e);
+    // Every group the programs' collectives name, created now and in one order on every rank.
+    for (llvm::StringRef name : {"train_step", "optimizer_step", "eval"})
+      if (const plan::Program *prog = plan.program(name))
+        if (llvm::Error e = comm->prepare(*prog)) return std::move(e);
   }
   ExecutorOptions opts;
   opts.comm = comm;
@@ -316,19 +324,22 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       evalLoss = *el;
     }
     double tps = r->seconds > 0 ? tokensPerStep / r->seconds : 0;
-    if (!writer) continue;
-    metrics << metricsLine(s, *r, tps, evalLoss ? &*evalLoss : nullptr) << "\n";
-    metrics.flush();
-    if (metrics.has_error()) {
-      std::error_code werr = metrics.error();
-      metrics.clear_error();
-      return fail(o.metricsPath + ": write failed: " + werr.message());
+    if (writer) {
+      metrics << metricsLine(s, *r, tps, evalLoss ? &*evalLoss : nullptr) << "\n";
+      metrics.flush();
+      if (metrics.has_error()) {
+        std::error_code werr = metrics.error();
+        metrics.clear_error();
+        return fail(o.metricsPath + ": write failed: " + werr.message());
+      }
     }
+    // Every rank takes part in a save (sharded states are gathered); rank 0 writes.
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
       CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash(), planMesh(plan)};
-      llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info);
+      llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
       if (!saved) return saved.takeError();
     }
+    if (!writer) continue;
     if (o.progressBar) {
       int64_t done = s + 1 - start;
       double eta = trainSeconds / static_cast<double>(done) * static_cast<double>(o.steps - s - 1);

@@ -318,7 +318,7 @@ llvm::Expected<std::unique_ptr<StateStore>> openStates(const LoadedPlan &plan, D
   return states;
 }
 
-int sampleMain(const LoadedPlan &plan, Device &device) {
+int sampleMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   if (checkpointDir.empty()) return fail("sample needs --checkpoint DIR (the trained weights)");
   if (sampleTokens < 0) return fail("sample needs --tokens N (N >= 0)");
   if (!prompt.getNumOccurrences()) return fail("sample needs --prompt TEXT");
@@ -329,9 +329,12 @@ int sampleMain(const LoadedPlan &plan, Device &device) {
   o.tokens = sampleTokens;
   o.temperature = temperature;
   o.seed = seed;
-  if (llvm::Error e = sampleText(plan, KernelRegistry::cpu(), device, **states, o, llvm::outs()))
+  o.comm = &comm;
+  // Every rank samples alike (a tensor-parallel forward needs them all); rank 0 prints.
+  llvm::raw_ostream &out = comm.rank() == 0 ? llvm::outs() : llvm::nulls();
+  if (llvm::Error e = sampleText(plan, KernelRegistry::cpu(), device, **states, o, out))
     return fail(std::move(e));
-  llvm::outs() << "\n";
+  out << "\n";
   return 0;
 }
 
@@ -341,8 +344,17 @@ int exportMain(const LoadedPlan &plan) {
   return 0;
 }
 
-/// Writes every state tensor to DIR/NAME.npy (bfloat16 as float32, names made file-safe).
-llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir) {
+/// Writes every state tensor to DIR/NAME.npy (bfloat16 as float32, names made file-safe), whole:
+/// sharded states are gathered first (gatherState: every rank calls this), then rank 0 writes.
+llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContext &comm) {
+  std::map<std::string, AlignedBuffer> whole;
+  for (const StateEntry &e : states.entries()) {
+    if (!e.layout) continue;
+    llvm::Expected<AlignedBuffer> g = gatherState(states, e, &comm);
+    if (!g) return g.takeError();
+    whole[e.name()] = std::move(*g);
+  }
+  if (comm.rank() != 0) return llvm::Error::success();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(dir + ": cannot create folder: " + ec.message());
   llvm::StringMap<std::string> files;
@@ -353,13 +365,21 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir) {
       return llvm::createStringError(dir + ": states '" + it->second + "' and '" + e.name() + "' both map to " + file);
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, file);
-    std::vector<char> host(e.tensor.bytes());
-    states.device().copyToHost(host.data(), e.tensor.data, host.size());
+    Shape shape = e.globalShape();
+    std::vector<char> host;
+    auto gathered = whole.find(e.name());
+    if (gathered != whole.end()) {
+      const char *g = static_cast<const char *>(gathered->second.data());
+      host.assign(g, g + gathered->second.size());
+    } else {
+      host.resize(e.tensor.bytes());
+      states.device().copyToHost(host.data(), e.tensor.data, host.size());
+    }
     if (e.tensor.dtype == DType::BF16) {
-      std::vector<float> f(e.tensor.numel());
+      std::vector<float> f(numElements(shape));
       for (size_t i = 0; i < f.size(); ++i) f[i] = bf16ToFloat(reinterpret_cast<const uint16_t *>(host.data())[i]);
-      if (llvm::Error err = writeNpy(path, DType::F32, e.tensor.shape, f.data())) return err;
-    } else if (llvm::Error err = writeNpy(path, e.tensor.dtype, e.tensor.shape, host.data())) {
+      if (llvm::Error err = writeNpy(path, DType::F32, shape, f.data())) return err;
+    } else if (llvm::Error err = writeNpy(path, e.tensor.dtype, shape, host.data())) {
       return err;
     }
   }
@@ -398,6 +418,9 @@ int runMain(int argc, char **argv) {
   if (mode == "export") return exportMain(**loaded);
   auto comm = startCommunication(**loaded, programName, commTimeout);
   if (!comm) return fail(comm.takeError());
+  // Sharded weights and states hold this rank's shards (docs/parallelism.md "Sharded tensors").
+  if ((*comm)->rank() != 0)
+    if (llvm::Error e = selectRank(**loaded, (*comm)->rank())) return fail(std::move(e));
   // An error on one rank alone ends the whole job (the others would wait in a collective).
   auto failHere = [&](llvm::Error e) {
     if ((*comm)->worldSize() == 1) return fail(std::move(e));
@@ -405,7 +428,7 @@ int runMain(int argc, char **argv) {
     (*comm)->abort(1);
   };
   if (mode == "train") return trainMain(**loaded, *device, **comm);
-  if (mode == "sample") return sampleMain(**loaded, *device);
+  if (mode == "sample") return sampleMain(**loaded, *device, **comm);
 
   std::unique_ptr<StateStore> states;
   if (!(*loaded)->plan.states().empty() || !checkpointDir.empty() || !dumpStatesDir.empty()) {
@@ -515,8 +538,8 @@ int runMain(int argc, char **argv) {
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
 
-  if (!dumpStatesDir.empty() && (*comm)->rank() == 0)
-    if (llvm::Error e = dumpStates(*states, dumpStatesDir)) return fail(std::move(e));
+  if (!dumpStatesDir.empty())
+    if (llvm::Error e = dumpStates(*states, dumpStatesDir, **comm)) return failHere(std::move(e));
   // Data parallelism: every output's dim 0 is the batch; gather the ranks' rows (every rank takes
   // part), then rank 0 writes them.
   std::vector<std::pair<Shape, AlignedBuffer>> gathered;

@@ -15,6 +15,12 @@
 // the newest `keep`) and leftovers of interrupted saves removed. A save killed at any point
 // leaves the previous checkpoint loadable through DIR/latest.
 //
+// Sharded states (docs/parallelism.md "Sharded tensors") are saved whole: every rank takes part in
+// the save (the shards are all-gathered over the world) and rank 0 writes the global tensors, so
+// the files and the manifest are those of a one-rank run (plus the mesh). A load slices each
+// global tensor for the store's rank, so a checkpoint resumes under any mesh whose shardings
+// divide its shapes.
+//
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_CHECKPOINT_H
 #define COLOSSAL_RUNTIME_CHECKPOINT_H
@@ -30,6 +36,8 @@
 #include <vector>
 
 namespace colossal::runtime {
+
+class CommContext;
 
 /// What a checkpoint records besides the tensors.
 struct CheckpointInfo {
@@ -47,8 +55,18 @@ struct CheckpointInfo {
 /// atomically (header comment), points DIR/latest at it and keeps the newest `keep` (>= 1) step
 /// folders. Creates DIR when missing. Returns the step folder's path. Errors name the path that
 /// failed (create, write, fsync, rename).
+/// With `comm` (the job's context; needed when the store holds shards), EVERY rank must call it:
+/// the sharded states are gathered (gatherState), then rank 0 alone writes; the others return
+/// the same path without touching the file system.
 llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore &store, const CheckpointInfo &info,
-                                           unsigned keep = 2);
+                                           unsigned keep = 2, CommContext *comm = nullptr);
+
+/// State `e`'s whole tensor (its global shape, row-major) in host memory: a copy of its bytes, or,
+/// for a sharded state (StateEntry::layout), every rank's shard all-gathered over `comm`'s world
+/// and assembled (assembleShards). A collective when sharded: every rank calls it for the same
+/// states in the same order. Errors: a sharded state without a communicator of the mesh's size;
+/// the collective's errors.
+llvm::Expected<AlignedBuffer> gatherState(const StateStore &store, const StateEntry &e, CommContext *comm);
 
 /// The step folder `dir` designates: `dir` itself when it holds manifest.json, else the folder named
 /// by the one line of `dir/latest` (relative to `dir`). Errors name `dir` or `dir/latest`.
@@ -58,8 +76,8 @@ llvm::Expected<std::string> checkpointStepDir(llvm::StringRef dir);
 /// manifest (format, version, step, data position), checks each file's size and FNV-1a 64 against
 /// the manifest (a truncated or corrupt file is an error naming it), opens the safetensors files,
 /// requires exactly the store's PARAM states in model.safetensors and its OPTIMIZER states in
-/// optimizer.safetensors with the plan's dtypes and shapes (an error names the tensor), copies
-/// them in and zeroes the GRAD states. Everything is checked before the first copy: on error the
+/// optimizer.safetensors with the plan's dtypes and GLOBAL shapes (an error names the tensor),
+/// copies them in (a sharded state: this rank's shard of the tensor) and zeroes the GRAD states. Everything is checked before the first copy: on error the
 /// store is unchanged.
 llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &store);
 

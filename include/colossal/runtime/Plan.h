@@ -15,6 +15,7 @@
 
 #include "plan.pb.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -44,7 +45,8 @@ llvm::Error validatePlan(const plan::Plan &plan, llvm::StringRef planPath,
                          const KernelRegistry &registry);
 
 /// Checks the weights file against the plan: size and hash, then each WEIGHT buffer's key, dtype
-/// and shape in `weights`.
+/// and shape in `weights` (a sharded one: its sharding's global_shape, as for a sharded PARAM's
+/// init_weight).
 llvm::Error validateWeights(const plan::Plan &plan, llvm::StringRef planPath,
                             const SafetensorsFile &weights);
 
@@ -56,7 +58,19 @@ struct LoadedPlan {
                                              // and names no weights file
   /// The program named `name`, or nullptr.
   const plan::Program *program(llvm::StringRef name) const;
+  /// The world rank (of the plan's mesh) whose shards `weightShards` and the StateStore hold:
+  /// 0 after loadPlan, changed by selectRank().
+  int64_t rank = 0;
+  /// Sharded WEIGHT tensors (Buffer.sharding, docs/parallelism.md "Sharded tensors"): this rank's
+  /// local shard of each, by weight name, sliced from the global tensor of the weights file.
+  llvm::StringMap<AlignedBuffer> weightShards;
 };
+
+/// Slices every sharded WEIGHT tensor of `plan` for world rank `rank` of its mesh into
+/// `plan.weightShards` and sets `plan.rank` (StateStore::create slices the sharded states for it
+/// too). loadPlan calls it for rank 0; a job on several ranks calls it once the rank is known,
+/// before creating executors or a state store. Errors: rank outside [0, mesh size).
+llvm::Error selectRank(LoadedPlan &plan, int64_t rank);
 
 /// Reads `path`, parses it, validatePlan(), then checks the weights file named by the plan (relative
 /// to the plan's folder): exists, size, FNV-1a 64 hash, opens it, validateWeights().

@@ -31,6 +31,9 @@ struct SampleOptions {
   int64_t tokens = 0;        // how many tokens to generate
   double temperature = 0;    // 0: greedy
   uint64_t seed = 0;         // temperature sampling
+  /// The job's communicators, for a plan whose forward holds collectives (tensor parallelism:
+  /// every rank runs the sampler alike; callers print rank 0's text). Null on one rank.
+  CommContext *comm = nullptr;
 };
 
 /// The next token from one row of logits [vocab]: argmax when temperature == 0 (ties: lowest id;

@@ -12,7 +12,9 @@
 #define COLOSSAL_RUNTIME_STATESTORE_H
 
 #include "colossal/runtime/Device.h"
+#include "colossal/runtime/Mesh.h"
 #include "colossal/runtime/Plan.h"
+#include "colossal/runtime/Sharding.h"
 #include "colossal/runtime/Tensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -21,6 +23,7 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace colossal::runtime {
@@ -29,8 +32,13 @@ namespace colossal::runtime {
 struct StateEntry {
   const plan::StateTensor *desc = nullptr;  // points into the LoadedPlan
   TensorRef tensor;                         // dtype and shape of the declaration; device memory
+  /// Set when the store holds a shard of a tensor split over the mesh (a sharding that splits
+  /// some dim over axes of size > 1): `tensor` is then the local shard of layout->globalShape.
+  std::optional<ShardLayout> layout;
   const std::string &name() const { return desc->name(); }
   plan::StateTensor::Role role() const { return desc->role(); }
+  /// The whole tensor's shape: layout->globalShape when sharded, else tensor.shape.
+  Shape globalShape() const { return layout ? layout->globalShape : tensor.shape; }
 };
 
 class StateStore {
@@ -40,7 +48,10 @@ public:
   /// weights file and zeroes the others. `plan` and `device` must outlive the store. A plan
   /// without states gives an empty store. Errors: allocation failure; a PARAM whose initial
   /// weight is not loaded (cannot happen after loadPlan, which checks names, dtypes and shapes).
-  static llvm::Expected<std::unique_ptr<StateStore>> create(const LoadedPlan &plan, Device &device);
+  /// Sharded states hold plan.rank's shard, or (globalShapes) the whole tensor. Extra errors: a
+  /// state's sharding does not fit the plan's mesh (loadPlan has checked it).
+  static llvm::Expected<std::unique_ptr<StateStore>> create(const LoadedPlan &plan, Device &device,
+                                                            bool globalShapes = false);
   ~StateStore();
   StateStore(const StateStore &) = delete;
   StateStore &operator=(const StateStore &) = delete;
@@ -51,6 +62,14 @@ public:
   const StateEntry *find(llvm::StringRef name) const;
   Device &device() const { return *device_; }
   const LoadedPlan &plan() const { return *plan_; }
+  /// The plan's mesh, and the world rank whose shards the store holds (LoadedPlan::rank).
+  const Mesh &mesh() const { return mesh_; }
+  int64_t rank() const { return rank_; }
+
+  /// Sets state `name` from the WHOLE tensor `global` (host bytes of its global shape, row-major):
+  /// a sharded state keeps this rank's shard of it, others copy it. Errors: unknown name; `bytes`
+  /// is not the size of the global tensor.
+  llvm::Error writeGlobal(llvm::StringRef name, const void *global, size_t bytes);
 
   /// Copies `bytes` host bytes into state `name`. Errors: unknown name; `bytes` different from the
   /// state's size (names both).
@@ -67,6 +86,8 @@ private:
   StateStore() = default;
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
+  Mesh mesh_;
+  int64_t rank_ = 0;
   void *memory_ = nullptr;
   std::vector<StateEntry> entries_;
   llvm::StringMap<size_t> index_;

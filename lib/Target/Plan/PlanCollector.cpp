@@ -141,10 +141,96 @@ std::string locName(Location loc) {
 
 // kTrainAttr, kStateAttr, kSourceAttr: dialects/Colossal/ColossalDialect.h.
 constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argument: UnitAttr/BoolAttr
+// Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition").
+constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";      // ArrayAttr of ArrayAttr
+constexpr llvm::StringLiteral kShardBlocksAttr = "colossal.shard_blocks"; // DenseI64ArrayAttr
+constexpr llvm::StringLiteral kMeshAxesAttr = "colossal.mesh_axes";     // module: ArrayAttr
+constexpr llvm::StringLiteral kMeshShapeAttr = "colossal.mesh_shape";   // module: DenseI64ArrayAttr
+
+/// The module's mesh (name, size) in order, empty without one.
+using MeshTable = std::vector<std::pair<std::string, int64_t>>;
+
+/// Argument `i`'s sharding as plan.proto's Sharding, global shape computed from its local type
+/// (global dim = local dim x the product of its axes' sizes); nullopt when the argument has no
+/// `colossal.sharding`. Errors are emitted on `func`, naming the argument.
+FailureOr<std::optional<plan::Sharding>> argSharding(func::FuncOp func, unsigned i, llvm::StringRef name,
+                                                      const TensorType &local, const MeshTable &mesh) {
+  Attribute attr = func.getArgAttr(i, kShardingAttr);
+  Attribute blocksAttr = func.getArgAttr(i, kShardBlocksAttr);
+  if (!attr) {
+    if (blocksAttr)
+      return func.emitError() << "argument #" << i << " ('" << name << "') has '" << kShardBlocksAttr
+                              << "' but no '" << kShardingAttr << "'";
+    return std::optional<plan::Sharding>();
+  }
+  auto where = [&]() {
+    return func.emitError() << "argument #" << i << " ('" << name << "'): ";
+  };
+  auto dims = llvm::dyn_cast<ArrayAttr>(attr);
+  if (!dims || dims.size() != local.shape.size())
+    return where() << "'" << kShardingAttr << "' must list, for each of its " << local.shape.size()
+                   << " dims, the mesh axes it is split over (e.g. [[], [\"tp\"]]); got " << attr;
+  auto blocks = llvm::dyn_cast_or_null<DenseI64ArrayAttr>(blocksAttr);
+  if (blocksAttr && (!blocks || blocks.size() != static_cast<int64_t>(local.shape.size())))
+    return where() << "'" << kShardBlocksAttr << "' must be array<i64> with one entry per dim; got "
+                   << blocksAttr;
+  if (mesh.empty())
+    return where() << "'" << kShardingAttr << "' needs the module's mesh ('" << kMeshAxesAttr
+                   << "' and '" << kMeshShapeAttr << "')";
+  plan::Sharding out;
+  llvm::StringSet<> used;
+  for (unsigned d = 0; d < dims.size(); ++d) {
+    auto axes = llvm::dyn_cast<ArrayAttr>(dims[d]);
+    if (!axes)
+      return where() << "'" << kShardingAttr << "' dim " << d << " is " << dims[d]
+                     << ", expected a list of mesh axis names";
+    plan::DimSharding *ds = out.add_dims();
+    int64_t group = 1;
+    for (Attribute a : axes) {
+      auto axis = llvm::dyn_cast<StringAttr>(a);
+      if (!axis)
+        return where() << "'" << kShardingAttr << "' dim " << d << ": " << a << " is not an axis name";
+      auto it = llvm::find_if(mesh, [&](const auto &m) { return m.first == axis.getValue(); });
+      if (it == mesh.end())
+        return where() << "'" << kShardingAttr << "' dim " << d << " names axis '" << axis.getValue()
+                       << "', which is not on the module's mesh";
+      if (!used.insert(axis.getValue()).second)
+        return where() << "'" << kShardingAttr << "' names axis '" << axis.getValue() << "' twice";
+      ds->add_axes(axis.getValue().str());
+      group *= it->second;
+    }
+    int64_t k = blocks ? blocks[d] : 1;
+    if (k < 1 || local.shape[d] % k != 0)
+      return where() << "'" << kShardBlocksAttr << "' dim " << d << " is " << k
+                     << ", which must be >= 1 and divide the local size " << local.shape[d];
+    if (k > 1)
+      ds->set_blocks(k);
+    out.add_global_shape(local.shape[d] * group);
+  }
+  return std::optional<plan::Sharding>(std::move(out));
+}
+
+/// `local` with the sharding's global shape.
+TensorType globalTensorType(const TensorType &local, const plan::Sharding &sharding) {
+  TensorType t = local;
+  uint64_t count = 1;
+  t.shape.assign(sharding.global_shape().begin(), sharding.global_shape().end());
+  for (int64_t d : t.shape)
+    count *= static_cast<uint64_t>(d);
+  t.bytes = count * dtypeBytes(local.dtype);
+  return t;
+}
+
+/// Whether two shardings are equal (by their wire bytes: the messages hold no maps).
+bool sameSharding(const plan::Sharding &a, const plan::Sharding &b) {
+  return a.SerializeAsString() == b.SerializeAsString();
+}
 
 /// A parameter as seen across every lowered function.
 struct ParamInfo {
-  TensorType type;
+  TensorType type;       // local (the argument's)
+  TensorType globalType; // of `value`: `type` unless sharded
+  std::optional<plan::Sharding> sharding;
   Type mlirType;
   ElementsAttr value;  // the first `colossal.value` found
   std::string source;  // `colossal.source`, or the name
@@ -157,6 +243,7 @@ struct ParamInfo {
 
 struct StateInfo {
   TensorType type;
+  std::optional<plan::Sharding> sharding; // its own `colossal.sharding`
   Type mlirType;
   mutable func::FuncOp firstFunc; // mutable: emitError is not const
   unsigned firstArg = 0;
@@ -165,6 +252,7 @@ struct StateInfo {
 /// What every Collector shares: weights (stored once for the whole plan), parameters, states.
 struct ModuleTables {
   bool train = false;
+  MeshTable mesh;
   llvm::StringMap<ParamInfo> params;
   std::vector<std::string> paramOrder;
   llvm::StringMap<StateInfo> states;
@@ -304,6 +392,7 @@ LogicalResult Collector::collectArguments() {
       } else {
         t.isWeight = true;
         t.weightName = name.str();
+        t.sharding = tables.params[name].sharding;
       }
       ids[arg] = addTensor(std::move(t));
       continue;
@@ -418,6 +507,7 @@ LogicalResult Collector::collectOp(Operation *op) {
     t.weightName = out.tensors[source].weightName;
     t.isState = out.tensors[source].isState;
     t.stateName = out.tensors[source].stateName;
+    t.sharding = out.tensors[source].sharding; // a view of a sharded weight: the weight's sharding
     t.aliasOf = static_cast<int32_t>(source);
     ids[op->getResult(0)] = addTensor(std::move(t));
     return success();
@@ -589,27 +679,49 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
         return func.emitError() << (paramName ? "parameter" : "state") << " name '" << name
                                 << "' is reserved by safetensors (starts with \"__\")";
 
+      auto sharding = argSharding(func, i, name, *type, tables.mesh);
+      if (failed(sharding))
+        return failure();
       if (stateName) {
         auto [it, inserted] = tables.states.try_emplace(name);
         if (inserted) {
-          it->second = {*type, arg.getType(), func, i};
+          it->second = {*type, *sharding, arg.getType(), func, i};
           tables.stateOrder.push_back(name.str());
         } else if (it->second.mlirType != arg.getType()) {
           return func.emitError() << "state '" << name << "' (argument #" << i << ") is "
                                   << arg.getType() << " here but " << it->second.mlirType
                                   << " in @" << it->second.firstFunc.getName();
+        } else if (it->second.sharding.has_value() != sharding->has_value() ||
+                   (*sharding && !sameSharding(**sharding, *it->second.sharding))) {
+          return func.emitError() << "state '" << name << "' (argument #" << i
+                                  << ") has another '" << kShardingAttr << "' than in @"
+                                  << it->second.firstFunc.getName();
         }
         continue;
       }
 
+      // A sharded argument is the local shard; its data is the global tensor.
+      TensorType globalType = *sharding ? globalTensorType(*type, **sharding) : *type;
       auto value = func.getArgAttrOfType<ElementsAttr>(i, kValueAttr);
-      if (value && value.getShapedType() != arg.getType())
-        return func.emitError() << "parameter '" << name << "' has data of type "
-                                << value.getShapedType() << " but is declared " << arg.getType();
+      if (value && (value.getShapedType().getShape() != llvm::ArrayRef<int64_t>(globalType.shape) ||
+                    value.getShapedType().getElementType() !=
+                        llvm::cast<ShapedType>(arg.getType()).getElementType())) {
+        InFlightDiagnostic diag = func.emitError() << "parameter '" << name << "' has data of type "
+                                                   << value.getShapedType() << " but is declared "
+                                                   << arg.getType();
+        if (*sharding)
+          diag << " (sharded: its data must be the global tensor, of shape "
+               << RankedTensorType::get(globalType.shape,
+                                        llvm::cast<ShapedType>(arg.getType()).getElementType())
+               << ")";
+        return diag;
+      }
       auto [it, inserted] = tables.params.try_emplace(name);
       ParamInfo &info = it->second;
       if (inserted) {
         info.type = *type;
+        info.globalType = globalType;
+        info.sharding = *sharding;
         info.mlirType = arg.getType();
         info.firstFunc = func;
         info.firstArg = i;
@@ -618,6 +730,11 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
       } else if (info.mlirType != arg.getType()) {
         return func.emitError() << "parameter '" << name << "' (argument #" << i << ") is "
                                 << arg.getType() << " here but " << info.mlirType << " in @"
+                                << info.firstFunc.getName();
+      } else if (info.sharding.has_value() != sharding->has_value() ||
+                 (*sharding && !sameSharding(**sharding, *info.sharding))) {
+        return func.emitError() << "parameter '" << name << "' (argument #" << i
+                                << ") has another '" << kShardingAttr << "' than in @"
                                 << info.firstFunc.getName();
       }
       if (value) {
@@ -733,6 +850,12 @@ llvm::ArrayRef<llvm::StringLiteral> programNames(bool train) {
 LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
   ModuleTables tables;
   tables.train = out.train = moduleOp->hasAttr(kTrainAttr);
+  auto meshAxes = moduleOp->getAttrOfType<ArrayAttr>(kMeshAxesAttr);
+  auto meshShape = moduleOp->getAttrOfType<DenseI64ArrayAttr>(kMeshShapeAttr);
+  if (meshAxes && meshShape && meshAxes.size() == static_cast<size_t>(meshShape.size()))
+    for (auto [axis, size] : llvm::zip(meshAxes, meshShape.asArrayRef()))
+      if (auto name = llvm::dyn_cast<StringAttr>(axis))
+        tables.mesh.push_back({name.getValue().str(), size});
   llvm::SmallVector<func::FuncOp, 4> funcs;
   for (llvm::StringRef name : programNames(out.train)) {
     auto func = moduleOp.lookupSymbol<func::FuncOp>(name);
@@ -754,7 +877,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     const ParamInfo &info = tables.params[name];
     tables.weightNames.insert(name);
     llvm::ArrayRef<char> data;
-    if (failed(weightData(info.value, info.type,
+    if (failed(weightData(info.value, info.globalType,
                           [&] {
                             return info.firstFunc.emitError()
                                    << "parameter '" << name << "' (argument #" << info.firstArg
@@ -762,7 +885,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
                           },
                           out, data)))
       return failure();
-    out.weights.push_back({name, info.type, data});
+    out.weights.push_back({name, info.globalType, data});
   }
   // States: the trainable parameters and their companions, in first-use order.
   auto addState = [&](const std::string &name, const TensorType &type,
@@ -786,6 +909,8 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
       st.set_init_weight(name);
       st.set_source(info.source);
       st.set_no_decay(info.noDecay);
+      if (info.sharding)
+        *st.mutable_sharding() = *info.sharding;
       uint64_t count = 1;
       for (int64_t d : info.type.shape)
         count *= static_cast<uint64_t>(d);
@@ -794,10 +919,16 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     for (const std::string &name : tables.stateOrder) {
       llvm::StringRef p = stateParam(name, tables);
       bool grad = llvm::StringRef(name).drop_front(p.size()) == ".grad";
+      const StateInfo &info = tables.states[name];
       plan::StateTensor &st =
-          addState(name, tables.states[name].type,
-                   grad ? plan::StateTensor::GRAD : plan::StateTensor::OPTIMIZER);
+          addState(name, info.type, grad ? plan::StateTensor::GRAD : plan::StateTensor::OPTIMIZER);
       st.set_param(p.str());
+      // Its own sharding, else its parameter's when it is shaped like the parameter's shard.
+      const ParamInfo &param = tables.params[p];
+      if (info.sharding)
+        *st.mutable_sharding() = *info.sharding;
+      else if (param.sharding && info.type.shape == param.type.shape)
+        *st.mutable_sharding() = *param.sharding;
     }
   }
 

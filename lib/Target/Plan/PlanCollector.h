@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@ struct Tensor {
   int32_t aliasOf = -1;   // a reshape: the tensor whose bytes it reuses
   std::string weightName; // WEIGHT: safetensors key
   std::string stateName;  // STATE: Plan.states name
+  std::optional<plan::Sharding> sharding; // WEIGHT split over the mesh (its view's too): Buffer.sharding
 };
 
 /// One instruction, with buffer ids (indices into CollectedProgram::tensors).
@@ -104,7 +106,12 @@ llvm::ArrayRef<llvm::StringLiteral> programNames(bool train);
 ///    frozen and stays a WEIGHT;
 ///  - a `colossal.state = "NAME"` argument is a STATE buffer of StateTensor NAME (role GRAD for
 ///    `"<p>.grad"`, OPTIMIZER for the others; `param` = p, which must be a trainable parameter);
-///  - an update op (OpTable.h Kind::Update) lists the STATE buffers it writes as its outputs.
+///  - an update op (OpTable.h Kind::Update) lists the STATE buffers it writes as its outputs;
+///  - a `colossal.sharding` argument (docs/parallelism.md "IR after colossal-spmd-partition") has
+///    a local type and a global `colossal.value`: the weights file gets the global tensor, the
+///    WEIGHT buffer or StateTensor the sharding (global dim = local dim x the group size of its
+///    axes on the module's `colossal.mesh_axes` / `colossal.mesh_shape`); a GRAD or OPTIMIZER
+///    state without its own takes its parameter's when it has the parameter's local shape.
 /// Parameters and states with one name must have one type in every function; a parameter's
 /// `colossal.value` may appear on one or several of its arguments, but must be the same on all.
 /// Output bindings that would share bytes with an input, a weight, a state or another output get

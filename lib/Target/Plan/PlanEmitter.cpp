@@ -155,6 +155,8 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
     if (t.isWeight) {
       buffer->set_storage(plan::WEIGHT);
       buffer->set_weight_name(t.weightName);
+      if (t.sharding)
+        *buffer->mutable_sharding() = *t.sharding;
     } else if (t.isState) {
       buffer->set_storage(plan::STATE);
       buffer->set_state_name(t.stateName);
@@ -325,7 +327,16 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
   int64_t dataParallel = 1;
-  for (const auto &[axis, size] : options.mesh) {
+  // The spec's mesh, or else the module's (`colossal.mesh_axes` / `colossal.mesh_shape`, set by
+  // the SPMD partitioner or a hand-written per-rank module).
+  std::vector<std::pair<std::string, int64_t>> mesh = options.mesh;
+  auto meshAxes = module->getAttrOfType<ArrayAttr>("colossal.mesh_axes");
+  auto meshShape = module->getAttrOfType<DenseI64ArrayAttr>("colossal.mesh_shape");
+  if (mesh.empty() && meshAxes && meshShape && meshAxes.size() == static_cast<size_t>(meshShape.size()))
+    for (auto [axis, size] : llvm::zip(meshAxes, meshShape.asArrayRef()))
+      if (auto name = llvm::dyn_cast<StringAttr>(axis))
+        mesh.push_back({name.getValue().str(), size});
+  for (const auto &[axis, size] : mesh) {
     plan::MeshAxis *a = planMsg.add_mesh();
     a->set_name(axis);
     a->set_size(size);
