@@ -269,6 +269,8 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
     if (source.empty()) return err(what + " has no source (StateTensor.source)");
     DType dtype = static_cast<DType>(state.dtype());
     std::vector<int64_t> shape(state.shape().begin(), state.shape().end());
+    if (state.has_sharding())  // the whole tensor (the plan's shape is one rank's shard)
+      shape.assign(state.sharding().global_shape().begin(), state.sharding().global_shape().end());
 
     auto value = lookup(state.name());
     if (!value) return value.takeError();
