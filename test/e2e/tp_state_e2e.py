@@ -4,7 +4,7 @@ runtime"), before the SPMD partitioner exists: hand-written per-rank train modul
 `colossal-opt IN.mlir --emit=plan`, trained with colossal-run under mpirun against the one-rank
 module of the same model.
 
-    tp_state_e2e.py --workdir W [--opt PATH --run PATH] [--steps N]
+    tp_state_e2e.py [--case hand|gpt2] --workdir W [--opt PATH --run PATH] [--steps N] [--shared-dir D]
 
 The model (vocab V = 8, width D = 4, batch B = 4 rows of T = 4 tokens, grad_accum 2, AdamW with
 weight decay 0.01 and gradient clipping at 0.5): logits = E[tokens] @ W, cross-entropy loss. Its
@@ -24,6 +24,13 @@ the all_reduces. Checked:
   dump     `colossal-run tp2.cplan --checkpoint C --dump-states D` under -np 2 writes the global
            tensors, bit-equal to the checkpoint's, and the forward's logits equal the one-rank
            plan's from the same checkpoint within 1e-5.
+
+--case gpt2: the GPT-2 preset of examples/models/export.py through the whole compiler
+(examples/train/train_gpt2.yaml with `mesh: {tp: 2}`: colossal-spmd-partition shards QKV in 3
+blocks, the MLP, the attention out-projection and the embedding) against the one-rank plan: 6
+steps' losses within 1e-5, checkpoints (same tensors and global shapes; values within 2e-5),
+the tp=2 checkpoint at step 3 resumed on one rank, `export --onnx` and `sample` from the tp=2
+checkpoint equal to the one-rank plan's.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
@@ -299,15 +306,76 @@ def case_all(args):
     return ok
 
 
+def case_gpt2(args):
+    """The GPT-2 preset through the whole compiler (colossal-spmd-partition at tp=2: QKV split in 3
+    blocks, MLP and attention out-projection, vocab-parallel embedding)."""
+    args.threads = 1
+    s = t.Setup(args, need_shared=False)
+    env = Env.__new__(Env)
+    env.run_bin, env.work = s.run_bin, s.work
+    env.mpirun = shutil.which("mpirun")
+    if not env.mpirun:
+        print("skipped: mpirun is not on PATH")
+        sys.exit(u.SKIP)
+    env.data = s.data
+    with open(t.TRAIN_SPEC) as f:
+        base = f.read()
+    one = s.compile("one", s.spec("one", base))
+    tp2 = s.compile("tp2", s.spec("tp2", base + "mesh: {tp: 2}\n"))
+    n, half = args.steps, args.steps // 2
+    ok = True
+    ck1, ck2 = env.fresh("ck_one"), env.fresh("ck_tp2")
+    ref = env.train(1, one, "one", n, ["--save", ck1, "--save-every", str(half)])
+    got = env.train(2, tp2, "tp2", n, ["--save", ck2, "--save-every", str(half)])
+    ok &= compare_losses(got, ref, "tp=2 vs one rank")
+    a, ma = tensors(ck1)
+    b, mb = tensors(ck2)
+    same_shapes = {k: v["shape"] for k, v in ma["tensors"].items()} == {k: v["shape"] for k, v in mb["tensors"].items()}
+    print(f"  manifests: the same {len(ma['tensors'])} tensors and global shapes: {same_shapes}; mesh {mb.get('mesh')}"
+          + ("" if same_shapes and mb.get("mesh") == {"tp": 2} else "  MISMATCH"))
+    ok &= same_shapes and mb.get("mesh") == {"tp": 2}
+    # AdamW moves every element by about lr per step whatever its gradient, so rounding differences
+    # in near-zero gradients show up at ~1e-6; a misplaced shard moves whole blocks by ~1e-2.
+    worst = max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+    print(f"  checkpoint at step {n}: max |diff| over {len(a)} tensors {worst:.2e} (tolerance 2e-5)"
+          + ("" if worst <= 2e-5 else "  MISMATCH"))
+    ok &= worst <= 2e-5
+    # The tp=2 checkpoint at `half` resumed on one rank.
+    shutil.copyfile(env.path("one.jsonl"), env.path("resume.jsonl"))
+    res = env.train(1, one, "resume", n, ["--resume", os.path.join(ck2, "step-%08d" % half)])
+    ok &= compare_losses(res[half:], ref[half:], "one rank resumed from tp=2")
+    # export --onnx and sample from the tp=2 checkpoint: as from the one-rank plan.
+    outs = {}
+    for name, plan in (("one", one), ("tp2", tp2)):
+        onnx = env.path(f"export_{name}.onnx")
+        env.mpi(1, [s.run_bin, plan, "export", "--onnx", onnx, "--checkpoint", ck2], f"export {name}")
+        with open(onnx, "rb") as f:
+            outs[name] = f.read()
+    same = outs["one"] == outs["tp2"]
+    print(f"  export --onnx from the tp=2 checkpoint with the tp=2 plan == with the one-rank plan: {same}"
+          + ("" if same else "  MISMATCH"))
+    ok &= same
+    texts = {}
+    for ranks, plan in ((1, one), (2, tp2)):
+        texts[ranks] = env.mpi(ranks, [s.run_bin, plan, "sample", "--checkpoint", ck2, "--prompt", "The ", "--tokens",
+                                       "24", "--threads", "1"], f"sample on {ranks} ranks").stdout
+    same = texts[1] == texts[2] and len(texts[1]) > 24
+    print(f"  sample under tp=2 == one rank: {same} ({texts[2]!r})" + ("" if same else "  MISMATCH"))
+    ok &= same
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", choices=["hand", "gpt2"], default="hand")
     p.add_argument("--workdir", required=True)
     p.add_argument("--opt")
     p.add_argument("--run")
+    p.add_argument("--shared-dir", default="")
     p.add_argument("--steps", type=int, default=6)
     args = p.parse_args()
     try:
-        ok = case_all(args)
+        ok = case_all(args) if args.case == "hand" else case_gpt2(args)
     except u.ToolError as e:
         print(f"error: {e}")
         return 2
