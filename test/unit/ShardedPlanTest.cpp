@@ -9,6 +9,7 @@
 // computes from its own shard; the loader's sharding checks and the emitter's errors.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
@@ -274,6 +275,55 @@ TEST_F(ShardedPlanTest, LoaderRejectsInconsistentShardings) {
     p.mutable_mesh(0)->set_size(4);
     expectError(p, "state 'w': shape [4, 4] is not the local shard [2, 4]");
   }
+}
+
+TEST_F(ShardedPlanTest, CheckpointsHoldGlobalTensorsAndLoadSlices) {
+  ASSERT_TRUE(succeeded(emit(module()))) << diagnostics;
+  const rt::KernelRegistry &registry = rt::KernelRegistry::cpu();
+  auto loaded = rt::loadPlan(path("model.cplan"), registry);
+  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  std::unique_ptr<rt::Device> device = rt::createCpuDevice();
+  // A checkpoint written from whole tensors (as rank 0 writes after gathering): w = -(10 i + j),
+  // its first moment = i.
+  auto whole = rt::StateStore::create(**loaded, *device, /*globalShapes=*/true);
+  ASSERT_TRUE(bool(whole));
+  std::vector<float> w(32), m(32);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j) {
+      w[i * 4 + j] = -wGlobal(i, j);
+      m[i * 4 + j] = static_cast<float>(i);
+    }
+  ASSERT_FALSE(bool((*whole)->write("w", w.data(), w.size() * 4)));
+  ASSERT_FALSE(bool((*whole)->write("w.exp_avg", m.data(), m.size() * 4)));
+  rt::CheckpointInfo info;
+  info.step = 3;
+  auto saved = rt::saveCheckpoint(path("ckpt"), **whole, info);
+  ASSERT_TRUE(bool(saved)) << llvm::toString(saved.takeError());
+  // Its manifest and files hold the global shape.
+  auto model = rt::SafetensorsFile::open(*saved + "/model.safetensors");
+  ASSERT_TRUE(bool(model));
+  ASSERT_TRUE((*model)->find("w"));
+  EXPECT_EQ((*model)->find("w")->shape, (std::vector<int64_t>{8, 4}));
+
+  // Loading into rank 1's store keeps rows 4..7.
+  ASSERT_FALSE(bool(rt::selectRank(**loaded, 1)));
+  auto shard = rt::StateStore::create(**loaded, *device);
+  ASSERT_TRUE(bool(shard));
+  auto got = rt::loadCheckpoint(path("ckpt"), **shard);
+  ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+  std::vector<float> local(16);
+  ASSERT_FALSE(bool((*shard)->read("w", local.data())));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(local[i * 4 + j], -wGlobal(4 + i, j));
+  ASSERT_FALSE(bool((*shard)->read("w.exp_avg", local.data())));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(local[i], static_cast<float>(4 + i / 4));
+
+  // Saving a store that holds shards needs every rank: without the job's communicator, an error.
+  auto refused = rt::saveCheckpoint(path("ckpt2"), **shard, info);
+  ASSERT_FALSE(bool(refused));
+  EXPECT_EQ(llvm::toString(refused.takeError()),
+            "state 'w' is sharded over the mesh tp=2: gathering it needs the job's communicator on all 2 ranks");
+  EXPECT_FALSE(llvm::sys::fs::exists(path("ckpt2")));
 }
 
 TEST_F(ShardedPlanTest, EmitterErrors) {
