@@ -87,6 +87,21 @@ private:
   llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
   llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
   llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
+  Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
+  std::string errorMessage;
+
+  void sizeError(Operation *op, const Twine &message) {
+    if (deciding && !errorOp) {
+      errorOp = op;
+      errorMessage = message.str();
+    }
+  }
+  std::string axesName(ArrayRef<int> axes) {
+    std::string s;
+    for (int a : axes)
+      s += (s.empty() ? "" : "*") + mesh.names[a] + "=" + std::to_string(mesh.sizes[a]);
+    return s;
+  }
 
   ArrayRef<int64_t> gshape(Value v) { return globalTypes.lookup(v).getShape(); }
   RankedTensorType localType(RankedTensorType global, const Sharding &s) {
@@ -117,6 +132,7 @@ private:
   std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
   LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
+  LogicalResult emitVocabParallelCrossEntropy(Operation *op, const Decision &d);
   bool axesFree(const Sharding &s, ArrayRef<int> axes) {
     Axes used = s.usedAxes();
     return llvm::none_of(axes, [&](int a) { return llvm::is_contained(used, a); });
@@ -363,6 +379,11 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
           s.dims[0] = x.dims[kx];
           return s;
         }
+        sizeError(op, "tensor parallelism over " + axesName(x.dims[kx]) + ": parameter '" +
+                          freeParams.lookup(w) + "' " + shapeStr(shape) +
+                          " would be split by rows (Megatron row-parallel), but its " +
+                          Twine(shape[0]) + " input features are not divisible by " +
+                          Twine(mesh.groupSize(x.dims[kx])));
         return std::nullopt;
       }
       // Column-parallel; k blocks when the product (through a bias add) feeds a k-way split.
@@ -380,8 +401,16 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
               })))
             blocks = split.getNumResults();
       }
-      if (shape[1] % (p * blocks) != 0)
+      if (shape[1] % (p * blocks) != 0) {
+        std::string name = freeParams.lookup(w);
+        sizeError(op, "tensor parallelism over " + axesName(strategy.tp) +
+                          ": parameter '" + name + "' " + shapeStr(shape) + " would be split by "
+                          "columns (Megatron column-parallel), but its " + Twine(shape[1]) +
+                          " output features " + (blocks > 1 ? "in " + Twine(blocks) + " blocks " : Twine()) +
+                          "are not divisible by " + Twine(p * blocks) +
+                          " (give it a hint in parallel.tensor.hints to keep it whole)");
         return std::nullopt;
+      }
       s.dims[1] = strategy.tp;
       s.blocks[1] = blocks;
       return s;
@@ -566,6 +595,12 @@ Decision Partitioner::reshape(Operation *op, ArrayRef<Sharding> in) {
         out.dims[o0] = axes;
         out.blocks[o0] = want.blocks[i0];
       } else {
+        sizeError(op, "tensor parallelism over " + axesName(axes) + " cannot split the reshape " +
+                          shapeStr(is) + " -> " + shapeStr(os) + ": dim " + Twine(o0) +
+                          " of the result has size " + Twine(os[o0]) + ", not divisible by " +
+                          Twine(p) + " (attention heads, including key/value heads, must be "
+                          "divisible by the tensor-parallel size; or keep the weights feeding it "
+                          "whole with parallel.tensor.hints)");
         ok = false;
       }
     }
@@ -631,8 +666,12 @@ Decision Partitioner::attention(Operation *op, ArrayRef<Sharding> in) {
     heads.clear();
   }
   int64_t hq = gshape(q)[1], hkv = gshape(k)[1];
-  if (!heads.empty() && (hkv % mesh.groupSize(heads) != 0 || hq % mesh.groupSize(heads) != 0))
+  if (!heads.empty() && (hkv % mesh.groupSize(heads) != 0 || hq % mesh.groupSize(heads) != 0)) {
+    sizeError(op, "tensor parallelism over " + axesName(heads) + ": attention with " + Twine(hq) +
+                      " query heads and " + Twine(hkv) + " key/value heads cannot split its heads: "
+                      "both must be divisible by " + Twine(mesh.groupSize(heads)));
     heads.clear();
+  }
   Decision d;
   auto like = [&](Value v) {
     ArrayRef<int64_t> s = gshape(v);
@@ -657,35 +696,38 @@ Decision Partitioner::attention(Operation *op, ArrayRef<Sharding> in) {
 /// splits carry over to the result.
 Decision Partitioner::gather(Operation *op, ArrayRef<Sharding> in) {
   auto g = cast<colossal::GatherOp>(op);
-  if (g.getAxis() != 0)
-    return allReplicated(op);
+  int64_t axis = g.getAxis();
   Sharding data = in[0], idx = in[1];
   data.partial.clear();
   idx.partial.clear();
-  if (data.blocks[0] != 1)
-    data.dims[0].clear(), data.blocks[0] = 1;
+  // Only a table split along its rows (axis 0, no blocks) is read vocab-parallel; any other
+  // split of the gathered axis goes.
+  if (!data.dims[axis].empty() && (axis != 0 || data.blocks[axis] != 1)) {
+    data.dims[axis].clear();
+    data.blocks[axis] = 1;
+  }
   Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
-  Axes used = data.dims[0];
+  Axes used = data.dims[axis];
+  auto take = [&](Sharding &from, int64_t fromDim, int64_t outDim) {
+    const Axes &axes = from.dims[fromDim];
+    if (llvm::any_of(axes, [&](int a) { return llvm::is_contained(used, a); })) {
+      from.dims[fromDim].clear();
+      from.blocks[fromDim] = 1;
+      return;
+    }
+    used.append(axes.begin(), axes.end());
+    out.dims[outDim] = axes;
+    out.blocks[outDim] = from.blocks[fromDim];
+  };
+  // result = data.shape[:axis] ++ indices.shape ++ data.shape[axis+1:]
   int64_t ni = idx.rank();
-  for (int64_t j = 0; j < ni; ++j) {
-    if (!axesFree(out, idx.dims[j]) ||
-        llvm::any_of(idx.dims[j], [&](int a) { return llvm::is_contained(used, a); })) {
-      idx.dims[j].clear();
-      continue;
-    }
-    out.dims[j] = idx.dims[j];
-  }
-  for (int64_t j = 1; j < data.rank(); ++j) {
-    if (!axesFree(out, data.dims[j]) ||
-        llvm::any_of(data.dims[j], [&](int a) { return llvm::is_contained(used, a); })) {
-      data.dims[j].clear();
-      data.blocks[j] = 1;
-      continue;
-    }
-    out.dims[ni + j - 1] = data.dims[j];
-    out.blocks[ni + j - 1] = data.blocks[j];
-  }
-  out.partial = data.dims[0];
+  for (int64_t j = 0; j < axis; ++j)
+    take(data, j, j);
+  for (int64_t j = 0; j < ni; ++j)
+    take(idx, j, axis + j);
+  for (int64_t j = axis + 1; j < data.rank(); ++j)
+    take(data, j, ni + j - 1);
+  out.partial = data.dims[axis];
   llvm::sort(out.partial);
   return Decision{{data, idx}, {out}};
 }
@@ -868,6 +910,23 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
     llvm::sort(out.partial);
     return Decision{{idx, dy}, {out}};
   }
+  if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op)) {
+    // Vocab-parallel when the logits arrive split over the classes only (Megatron's
+    // vocab_parallel_cross_entropy); otherwise whole.
+    const Sharding &logits = in[0];
+    if (logits.rank() == 2 && logits.dims[0].empty() && !logits.dims[1].empty() &&
+        logits.blocks[1] == 1) {
+      Sharding l = logits;
+      l.partial.clear();
+      Decision d;
+      d.operands.push_back(l);
+      for (unsigned i = 1; i < op->getNumOperands(); ++i)
+        d.operands.push_back(Sharding::replicated(in[i].rank()));
+      d.results.push_back(isa<colossal::CrossEntropyOp>(op) ? Sharding::replicated(0) : l);
+      return d;
+    }
+    return allReplicated(op);
+  }
   if (isa<colossal::AccumulateGradOp>(op)) {
     Sharding acc = in[0];
     return Decision{{acc, acc}, {}};
@@ -930,6 +989,100 @@ LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const 
   op.getResult().replaceAllUsesWith(g);
   record(g, globalTypes.lookup(op.getResult()), d.results[0]);
   op.erase();
+  return success();
+}
+
+/// Vocab-parallel cross_entropy / cross_entropy_grad (Shoeybi et al. 2019 §3; Megatron's
+/// vocab_parallel_cross_entropy): logits [N, V/P] per rank. The row max is all-reduced (max), the
+/// sum of exponentials and the target logit (zero on ranks not holding the label) all-reduced
+/// (sum), so each rank has logsumexp and the target exactly; loss = mean over rows whose label is
+/// not ignore_index of logsumexp − target; ∂loss/∂logits = (softmax − onehot)·dloss/count on the
+/// local columns.
+LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const Decision &d) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  MLIRContext *ctx = b.getContext();
+  Value logits = op->getOperand(0), labels = op->getOperand(1);
+  auto lt = tensorType(logits);
+  int64_t n = lt.getDimSize(0), vl = lt.getDimSize(1);
+  Type f32 = lt.getElementType(), i64 = b.getI64Type();
+  ArrayAttr axes = mesh.axesAttr(ctx, d.operands[0].dims[1]);
+  int64_t ignore = op->getAttrOfType<IntegerAttr>("ignore_index").getInt();
+  auto cst = [&](Type t, ArrayRef<int64_t> shape, Attribute v) -> Value {
+    return colossal::ConstantOp::create(b, loc, DenseElementsAttr::get(RankedTensorType::get(shape, t), v));
+  };
+  auto col = [&](Type t) { return RankedTensorType::get({n, 1}, t); };
+  auto reduce = [&](bool max, Value x, ArrayRef<int64_t> axesR, bool keep) -> Value {
+    auto xt = tensorType(x);
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < xt.getRank(); ++i)
+      if (!llvm::is_contained(axesR, i))
+        shape.push_back(xt.getDimSize(i));
+      else if (keep)
+        shape.push_back(1);
+    auto rt = RankedTensorType::get(shape, xt.getElementType());
+    if (max)
+      return colossal::ReduceMaxOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
+    return colossal::ReduceSumOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
+  };
+  // Local label and whether this rank holds it.
+  Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, i64), axes);
+  Value local = colossal::SubOp::create(b, loc, labels,
+                                        colossal::MulOp::create(b, loc, r, cst(i64, {}, b.getI64IntegerAttr(vl))));
+  auto boolN = RankedTensorType::get({n}, b.getI1Type());
+  Value low = colossal::GreaterOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(-1)));
+  Value high = colossal::LessOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(vl)));
+  Value zeroI = cst(i64, {}, b.getI64IntegerAttr(0));
+  Value safe = colossal::WhereOp::create(b, loc, low, local, zeroI);
+  safe = colossal::WhereOp::create(b, loc, high, safe, zeroI);
+  Value safeCol = colossal::ReshapeOp::create(b, loc, col(i64), safe);
+  Value lowCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), low);
+  Value highCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), high);
+  Value zeroF = cst(f32, {}, b.getFloatAttr(f32, 0.0));
+  Value oneF = cst(f32, {}, b.getFloatAttr(f32, 1.0));
+  // Global row max, shifted logits, global Σ exp.
+  Value m = reduce(true, logits, {1}, true);
+  m = colossal::AllReduceOp::create(b, loc, m.getType(), m, axes, b.getStringAttr("max"));
+  Value z = colossal::SubOp::create(b, loc, logits, m);
+  Value e = colossal::ExpOp::create(b, loc, z.getType(), z);
+  Value sum = reduce(false, e, {1}, true);
+  sum = colossal::AllReduceOp::create(b, loc, sum.getType(), sum, axes, b.getStringAttr("sum"));
+  // Rows that count.
+  Value ignored = colossal::EqualOp::create(b, loc, boolN, labels, cst(i64, {}, b.getI64IntegerAttr(ignore)));
+  Value valid = colossal::WhereOp::create(b, loc, ignored, zeroF, oneF);
+  Value validCol = colossal::ReshapeOp::create(b, loc, col(f32), valid);
+  Value count = reduce(false, valid, {0}, false);
+  Value result;
+  if (isa<colossal::CrossEntropyOp>(op)) {
+    Value t = colossal::GatherElementsOp::create(b, loc, col(f32), z, safeCol, b.getI64IntegerAttr(1));
+    t = colossal::WhereOp::create(b, loc, lowCol, t, zeroF);
+    t = colossal::WhereOp::create(b, loc, highCol, t, zeroF);
+    t = colossal::AllReduceOp::create(b, loc, t.getType(), t, axes, b.getStringAttr("sum"));
+    Value lse = colossal::LogOp::create(b, loc, sum.getType(), sum);
+    Value row = colossal::SubOp::create(b, loc, lse, t);
+    row = colossal::MulOp::create(b, loc, row, validCol);
+    result = colossal::DivOp::create(b, loc, reduce(false, row, {0, 1}, false), count);
+  } else {
+    Value dloss = op->getOperand(2);
+    Value p = colossal::DivOp::create(b, loc, e, sum);
+    SmallVector<int64_t> iota(vl);
+    for (int64_t i = 0; i < vl; ++i)
+      iota[i] = i;
+    Value classes = colossal::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({1, vl}, i64), ArrayRef<int64_t>(iota)));
+    Value hit = colossal::EqualOp::create(b, loc, RankedTensorType::get({n, vl}, b.getI1Type()),
+                                          classes, safeCol);
+    Value onehot = colossal::WhereOp::create(b, loc, hit, oneF, zeroF);
+    onehot = colossal::WhereOp::create(b, loc, lowCol, onehot, zeroF);
+    onehot = colossal::WhereOp::create(b, loc, highCol, onehot, zeroF);
+    Value g = colossal::SubOp::create(b, loc, p, onehot);
+    Value scale = colossal::DivOp::create(b, loc, dloss, count);
+    g = colossal::MulOp::create(b, loc, g, colossal::MulOp::create(b, loc, validCol, scale));
+    result = g;
+  }
+  op->getResult(0).replaceAllUsesWith(result);
+  record(result, globalTypes.lookup(op->getResult(0)), d.results[0]);
+  op->erase();
   return success();
 }
 
@@ -1043,6 +1196,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       if (it == freeParams.end())
         continue;
       std::optional<Sharding> s = decideWeight(op, i, in);
+      if (errorOp)
+        return errorOp->emitError(errorMessage);
       if (!s) { // elementwise ops decide biases below from the other operands
         if (isa<colossal::AddOp>(op))
           continue;
@@ -1056,6 +1211,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       freeParams.erase(it);
     }
     Decision d = rule(op, in);
+    if (errorOp)
+      return errorOp->emitError(errorMessage);
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
@@ -1072,6 +1229,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       Value w = reshard(b, op->getLoc(), v, d.operands[i]);
       if (w != v)
         op->setOperand(i, w);
+    }
+    if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op) &&
+        d.operands[0].isSplit()) {
+      if (failed(emitVocabParallelCrossEntropy(op, d)))
+        return failure();
+      continue;
     }
     if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[0].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
