@@ -54,6 +54,7 @@ struct Strategy {
   Axes tp;            // the axes tensor parallelism splits over (1d: [tp])
   Axes row, col;      // 2d/2.5d/3d: the q x q grid
   Axes depth;         // 2.5d/3d: the third axis
+  Axes batch;         // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
   struct Hint {
     std::string pattern;
     llvm::Regex regex;
@@ -212,13 +213,37 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value v, const Sharding &
     if (!llvm::is_contained(to.partial, a))
       pending.push_back(a);
   if (!pending.empty()) {
+    // reduce_scatter over the axes the target appends to a dim (a suffix of the pending ones
+    // in order), all_reduce over the rest first.
     std::optional<int64_t> scatterDim;
     for (int64_t d = 0; d < s.rank() && !scatterDim; ++d) {
       const Axes &want = to.dims[d];
-      if (to.blocks[d] == 1 && s.blocks[d] == 1 && want.size() == s.dims[d].size() + pending.size() &&
-          ArrayRef<int>(want).take_front(s.dims[d].size()) == ArrayRef<int>(s.dims[d]) &&
-          ArrayRef<int>(want).drop_front(s.dims[d].size()) == ArrayRef<int>(pending))
+      if (to.blocks[d] != 1 || s.blocks[d] != 1 || want.size() <= s.dims[d].size() ||
+          ArrayRef<int>(want).take_front(s.dims[d].size()) != ArrayRef<int>(s.dims[d]))
+        continue;
+      ArrayRef<int> extra = ArrayRef<int>(want).drop_front(s.dims[d].size());
+      if (llvm::all_of(extra, [&](int a) { return llvm::is_contained(pending, a); }))
         scatterDim = d;
+    }
+    if (scatterDim) {
+      ArrayRef<int> extra = ArrayRef<int>(to.dims[*scatterDim]).drop_front(s.dims[*scatterDim].size());
+      Axes first;
+      for (int a : pending)
+        if (!llvm::is_contained(extra, a))
+          first.push_back(a);
+      if (!first.empty()) {
+        Sharding next = s;
+        next.partial.clear();
+        for (int a : s.partial)
+          if (!llvm::is_contained(first, a))
+            next.partial.push_back(a);
+        Value x = colossal::AllReduceOp::create(b, loc, tensorType(v), v,
+                                                mesh.axesAttr(b.getContext(), first),
+                                                b.getStringAttr("sum"));
+        v = record(x, global, next);
+        s = next;
+      }
+      pending.assign(extra.begin(), extra.end());
     }
     Sharding next = s;
     next.partial.clear();
@@ -359,6 +384,23 @@ Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in) {
   return d;
 }
 
+/// k when the matmul's product (through bias adds) feeds a split of its last dim into k equal
+/// parts (a fused QKV projection), else 1: its columns are then split block by block.
+static int64_t splitBlocks(colossal::MatMulOp matmul) {
+  SmallVector<Operation *> users(matmul->getUsers());
+  for (size_t i = 0; i < users.size(); ++i) {
+    Operation *u = users[i];
+    if (isa<colossal::AddOp>(u) && i < 4)
+      users.append(u->getUsers().begin(), u->getUsers().end());
+    if (auto split = dyn_cast<colossal::SplitOp>(u))
+      if (split.getAxis() == tensorType(split.getX()).getRank() - 1 && split.getNumResults() > 1 &&
+          llvm::all_equal(llvm::map_range(
+              split.getResults(), [](Value r) { return tensorType(r).getShape().back(); })))
+        return split.getNumResults();
+  }
+  return 1;
+}
+
 /// The weight operand's sharding at its first use (strategy phase 1); nullopt = replicated.
 std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operand,
                                                   ArrayRef<Sharding> in) {
@@ -387,20 +429,7 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
         return std::nullopt;
       }
       // Column-parallel; k blocks when the product (through a bias add) feeds a k-way split.
-      int64_t blocks = 1;
-      SmallVector<Operation *> users(matmul->getUsers());
-      for (size_t i = 0; i < users.size(); ++i) {
-        Operation *u = users[i];
-        if (isa<colossal::AddOp>(u) && i < 4)
-          users.append(u->getUsers().begin(), u->getUsers().end());
-        if (auto split = dyn_cast<colossal::SplitOp>(u))
-          if (split.getAxis() == tensorType(split.getX()).getRank() - 1 &&
-              split.getNumResults() > 1 &&
-              llvm::all_equal(llvm::map_range(split.getResults(), [](Value r) {
-                return tensorType(r).getShape().back();
-              })))
-            blocks = split.getNumResults();
-      }
+      int64_t blocks = splitBlocks(matmul);
       if (shape[1] % (p * blocks) != 0) {
         std::string name = freeParams.lookup(w);
         sizeError(op, "tensor parallelism over " + axesName(strategy.tp) +
@@ -415,23 +444,40 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
       s.blocks[1] = blocks;
       return s;
     }
-    // 2d / 2.5d / 3d: weights as a q x q grid of blocks [K over row, N over col].
-    if (shape[0] % mesh.groupSize(strategy.row) == 0 && shape[1] % mesh.groupSize(strategy.col) == 0) {
-      s.dims[0] = strategy.row;
-      s.dims[1] = strategy.col;
+    // 2d / 2.5d: weights as a q x q grid of blocks [K over row, N over col]. 3d: K over the
+    // grid axis the input's K arrives split on (else row), N over the other one, so consecutive
+    // matmuls alternate layouts and each reduces over one axis (Agarwal et al. 1995's 3D matmul
+    // as ColossalAI's 3D tensor parallelism arranges it).
+    Axes kAxes = strategy.row, nAxes = strategy.col;
+    if (strategy.style == "3d" && x.dims[x.rank() - 1] == strategy.col)
+      std::swap(kAxes, nAxes);
+    int64_t blocks = splitBlocks(matmul);
+    if (shape[0] % mesh.groupSize(kAxes) == 0 && shape[1] % (mesh.groupSize(nAxes) * blocks) == 0) {
+      s.dims[0] = kAxes;
+      s.dims[1] = nAxes;
+      s.blocks[1] = blocks;
       return s;
     }
+    sizeError(op, "tensor parallelism (" + strategy.style + "): parameter '" +
+                      freeParams.lookup(w) + "' " + shapeStr(shape) + " is not divisible by the " +
+                      Twine(mesh.groupSize(kAxes)) + " x " + Twine(mesh.groupSize(nAxes)) +
+                      " grid (give it a hint in parallel.tensor.hints to keep it whole)");
     return std::nullopt;
   }
   if (auto g = dyn_cast<colossal::GatherOp>(op)) {
     // Vocab-parallel embedding: a table read with token ids (Megatron's VocabParallelEmbedding).
     if (operand != 0 || g.getAxis() != 0 || shape.size() != 2 || !tokenDerived.count(g.getIndices()))
       return std::nullopt;
-    Axes axes = strategy.style == "1d" ? strategy.tp : strategy.row;
-    if (shape[0] % mesh.groupSize(axes) != 0)
-      return std::nullopt;
     Sharding s = Sharding::replicated(2);
-    s.dims[0] = axes;
+    if (strategy.style != "1d") { // grids: the hidden dim over col, like the activations
+      if (shape[1] % mesh.groupSize(strategy.col) != 0)
+        return std::nullopt;
+      s.dims[1] = strategy.col;
+      return s;
+    }
+    if (shape[0] % mesh.groupSize(strategy.tp) != 0)
+      return std::nullopt;
+    s.dims[0] = strategy.tp;
     return s;
   }
   return std::nullopt;
@@ -461,18 +507,33 @@ Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
   for (Sharding &s : in)
     s.partial.clear();
   // K: both operands must split it alike; the result is then a partial sum over those axes.
+  // When they differ, take the first of (lhs's K split, rhs's K split, whole) that leaves the
+  // batch, M and N splits alone: a replicated operand is sliced for free (Megatron row-parallel),
+  // and two different splits are both gathered (2D: SUMMA in all-gather form).
   Axes k;
   int64_t kBlocks = 1;
   if (in[0].dims[lK] == in[1].dims[rK] && in[0].blocks[lK] == in[1].blocks[rK]) {
     k = in[0].dims[lK];
     kBlocks = in[0].blocks[lK];
-  } else if (in[1].dims[rK].empty()) {
-    k = in[0].dims[lK];
-    kBlocks = in[0].blocks[lK];
-  } else if (in[0].dims[lK].empty()) {
-    k = in[1].dims[rK];
-    kBlocks = in[1].blocks[rK];
-  } // else: both split differently (2D): gather both
+  } else {
+    Axes keep;
+    for (int64_t d = 0; d < lr; ++d)
+      if (d != lK)
+        keep.append(in[0].dims[d].begin(), in[0].dims[d].end());
+    for (int64_t d = 0; d < rr; ++d)
+      if (d != rK)
+        keep.append(in[1].dims[d].begin(), in[1].dims[d].end());
+    auto clear = [&](const Axes &axes) {
+      return llvm::none_of(axes, [&](int a) { return llvm::is_contained(keep, a); });
+    };
+    if (!in[0].dims[lK].empty() && clear(in[0].dims[lK])) {
+      k = in[0].dims[lK];
+      kBlocks = in[0].blocks[lK];
+    } else if (!in[1].dims[rK].empty() && clear(in[1].dims[rK])) {
+      k = in[1].dims[rK];
+      kBlocks = in[1].blocks[rK];
+    }
+  }
   if (hasC)
     k.clear();
   if (k.empty())
@@ -1169,9 +1230,28 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       arg.setType(localType(type, s));
   }
 
+  // Grid styles split the batch of integer inputs (token ids, labels) over the batch axes; the
+  // activations follow from there.
+  if (!strategy.batch.empty()) {
+    OpBuilder b = OpBuilder::atBlockBegin(&body);
+    int64_t p = mesh.groupSize(strategy.batch);
+    for (BlockArgument arg : body.getArguments()) {
+      auto type = tensorType(arg);
+      if (!f.getArgAttr(arg.getArgNumber(), "colossal.input") ||
+          !isa<IntegerType>(type.getElementType()) || type.getRank() < 1 ||
+          type.getDimSize(0) % p != 0 || arg.use_empty())
+        continue;
+      Sharding sl = shardings.lookup(arg);
+      Value v = sliceDim(b, f.getLoc(), arg, sl, 0, strategy.batch, 1);
+      arg.replaceAllUsesExcept(v, v.getDefiningOp());
+      tokenDerived.insert(v);
+    }
+  }
+
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
+    if (!isa<colossal::ShardSliceOp>(op))
+      ops.push_back(&op);
   for (Operation *op : ops) {
     for (Value r : op->getResults())
       globalTypes[r] = tensorType(r);
@@ -1320,6 +1400,14 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       strategy.col = {col};
       if (depth >= 0)
         strategy.depth = {depth};
+      // ColossalAI's layouts: activations [batch over row (2.5d: depth x row; 3d: depth),
+      // hidden over col], weights [K over row, N over col] (3d: alternating row/col).
+      if (style == "2d")
+        strategy.batch = {row};
+      else if (style == "2.5d")
+        strategy.batch = {depth, row};
+      else
+        strategy.batch = {depth};
     }
     // Hints: REGEX=DIMS;... with DIMS one entry per dim separated by '/', '-' for whole and
     // axes joined by '*'.
