@@ -54,6 +54,7 @@ struct Strategy {
   Axes tp;            // the axes tensor parallelism splits over (1d: [tp])
   Axes row, col;      // 2d/2.5d/3d: the q x q grid
   Axes depth;         // 2.5d/3d: the third axis
+  Axes batch;         // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
   struct Hint {
     std::string pattern;
     llvm::Regex regex;
@@ -76,6 +77,8 @@ public:
       : mesh(mesh), strategy(strategy), decided(decided), deciding(deciding) {}
 
   LogicalResult run(func::FuncOp f);
+  /// Records, op by op in walk order, the shardings of each op's results (stage=propagate).
+  void setTrace(std::vector<std::string> *t) { trace = t; }
 
 private:
   const Mesh &mesh;
@@ -87,6 +90,22 @@ private:
   llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
   llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
   llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
+  std::vector<std::string> *trace = nullptr;     // stage=propagate: results' shardings per op
+  Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
+  std::string errorMessage;
+
+  void sizeError(Operation *op, const Twine &message) {
+    if (deciding && !errorOp) {
+      errorOp = op;
+      errorMessage = message.str();
+    }
+  }
+  std::string axesName(ArrayRef<int> axes) {
+    std::string s;
+    for (int a : axes)
+      s += (s.empty() ? "" : "*") + mesh.names[a] + "=" + std::to_string(mesh.sizes[a]);
+    return s;
+  }
 
   ArrayRef<int64_t> gshape(Value v) { return globalTypes.lookup(v).getShape(); }
   RankedTensorType localType(RankedTensorType global, const Sharding &s) {
@@ -117,6 +136,7 @@ private:
   std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
   LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
+  LogicalResult emitVocabParallelCrossEntropy(Operation *op, const Decision &d);
   bool axesFree(const Sharding &s, ArrayRef<int> axes) {
     Axes used = s.usedAxes();
     return llvm::none_of(axes, [&](int a) { return llvm::is_contained(used, a); });
@@ -196,13 +216,37 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value v, const Sharding &
     if (!llvm::is_contained(to.partial, a))
       pending.push_back(a);
   if (!pending.empty()) {
+    // reduce_scatter over the axes the target appends to a dim (a suffix of the pending ones
+    // in order), all_reduce over the rest first.
     std::optional<int64_t> scatterDim;
     for (int64_t d = 0; d < s.rank() && !scatterDim; ++d) {
       const Axes &want = to.dims[d];
-      if (to.blocks[d] == 1 && s.blocks[d] == 1 && want.size() == s.dims[d].size() + pending.size() &&
-          ArrayRef<int>(want).take_front(s.dims[d].size()) == ArrayRef<int>(s.dims[d]) &&
-          ArrayRef<int>(want).drop_front(s.dims[d].size()) == ArrayRef<int>(pending))
+      if (to.blocks[d] != 1 || s.blocks[d] != 1 || want.size() <= s.dims[d].size() ||
+          ArrayRef<int>(want).take_front(s.dims[d].size()) != ArrayRef<int>(s.dims[d]))
+        continue;
+      ArrayRef<int> extra = ArrayRef<int>(want).drop_front(s.dims[d].size());
+      if (llvm::all_of(extra, [&](int a) { return llvm::is_contained(pending, a); }))
         scatterDim = d;
+    }
+    if (scatterDim) {
+      ArrayRef<int> extra = ArrayRef<int>(to.dims[*scatterDim]).drop_front(s.dims[*scatterDim].size());
+      Axes first;
+      for (int a : pending)
+        if (!llvm::is_contained(extra, a))
+          first.push_back(a);
+      if (!first.empty()) {
+        Sharding next = s;
+        next.partial.clear();
+        for (int a : s.partial)
+          if (!llvm::is_contained(first, a))
+            next.partial.push_back(a);
+        Value x = colossal::AllReduceOp::create(b, loc, tensorType(v), v,
+                                                mesh.axesAttr(b.getContext(), first),
+                                                b.getStringAttr("sum"));
+        v = record(x, global, next);
+        s = next;
+      }
+      pending.assign(extra.begin(), extra.end());
     }
     Sharding next = s;
     next.partial.clear();
@@ -343,6 +387,23 @@ Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in) {
   return d;
 }
 
+/// k when the matmul's product (through bias adds) feeds a split of its last dim into k equal
+/// parts (a fused QKV projection), else 1: its columns are then split block by block.
+static int64_t splitBlocks(colossal::MatMulOp matmul) {
+  SmallVector<Operation *> users(matmul->getUsers());
+  for (size_t i = 0; i < users.size(); ++i) {
+    Operation *u = users[i];
+    if (isa<colossal::AddOp>(u) && i < 4)
+      users.append(u->getUsers().begin(), u->getUsers().end());
+    if (auto split = dyn_cast<colossal::SplitOp>(u))
+      if (split.getAxis() == tensorType(split.getX()).getRank() - 1 && split.getNumResults() > 1 &&
+          llvm::all_equal(llvm::map_range(
+              split.getResults(), [](Value r) { return tensorType(r).getShape().back(); })))
+        return split.getNumResults();
+  }
+  return 1;
+}
+
 /// The weight operand's sharding at its first use (strategy phase 1); nullopt = replicated.
 std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operand,
                                                   ArrayRef<Sharding> in) {
@@ -363,46 +424,63 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
           s.dims[0] = x.dims[kx];
           return s;
         }
+        sizeError(op, "tensor parallelism over " + axesName(x.dims[kx]) + ": parameter '" +
+                          freeParams.lookup(w) + "' " + shapeStr(shape) +
+                          " would be split by rows (Megatron row-parallel), but its " +
+                          Twine(shape[0]) + " input features are not divisible by " +
+                          Twine(mesh.groupSize(x.dims[kx])));
         return std::nullopt;
       }
       // Column-parallel; k blocks when the product (through a bias add) feeds a k-way split.
-      int64_t blocks = 1;
-      SmallVector<Operation *> users(matmul->getUsers());
-      for (size_t i = 0; i < users.size(); ++i) {
-        Operation *u = users[i];
-        if (isa<colossal::AddOp>(u) && i < 4)
-          users.append(u->getUsers().begin(), u->getUsers().end());
-        if (auto split = dyn_cast<colossal::SplitOp>(u))
-          if (split.getAxis() == tensorType(split.getX()).getRank() - 1 &&
-              split.getNumResults() > 1 &&
-              llvm::all_equal(llvm::map_range(split.getResults(), [](Value r) {
-                return tensorType(r).getShape().back();
-              })))
-            blocks = split.getNumResults();
-      }
-      if (shape[1] % (p * blocks) != 0)
+      int64_t blocks = splitBlocks(matmul);
+      if (shape[1] % (p * blocks) != 0) {
+        std::string name = freeParams.lookup(w);
+        sizeError(op, "tensor parallelism over " + axesName(strategy.tp) +
+                          ": parameter '" + name + "' " + shapeStr(shape) + " would be split by "
+                          "columns (Megatron column-parallel), but its " + Twine(shape[1]) +
+                          " output features " + (blocks > 1 ? "in " + Twine(blocks) + " blocks " : Twine()) +
+                          "are not divisible by " + Twine(p * blocks) +
+                          " (give it a hint in parallel.tensor.hints to keep it whole)");
         return std::nullopt;
+      }
       s.dims[1] = strategy.tp;
       s.blocks[1] = blocks;
       return s;
     }
-    // 2d / 2.5d / 3d: weights as a q x q grid of blocks [K over row, N over col].
-    if (shape[0] % mesh.groupSize(strategy.row) == 0 && shape[1] % mesh.groupSize(strategy.col) == 0) {
-      s.dims[0] = strategy.row;
-      s.dims[1] = strategy.col;
+    // 2d / 2.5d: weights as a q x q grid of blocks [K over row, N over col]. 3d: K over the
+    // grid axis the input's K arrives split on (else row), N over the other one, so consecutive
+    // matmuls alternate layouts and each reduces over one axis (Agarwal et al. 1995's 3D matmul
+    // as ColossalAI's 3D tensor parallelism arranges it).
+    Axes kAxes = strategy.row, nAxes = strategy.col;
+    if (strategy.style == "3d" && x.dims[x.rank() - 1] == strategy.col)
+      std::swap(kAxes, nAxes);
+    int64_t blocks = splitBlocks(matmul);
+    if (shape[0] % mesh.groupSize(kAxes) == 0 && shape[1] % (mesh.groupSize(nAxes) * blocks) == 0) {
+      s.dims[0] = kAxes;
+      s.dims[1] = nAxes;
+      s.blocks[1] = blocks;
       return s;
     }
+    sizeError(op, "tensor parallelism (" + strategy.style + "): parameter '" +
+                      freeParams.lookup(w) + "' " + shapeStr(shape) + " is not divisible by the " +
+                      Twine(mesh.groupSize(kAxes)) + " x " + Twine(mesh.groupSize(nAxes)) +
+                      " grid (give it a hint in parallel.tensor.hints to keep it whole)");
     return std::nullopt;
   }
   if (auto g = dyn_cast<colossal::GatherOp>(op)) {
     // Vocab-parallel embedding: a table read with token ids (Megatron's VocabParallelEmbedding).
     if (operand != 0 || g.getAxis() != 0 || shape.size() != 2 || !tokenDerived.count(g.getIndices()))
       return std::nullopt;
-    Axes axes = strategy.style == "1d" ? strategy.tp : strategy.row;
-    if (shape[0] % mesh.groupSize(axes) != 0)
-      return std::nullopt;
     Sharding s = Sharding::replicated(2);
-    s.dims[0] = axes;
+    if (strategy.style != "1d") { // grids: the hidden dim over col, like the activations
+      if (shape[1] % mesh.groupSize(strategy.col) != 0)
+        return std::nullopt;
+      s.dims[1] = strategy.col;
+      return s;
+    }
+    if (shape[0] % mesh.groupSize(strategy.tp) != 0)
+      return std::nullopt;
+    s.dims[0] = strategy.tp;
     return s;
   }
   return std::nullopt;
@@ -432,18 +510,33 @@ Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
   for (Sharding &s : in)
     s.partial.clear();
   // K: both operands must split it alike; the result is then a partial sum over those axes.
+  // When they differ, take the first of (lhs's K split, rhs's K split, whole) that leaves the
+  // batch, M and N splits alone: a replicated operand is sliced for free (Megatron row-parallel),
+  // and two different splits are both gathered (2D: SUMMA in all-gather form).
   Axes k;
   int64_t kBlocks = 1;
   if (in[0].dims[lK] == in[1].dims[rK] && in[0].blocks[lK] == in[1].blocks[rK]) {
     k = in[0].dims[lK];
     kBlocks = in[0].blocks[lK];
-  } else if (in[1].dims[rK].empty()) {
-    k = in[0].dims[lK];
-    kBlocks = in[0].blocks[lK];
-  } else if (in[0].dims[lK].empty()) {
-    k = in[1].dims[rK];
-    kBlocks = in[1].blocks[rK];
-  } // else: both split differently (2D): gather both
+  } else {
+    Axes keep;
+    for (int64_t d = 0; d < lr; ++d)
+      if (d != lK)
+        keep.append(in[0].dims[d].begin(), in[0].dims[d].end());
+    for (int64_t d = 0; d < rr; ++d)
+      if (d != rK)
+        keep.append(in[1].dims[d].begin(), in[1].dims[d].end());
+    auto clear = [&](const Axes &axes) {
+      return llvm::none_of(axes, [&](int a) { return llvm::is_contained(keep, a); });
+    };
+    if (!in[0].dims[lK].empty() && clear(in[0].dims[lK])) {
+      k = in[0].dims[lK];
+      kBlocks = in[0].blocks[lK];
+    } else if (!in[1].dims[rK].empty() && clear(in[1].dims[rK])) {
+      k = in[1].dims[rK];
+      kBlocks = in[1].blocks[rK];
+    }
+  }
   if (hasC)
     k.clear();
   if (k.empty())
@@ -566,6 +659,12 @@ Decision Partitioner::reshape(Operation *op, ArrayRef<Sharding> in) {
         out.dims[o0] = axes;
         out.blocks[o0] = want.blocks[i0];
       } else {
+        sizeError(op, "tensor parallelism over " + axesName(axes) + " cannot split the reshape " +
+                          shapeStr(is) + " -> " + shapeStr(os) + ": dim " + Twine(o0) +
+                          " of the result has size " + Twine(os[o0]) + ", not divisible by " +
+                          Twine(p) + " (attention heads, including key/value heads, must be "
+                          "divisible by the tensor-parallel size; or keep the weights feeding it "
+                          "whole with parallel.tensor.hints)");
         ok = false;
       }
     }
@@ -631,8 +730,12 @@ Decision Partitioner::attention(Operation *op, ArrayRef<Sharding> in) {
     heads.clear();
   }
   int64_t hq = gshape(q)[1], hkv = gshape(k)[1];
-  if (!heads.empty() && (hkv % mesh.groupSize(heads) != 0 || hq % mesh.groupSize(heads) != 0))
+  if (!heads.empty() && (hkv % mesh.groupSize(heads) != 0 || hq % mesh.groupSize(heads) != 0)) {
+    sizeError(op, "tensor parallelism over " + axesName(heads) + ": attention with " + Twine(hq) +
+                      " query heads and " + Twine(hkv) + " key/value heads cannot split its heads: "
+                      "both must be divisible by " + Twine(mesh.groupSize(heads)));
     heads.clear();
+  }
   Decision d;
   auto like = [&](Value v) {
     ArrayRef<int64_t> s = gshape(v);
@@ -657,35 +760,38 @@ Decision Partitioner::attention(Operation *op, ArrayRef<Sharding> in) {
 /// splits carry over to the result.
 Decision Partitioner::gather(Operation *op, ArrayRef<Sharding> in) {
   auto g = cast<colossal::GatherOp>(op);
-  if (g.getAxis() != 0)
-    return allReplicated(op);
+  int64_t axis = g.getAxis();
   Sharding data = in[0], idx = in[1];
   data.partial.clear();
   idx.partial.clear();
-  if (data.blocks[0] != 1)
-    data.dims[0].clear(), data.blocks[0] = 1;
+  // Only a table split along its rows (axis 0, no blocks) is read vocab-parallel; any other
+  // split of the gathered axis goes.
+  if (!data.dims[axis].empty() && (axis != 0 || data.blocks[axis] != 1)) {
+    data.dims[axis].clear();
+    data.blocks[axis] = 1;
+  }
   Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
-  Axes used = data.dims[0];
+  Axes used = data.dims[axis];
+  auto take = [&](Sharding &from, int64_t fromDim, int64_t outDim) {
+    const Axes &axes = from.dims[fromDim];
+    if (llvm::any_of(axes, [&](int a) { return llvm::is_contained(used, a); })) {
+      from.dims[fromDim].clear();
+      from.blocks[fromDim] = 1;
+      return;
+    }
+    used.append(axes.begin(), axes.end());
+    out.dims[outDim] = axes;
+    out.blocks[outDim] = from.blocks[fromDim];
+  };
+  // result = data.shape[:axis] ++ indices.shape ++ data.shape[axis+1:]
   int64_t ni = idx.rank();
-  for (int64_t j = 0; j < ni; ++j) {
-    if (!axesFree(out, idx.dims[j]) ||
-        llvm::any_of(idx.dims[j], [&](int a) { return llvm::is_contained(used, a); })) {
-      idx.dims[j].clear();
-      continue;
-    }
-    out.dims[j] = idx.dims[j];
-  }
-  for (int64_t j = 1; j < data.rank(); ++j) {
-    if (!axesFree(out, data.dims[j]) ||
-        llvm::any_of(data.dims[j], [&](int a) { return llvm::is_contained(used, a); })) {
-      data.dims[j].clear();
-      data.blocks[j] = 1;
-      continue;
-    }
-    out.dims[ni + j - 1] = data.dims[j];
-    out.blocks[ni + j - 1] = data.blocks[j];
-  }
-  out.partial = data.dims[0];
+  for (int64_t j = 0; j < axis; ++j)
+    take(data, j, j);
+  for (int64_t j = 0; j < ni; ++j)
+    take(idx, j, axis + j);
+  for (int64_t j = axis + 1; j < data.rank(); ++j)
+    take(data, j, ni + j - 1);
+  out.partial = data.dims[axis];
   llvm::sort(out.partial);
   return Decision{{data, idx}, {out}};
 }
@@ -868,6 +974,23 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
     llvm::sort(out.partial);
     return Decision{{idx, dy}, {out}};
   }
+  if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op)) {
+    // Vocab-parallel when the logits arrive split over the classes only (Megatron's
+    // vocab_parallel_cross_entropy); otherwise whole.
+    const Sharding &logits = in[0];
+    if (logits.rank() == 2 && logits.dims[0].empty() && !logits.dims[1].empty() &&
+        logits.blocks[1] == 1) {
+      Sharding l = logits;
+      l.partial.clear();
+      Decision d;
+      d.operands.push_back(l);
+      for (unsigned i = 1; i < op->getNumOperands(); ++i)
+        d.operands.push_back(Sharding::replicated(in[i].rank()));
+      d.results.push_back(isa<colossal::CrossEntropyOp>(op) ? Sharding::replicated(0) : l);
+      return d;
+    }
+    return allReplicated(op);
+  }
   if (isa<colossal::AccumulateGradOp>(op)) {
     Sharding acc = in[0];
     return Decision{{acc, acc}, {}};
@@ -930,6 +1053,100 @@ LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const 
   op.getResult().replaceAllUsesWith(g);
   record(g, globalTypes.lookup(op.getResult()), d.results[0]);
   op.erase();
+  return success();
+}
+
+/// Vocab-parallel cross_entropy / cross_entropy_grad (Shoeybi et al. 2019 §3; Megatron's
+/// vocab_parallel_cross_entropy): logits [N, V/P] per rank. The row max is all-reduced (max), the
+/// sum of exponentials and the target logit (zero on ranks not holding the label) all-reduced
+/// (sum), so each rank has logsumexp and the target exactly; loss = mean over rows whose label is
+/// not ignore_index of logsumexp − target; ∂loss/∂logits = (softmax − onehot)·dloss/count on the
+/// local columns.
+LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const Decision &d) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  MLIRContext *ctx = b.getContext();
+  Value logits = op->getOperand(0), labels = op->getOperand(1);
+  auto lt = tensorType(logits);
+  int64_t n = lt.getDimSize(0), vl = lt.getDimSize(1);
+  Type f32 = lt.getElementType(), i64 = b.getI64Type();
+  ArrayAttr axes = mesh.axesAttr(ctx, d.operands[0].dims[1]);
+  int64_t ignore = op->getAttrOfType<IntegerAttr>("ignore_index").getInt();
+  auto cst = [&](Type t, ArrayRef<int64_t> shape, Attribute v) -> Value {
+    return colossal::ConstantOp::create(b, loc, DenseElementsAttr::get(RankedTensorType::get(shape, t), v));
+  };
+  auto col = [&](Type t) { return RankedTensorType::get({n, 1}, t); };
+  auto reduce = [&](bool max, Value x, ArrayRef<int64_t> axesR, bool keep) -> Value {
+    auto xt = tensorType(x);
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < xt.getRank(); ++i)
+      if (!llvm::is_contained(axesR, i))
+        shape.push_back(xt.getDimSize(i));
+      else if (keep)
+        shape.push_back(1);
+    auto rt = RankedTensorType::get(shape, xt.getElementType());
+    if (max)
+      return colossal::ReduceMaxOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
+    return colossal::ReduceSumOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
+  };
+  // Local label and whether this rank holds it.
+  Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, i64), axes);
+  Value local = colossal::SubOp::create(b, loc, labels,
+                                        colossal::MulOp::create(b, loc, r, cst(i64, {}, b.getI64IntegerAttr(vl))));
+  auto boolN = RankedTensorType::get({n}, b.getI1Type());
+  Value low = colossal::GreaterOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(-1)));
+  Value high = colossal::LessOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(vl)));
+  Value zeroI = cst(i64, {}, b.getI64IntegerAttr(0));
+  Value safe = colossal::WhereOp::create(b, loc, low, local, zeroI);
+  safe = colossal::WhereOp::create(b, loc, high, safe, zeroI);
+  Value safeCol = colossal::ReshapeOp::create(b, loc, col(i64), safe);
+  Value lowCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), low);
+  Value highCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), high);
+  Value zeroF = cst(f32, {}, b.getFloatAttr(f32, 0.0));
+  Value oneF = cst(f32, {}, b.getFloatAttr(f32, 1.0));
+  // Global row max, shifted logits, global Σ exp.
+  Value m = reduce(true, logits, {1}, true);
+  m = colossal::AllReduceOp::create(b, loc, m.getType(), m, axes, b.getStringAttr("max"));
+  Value z = colossal::SubOp::create(b, loc, logits, m);
+  Value e = colossal::ExpOp::create(b, loc, z.getType(), z);
+  Value sum = reduce(false, e, {1}, true);
+  sum = colossal::AllReduceOp::create(b, loc, sum.getType(), sum, axes, b.getStringAttr("sum"));
+  // Rows that count.
+  Value ignored = colossal::EqualOp::create(b, loc, boolN, labels, cst(i64, {}, b.getI64IntegerAttr(ignore)));
+  Value valid = colossal::WhereOp::create(b, loc, ignored, zeroF, oneF);
+  Value validCol = colossal::ReshapeOp::create(b, loc, col(f32), valid);
+  Value count = reduce(false, valid, {0}, false);
+  Value result;
+  if (isa<colossal::CrossEntropyOp>(op)) {
+    Value t = colossal::GatherElementsOp::create(b, loc, col(f32), z, safeCol, b.getI64IntegerAttr(1));
+    t = colossal::WhereOp::create(b, loc, lowCol, t, zeroF);
+    t = colossal::WhereOp::create(b, loc, highCol, t, zeroF);
+    t = colossal::AllReduceOp::create(b, loc, t.getType(), t, axes, b.getStringAttr("sum"));
+    Value lse = colossal::LogOp::create(b, loc, sum.getType(), sum);
+    Value row = colossal::SubOp::create(b, loc, lse, t);
+    row = colossal::MulOp::create(b, loc, row, validCol);
+    result = colossal::DivOp::create(b, loc, reduce(false, row, {0, 1}, false), count);
+  } else {
+    Value dloss = op->getOperand(2);
+    Value p = colossal::DivOp::create(b, loc, e, sum);
+    SmallVector<int64_t> iota(vl);
+    for (int64_t i = 0; i < vl; ++i)
+      iota[i] = i;
+    Value classes = colossal::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({1, vl}, i64), ArrayRef<int64_t>(iota)));
+    Value hit = colossal::EqualOp::create(b, loc, RankedTensorType::get({n, vl}, b.getI1Type()),
+                                          classes, safeCol);
+    Value onehot = colossal::WhereOp::create(b, loc, hit, oneF, zeroF);
+    onehot = colossal::WhereOp::create(b, loc, lowCol, onehot, zeroF);
+    onehot = colossal::WhereOp::create(b, loc, highCol, onehot, zeroF);
+    Value g = colossal::SubOp::create(b, loc, p, onehot);
+    Value scale = colossal::DivOp::create(b, loc, dloss, count);
+    g = colossal::MulOp::create(b, loc, g, colossal::MulOp::create(b, loc, validCol, scale));
+    result = g;
+  }
+  op->getResult(0).replaceAllUsesWith(result);
+  record(result, globalTypes.lookup(op->getResult(0)), d.results[0]);
+  op->erase();
   return success();
 }
 
@@ -1016,9 +1233,28 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       arg.setType(localType(type, s));
   }
 
+  // Grid styles split the batch of integer inputs (token ids, labels) over the batch axes; the
+  // activations follow from there.
+  if (!strategy.batch.empty()) {
+    OpBuilder b = OpBuilder::atBlockBegin(&body);
+    int64_t p = mesh.groupSize(strategy.batch);
+    for (BlockArgument arg : body.getArguments()) {
+      auto type = tensorType(arg);
+      if (!f.getArgAttr(arg.getArgNumber(), "colossal.input") ||
+          !isa<IntegerType>(type.getElementType()) || type.getRank() < 1 ||
+          type.getDimSize(0) % p != 0 || arg.use_empty())
+        continue;
+      Sharding sl = shardings.lookup(arg);
+      Value v = sliceDim(b, f.getLoc(), arg, sl, 0, strategy.batch, 1);
+      arg.replaceAllUsesExcept(v, v.getDefiningOp());
+      tokenDerived.insert(v);
+    }
+  }
+
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
+    if (!isa<colossal::ShardSliceOp>(op))
+      ops.push_back(&op);
   for (Operation *op : ops) {
     for (Value r : op->getResults())
       globalTypes[r] = tensorType(r);
@@ -1030,6 +1266,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         tokenDerived.insert(op->getResult(0));
     }
     if (auto g = dyn_cast<colossal::GlobalNormOp>(op)) {
+      if (trace)
+        trace->push_back("[]");
       if (failed(emitGlobalNorm(g)))
         return failure();
       continue;
@@ -1043,6 +1281,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       if (it == freeParams.end())
         continue;
       std::optional<Sharding> s = decideWeight(op, i, in);
+      if (errorOp)
+        return errorOp->emitError(errorMessage);
       if (!s) { // elementwise ops decide biases below from the other operands
         if (isa<colossal::AddOp>(op))
           continue;
@@ -1056,6 +1296,14 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       freeParams.erase(it);
     }
     Decision d = rule(op, in);
+    if (errorOp)
+      return errorOp->emitError(errorMessage);
+    if (trace) {
+      std::string text;
+      for (const Sharding &r : d.results)
+        text += (text.empty() ? "" : "; ") + r.str(mesh);
+      trace->push_back(text);
+    }
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
@@ -1072,6 +1320,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       Value w = reshard(b, op->getLoc(), v, d.operands[i]);
       if (w != v)
         op->setOperand(i, w);
+    }
+    if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op) &&
+        d.operands[0].isSplit()) {
+      if (failed(emitVocabParallelCrossEntropy(op, d)))
+        return failure();
+      continue;
     }
     if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[0].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
@@ -1157,6 +1411,14 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       strategy.col = {col};
       if (depth >= 0)
         strategy.depth = {depth};
+      // ColossalAI's layouts: activations [batch over row (2.5d: depth x row; 3d: depth),
+      // hidden over col], weights [K over row, N over col] (3d: alternating row/col).
+      if (style == "2d")
+        strategy.batch = {row};
+      else if (style == "2.5d")
+        strategy.batch = {depth, row};
+      else
+        strategy.batch = {depth};
     }
     // Hints: REGEX=DIMS;... with DIMS one entry per dim separated by '/', '-' for whole and
     // axes joined by '*'.
@@ -1258,6 +1520,38 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
     if (getenv("COLOSSAL_DEBUG_SPMD"))
       for (auto &e : decided)
         llvm::errs() << "decided " << e.first() << " " << e.second.str(mesh) << "\n";
+    if (stage != "strategy" && stage != "propagate" && stage != "partition") {
+      module.emitError("colossal-spmd-partition: stage must be strategy, propagate or partition, got '")
+          << stage << "'";
+      return signalPassFailure();
+    }
+    if (stage != "partition") {
+      for (auto f : module.getOps<func::FuncOp>()) {
+        // Parameters (and their states) with their shardings; the program stays whole.
+        for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+          auto name = f.getArgAttrOfType<StringAttr>(i, "colossal.param");
+          if (!name || !decided.count(name.getValue()))
+            continue;
+          f.setArgAttr(i, "colossal.sharding",
+                       StringAttr::get(ctx, decided[name.getValue()].str(mesh)));
+        }
+        if (stage == "strategy")
+          continue;
+        std::vector<std::string> trace;
+        auto clone = cast<func::FuncOp>(f->clone());
+        Partitioner p(mesh, strategy, decided, /*deciding=*/false);
+        p.setTrace(&trace);
+        LogicalResult ok = p.run(clone);
+        clone->erase();
+        if (failed(ok))
+          return signalPassFailure();
+        size_t i = 0;
+        for (Operation &op : f.getBody().front().without_terminator())
+          if (i < trace.size())
+            op.setAttr("colossal.sharding", StringAttr::get(ctx, trace[i++]));
+      }
+      return;
+    }
     // Phase 2: partition every function with the decided shardings.
     for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
