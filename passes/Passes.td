@@ -196,4 +196,29 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Parallelism (passes/Parallel, docs/parallelism.md "Tensor parallelism")
+//===----------------------------------------------------------------------===//
+
+def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
+  let summary = "Shard parameters over the mesh and rewrite every function into its per-rank program";
+  let description = [{
+    Strategy (Megatron-LM 1D tensor parallelism found on the graph, or 2D/2.5D/3D grids), then
+    sharding propagation op by op with collectives inserted where a value's sharding must change
+    (all_reduce / reduce_scatter of partial sums, all_gather, shard_slice). Function arguments
+    holding split parameters, states and weights get local types and `colossal.sharding`; the
+    module gets `colossal.mesh_axes` / `colossal.mesh_shape`. The `dp` axis is left alone (data
+    parallelism is done by the batch import and the runtime).
+  }];
+  let options = [
+    ListOption<"meshAxes", "mesh", "std::string", "mesh axes in rank-layout order, AXIS=SIZE">,
+    Option<"style", "style", "std::string", /*default=*/"\"1d\"", "1d, 2d, 2.5d or 3d">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Megatron sequence parallelism: norm and residual regions split along the sequence">,
+    Option<"hints", "hints", "std::string", /*default=*/"\"\"",
+           "per-parameter shardings: REGEX=DIMS;... (DIMS: per dim '-' or axes joined by '*', separated by '/')">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
 #endif

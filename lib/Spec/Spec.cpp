@@ -14,6 +14,7 @@
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/YAMLTraits.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,8 @@ namespace {
 struct TensorParallel {
   std::string style = "1d";
   bool sequenceParallel = false;
+  int64_t depth = 0;                         // 2.5d: the depth d of the q x q x d grid
+  std::map<std::string, std::string> hints;  // regex -> "DIM,DIM,..." (docs/spec.md)
 };
 struct PipelineParallel {
   std::string schedule = "1f1b";
@@ -367,11 +370,12 @@ template <> struct CustomMappingTraits<MeshMap> {
   static void inputOne(IO &io, StringRef key, MeshMap &m) {
     MeshSize &size = m[key.str()];
     io.mapRequired(key.str().c_str(), size);
-    // Data parallelism (`dp`) is implemented; other axes only with size 1 (docs/spec.md "mesh").
-    if (key != "dp" && size.value > 1)
+    // Data (`dp`) and tensor (`tp`) parallelism are implemented; other axes only with size 1
+    // (docs/spec.md "mesh").
+    if (key != "dp" && key != "tp" && size.value > 1)
       io.setError("mesh axis '" + key + "' of size " + Twine(size.value) +
-                  ": only data parallelism (mesh axis 'dp') is supported yet; every other axis "
-                  "must be 1");
+                  (key == "pp" ? ": pipeline parallelism is not supported yet; pp must be 1"
+                               : ": unknown mesh axis (known: dp, tp, pp)"));
   }
   static void output(IO &, MeshMap &) {}
 };
@@ -380,14 +384,28 @@ template <> struct MappingTraits<TensorParallel> {
   static void mapping(IO &io, TensorParallel &t) {
     io.mapOptional("style", t.style);
     io.mapOptional("sequence_parallel", t.sequenceParallel);
+    io.mapOptional("depth", t.depth);
+    io.mapOptional("hints", t.hints);
   }
   static std::string validate(IO &, TensorParallel &t) {
     if (t.style != "1d" && t.style != "2d" && t.style != "2.5d" && t.style != "3d")
       return "parallel.tensor.style must be one of 1d, 2d, 2.5d, 3d; got '" + t.style + "'";
-    if (t.style != "1d" || t.sequenceParallel)
-      return "parallel.tensor: " +
-             std::string(t.sequenceParallel ? "sequence_parallel" : "style " + t.style) +
-             " is not supported yet (tensor parallelism needs a multi-rank mesh)";
+    if (t.sequenceParallel && t.style != "1d")
+      return "parallel.tensor.sequence_parallel applies to style 1d (Megatron), not " + t.style;
+    if (t.style == "2.5d" ? t.depth < 1 : t.depth != 0)
+      return t.style == "2.5d" ? "parallel.tensor: style 2.5d needs depth >= 1"
+                               : "parallel.tensor.depth applies to style 2.5d only";
+    for (auto &[pattern, dims] : t.hints) {
+      std::string err;
+      if (!llvm::Regex(pattern).isValid(err))
+        return "parallel.tensor.hints: '" + pattern + "' is not a regex: " + err;
+      for (StringRef d : llvm::split(StringRef(dims), ','))
+        if (d.trim().empty())
+          return "parallel.tensor.hints: '" + pattern + "': '" + dims +
+                 "' must list one entry per dim, '-' or mesh axes joined by '*'";
+      if (pattern.find_first_of(";=") != std::string::npos)
+        return "parallel.tensor.hints: '" + pattern + "' may not contain ';' or '='";
+    }
     return "";
   }
 };
@@ -526,6 +544,44 @@ Expected<Spec> parseSpecFile(StringRef path) {
   spec.passes = raw.passes;
   for (auto &[axis, size] : raw.mesh)
     spec.mesh.emplace_back(axis, size.value);
+  if (raw.parallel && raw.parallel->tensor) {
+    const TensorParallel &t = *raw.parallel->tensor;
+    spec.tensor.style = t.style;
+    spec.tensor.sequenceParallel = t.sequenceParallel;
+    spec.tensor.depth = t.depth;
+    for (auto &[pattern, dims] : t.hints)
+      spec.tensor.hints.emplace_back(pattern, dims);
+  }
+  {
+    // The tensor-parallel grid must fit `tp` (ColossalAI: 2d q*q, 2.5d q*q*depth, 3d q*q*q).
+    const int64_t tp = spec.tensorParallel();
+    const std::string &style = spec.tensor.style;
+    auto fail = [&](const Twine &msg) {
+      return createStringError(inconvertibleErrorCode(), path + ": parallel.tensor: " + msg);
+    };
+    if (tp == 1 && (style != "1d" || spec.tensor.sequenceParallel || !spec.tensor.hints.empty()))
+      return fail("style " + style + (spec.tensor.sequenceParallel ? " with sequence_parallel" : "") +
+                  (spec.tensor.hints.empty() ? "" : " with hints") +
+                  " needs tensor parallelism: set mesh tp > 1");
+    auto root = [](int64_t n, int k) -> int64_t {
+      int64_t q = std::llround(std::pow(double(n), 1.0 / k));
+      for (int64_t c = std::max<int64_t>(1, q - 1); c <= q + 1; ++c) {
+        int64_t p = 1;
+        for (int i = 0; i < k; ++i)
+          p *= c;
+        if (p == n)
+          return c;
+      }
+      return 0;
+    };
+    if (style == "2d" && !root(tp, 2))
+      return fail("style 2d needs tp = q*q (a square grid), got tp=" + Twine(tp));
+    if (style == "3d" && !root(tp, 3))
+      return fail("style 3d needs tp = q*q*q (a cube), got tp=" + Twine(tp));
+    if (style == "2.5d" && (tp % spec.tensor.depth != 0 || !root(tp / spec.tensor.depth, 2)))
+      return fail("style 2.5d needs tp = q*q*depth, got tp=" + Twine(tp) + " and depth " +
+                  Twine(spec.tensor.depth));
+  }
   if (raw.mode.value == "train") {
     const RawTrain &r = raw.train;
     TrainSpec t;
@@ -581,6 +637,37 @@ Expected<Spec> parseSpecFile(StringRef path) {
   return spec;
 }
 
+std::vector<std::pair<std::string, int64_t>> Spec::partitionMesh() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto &[axis, size] : mesh)
+    if (axis == "dp")
+      out.emplace_back(axis, size);
+  const int64_t tp = tensorParallel();
+  if (tensor.style == "1d") {
+    out.emplace_back("tp", tp);
+    return out;
+  }
+  int64_t depth = 1, q = 1;
+  if (tensor.style == "2.5d")
+    depth = tensor.depth;
+  int k = tensor.style == "3d" ? 3 : 2;
+  while (true) {
+    int64_t p = 1;
+    for (int i = 0; i < k; ++i)
+      p *= q;
+    if (p * depth >= tp)
+      break;
+    ++q;
+  }
+  if (tensor.style == "3d")
+    depth = q;
+  if (tensor.style != "2d")
+    out.emplace_back("tp_depth", depth);
+  out.emplace_back("tp_row", q);
+  out.emplace_back("tp_col", q);
+  return out;
+}
+
 /// The shortest decimal that reads back as exactly `v` (so the printed pipeline loses nothing).
 static std::string formatReal(double v) {
   char text[32];
@@ -595,8 +682,32 @@ static std::string formatReal(double v) {
 std::string defaultPipeline(const Spec &spec) {
   std::string fusion = "func.func(canonicalize, colossal-fuse-norms, colossal-fuse-activations, "
                        "colossal-fuse-attention, canonicalize, cse)";
+  // Tensor parallelism: the partitioner after everything else, so autodiff and the optimizer
+  // see the whole single-device program (docs/parallelism.md "Tensor parallelism").
+  std::string partition;
+  if (spec.tensorParallel() > 1) {
+    partition = ", colossal-spmd-partition{mesh=";
+    bool first = true;
+    for (auto &[axis, size] : spec.partitionMesh()) {
+      partition += (first ? "" : ",") + axis + "=" + std::to_string(size);
+      first = false;
+    }
+    partition += " style=" + spec.tensor.style;
+    if (spec.tensor.sequenceParallel)
+      partition += " sequence-parallel=true";
+    if (!spec.tensor.hints.empty()) {
+      partition += " hints=\"";
+      for (auto &[pattern, dims] : spec.tensor.hints) {
+        std::string d = dims;
+        std::replace(d.begin(), d.end(), ',', '/');
+        partition += pattern + "=" + d + ";";
+      }
+      partition += "\"";
+    }
+    partition += "}, func.func(canonicalize, cse)";
+  }
   if (!spec.train)
-    return "builtin.module(" + fusion + ")";
+    return "builtin.module(" + fusion + partition + ")";
   const TrainSpec &t = *spec.train;
   std::string s;
   raw_string_ostream os(s);
@@ -623,7 +734,7 @@ std::string defaultPipeline(const Spec &spec) {
   if (t.schedule == "cosine")
     os << " warmup-steps=" << t.warmupSteps << " total-steps=" << t.totalSteps
        << " min-lr=" << formatReal(t.minLr);
-  os << "}, func.func(canonicalize, cse))";
+  os << "}, func.func(canonicalize, cse)" << partition << ")";
   return s;
 }
 

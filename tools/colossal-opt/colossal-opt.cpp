@@ -145,7 +145,9 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
-  planOptions.mesh = spec.mesh;
+  // The partitioner records the mesh it used (2d/2.5d/3d split `tp` into grid axes) on the module.
+  if (!(*module)->hasAttr("colossal.mesh_axes"))
+    planOptions.mesh = spec.mesh;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).

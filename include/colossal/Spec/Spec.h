@@ -42,8 +42,28 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> values;          // NAME -> .npy path
   std::string passes;                                               // replaces the pipeline
   std::optional<TrainSpec> train;                                   // set iff mode == "train"
-  /// `mesh:` axes and sizes (sorted by name). Only `dp` may exceed 1 (data parallelism).
+  /// `mesh:` axes and sizes (sorted by name). Only `dp` and `tp` may exceed 1.
   std::vector<std::pair<std::string, int64_t>> mesh;
+  /// `parallel.tensor` (docs/parallelism.md "Tensor parallelism"): style 1d | 2d | 2.5d | 3d,
+  /// Megatron sequence parallelism, the 2.5d depth, and per-parameter hints (regex -> per-dim
+  /// axes, "tp,-").
+  struct Tensor {
+    std::string style = "1d";
+    bool sequenceParallel = false;
+    int64_t depth = 0;
+    std::vector<std::pair<std::string, std::string>> hints;
+  } tensor;
+
+  /// The mesh the partitioner works on, in rank-layout order: `dp`, then `tp` (1d) or its grid
+  /// axes `tp_depth`, `tp_row`, `tp_col` (2d: q x q, 2.5d: d x q x q, 3d: q x q x q).
+  std::vector<std::pair<std::string, int64_t>> partitionMesh() const;
+  /// The tensor-parallel degree (mesh axis `tp`, 1 when absent).
+  int64_t tensorParallel() const {
+    for (auto &[axis, size] : mesh)
+      if (axis == "tp")
+        return size;
+    return 1;
+  }
 
   /// The data-parallel degree D (mesh axis `dp`, 1 when absent). Train mode compiles @train_step
   /// and @eval at B/(D·grad_accum) rows: the autodiff's `grad-accum` is D·grad_accum, so the
