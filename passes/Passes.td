@@ -217,6 +217,10 @@ def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
            "Megatron sequence parallelism: norm and residual regions split along the sequence">,
     Option<"hints", "hints", "std::string", /*default=*/"\"\"",
            "per-parameter shardings: REGEX=DIMS;... (DIMS: per dim '-' or axes joined by '*', separated by '/')">,
+    Option<"stage", "stage", "std::string", /*default=*/"\"partition\"",
+           "how far to go (lit tests show each step): strategy (parameters annotated, "
+           "nothing rewritten), propagate (every op annotated with its results' shardings, "
+           "nothing rewritten) or partition (the per-rank program)">,
   ];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
 }

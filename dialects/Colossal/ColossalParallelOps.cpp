@@ -9,6 +9,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace colossal;
@@ -110,4 +111,33 @@ LogicalResult AxisIndexOp::verify() {
   if (type.getRank() != 0 || !type.getElementType().isInteger(64))
     return emitOpError("result must be tensor<i64>, got ") << type;
   return success();
+}
+
+OpFoldResult ShardSliceOp::fold(FoldAdaptor) {
+  auto gather = getX().getDefiningOp<AllGatherOp>();
+  if (gather && gather.getAxes() == getAxes() && gather.getDim() == getDim() &&
+      gather.getX().getType() == getY().getType())
+    return gather.getX();
+  return {};
+}
+
+namespace {
+/// shard_slice(all_reduce(x, sum, A), A, dim) → reduce_scatter(x, A, dim) when the all_reduce
+/// has no other use: the same values, 1/P of the bytes received.
+struct AllReduceThenSlice : OpRewritePattern<ShardSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ShardSliceOp slice, PatternRewriter &rewriter) const override {
+    auto reduce = slice.getX().getDefiningOp<AllReduceOp>();
+    if (!reduce || !reduce->hasOneUse() || reduce.getAxes() != slice.getAxes())
+      return failure();
+    rewriter.replaceOpWithNewOp<ReduceScatterOp>(slice, slice.getY().getType(), reduce.getX(),
+                                                 slice.getAxes(), slice.getDimAttr(),
+                                                 reduce.getReductionAttr());
+    return success();
+  }
+};
+} // namespace
+
+void ShardSliceOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<AllReduceThenSlice>(ctx);
 }

@@ -54,6 +54,10 @@ def Colossal_ShardSliceOp : Colossal_CollectiveOp<"shard_slice"> {
   }];
   let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim);
   let results = (outs AnyRankedTensor:$y);
+  // Redundant collectives: shard_slice(all_gather(x)) over the same axes and dim is x; a
+  // shard_slice of an all_reduce (sum, only use) over the same axes is one reduce_scatter.
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Colossal_AxisIndexOp : Colossal_Op<"axis_index"> {

@@ -77,6 +77,8 @@ public:
       : mesh(mesh), strategy(strategy), decided(decided), deciding(deciding) {}
 
   LogicalResult run(func::FuncOp f);
+  /// Records, op by op in walk order, the shardings of each op's results (stage=propagate).
+  void setTrace(std::vector<std::string> *t) { trace = t; }
 
 private:
   const Mesh &mesh;
@@ -88,6 +90,7 @@ private:
   llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
   llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
   llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
+  std::vector<std::string> *trace = nullptr;     // stage=propagate: results' shardings per op
   Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
   std::string errorMessage;
 
@@ -1263,6 +1266,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         tokenDerived.insert(op->getResult(0));
     }
     if (auto g = dyn_cast<colossal::GlobalNormOp>(op)) {
+      if (trace)
+        trace->push_back("[]");
       if (failed(emitGlobalNorm(g)))
         return failure();
       continue;
@@ -1293,6 +1298,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     Decision d = rule(op, in);
     if (errorOp)
       return errorOp->emitError(errorMessage);
+    if (trace) {
+      std::string text;
+      for (const Sharding &r : d.results)
+        text += (text.empty() ? "" : "; ") + r.str(mesh);
+      trace->push_back(text);
+    }
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
@@ -1509,6 +1520,38 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
     if (getenv("COLOSSAL_DEBUG_SPMD"))
       for (auto &e : decided)
         llvm::errs() << "decided " << e.first() << " " << e.second.str(mesh) << "\n";
+    if (stage != "strategy" && stage != "propagate" && stage != "partition") {
+      module.emitError("colossal-spmd-partition: stage must be strategy, propagate or partition, got '")
+          << stage << "'";
+      return signalPassFailure();
+    }
+    if (stage != "partition") {
+      for (auto f : module.getOps<func::FuncOp>()) {
+        // Parameters (and their states) with their shardings; the program stays whole.
+        for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+          auto name = f.getArgAttrOfType<StringAttr>(i, "colossal.param");
+          if (!name || !decided.count(name.getValue()))
+            continue;
+          f.setArgAttr(i, "colossal.sharding",
+                       StringAttr::get(ctx, decided[name.getValue()].str(mesh)));
+        }
+        if (stage == "strategy")
+          continue;
+        std::vector<std::string> trace;
+        auto clone = cast<func::FuncOp>(f->clone());
+        Partitioner p(mesh, strategy, decided, /*deciding=*/false);
+        p.setTrace(&trace);
+        LogicalResult ok = p.run(clone);
+        clone->erase();
+        if (failed(ok))
+          return signalPassFailure();
+        size_t i = 0;
+        for (Operation &op : f.getBody().front().without_terminator())
+          if (i < trace.size())
+            op.setAttr("colossal.sharding", StringAttr::get(ctx, trace[i++]));
+      }
+      return;
+    }
     // Phase 2: partition every function with the decided shardings.
     for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
