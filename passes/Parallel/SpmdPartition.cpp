@@ -1480,8 +1480,14 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       if (!name)
         continue;
       auto shape = cast<RankedTensorType>(primary.getArgument(i).getType()).getShape();
+      // DESIGN.md: a regex matches the parameter's name or the name of a node that reads it
+      // (torch renames transposed weights `onnx::MatMul_N`; the consumer keeps the module path).
+      SmallVector<std::string> names = {name.getValue().str()};
+      for (Operation *user : primary.getArgument(i).getUsers())
+        if (auto loc = dyn_cast<NameLoc>(user->getLoc()))
+          names.push_back(loc.getName().str());
       for (auto &h : strategy.hints) {
-        if (!h->regex.match(name.getValue()))
+        if (llvm::none_of(names, [&](const std::string &n) { return h->regex.match(n); }))
           continue;
         h->used = true;
         if (h->dims.size() != shape.size()) {

@@ -1,7 +1,9 @@
 //===- Collectives.cpp - Collective instructions of a plan ----------------------------------===//
 //
 // all_reduce, all_gather, reduce_scatter, all_to_all and broadcast as kernels (docs/plan.md,
-// "Collective instructions"). Each runs over the group of the mesh axes named by its `axes`
+// "Collective instructions"), and the two local mesh queries of tensor parallelism: shard_slice
+// (group rank r keeps chunk r of a dim) and axis_index (r as an int64 scalar), which name a group
+// but move no data. Each runs over the group of the mesh axes named by its `axes`
 // attribute, through the CommContext the executor puts into KernelCall::comm. Registered for every
 // dtype (the reducing ones reject bool). Checks happen twice before anything runs: the kernel's
 // verify() (shapes up to the group size, attributes) and validateCollectives() (axes against the
@@ -13,6 +15,8 @@
 
 #include "plan.pb.h"
 
+#include <cstring>
+
 namespace colossal::runtime {
 
 namespace {
@@ -23,11 +27,20 @@ llvm::Error fail(const llvm::Twine &msg) {
 
 bool isCollectiveOp(llvm::StringRef op) {
   return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" ||
-         op == "broadcast";
+         op == "broadcast" || op == "shard_slice" || op == "axis_index";
 }
 
 /// The checks shared by verify() (groupSize 0: unknown) and validateCollectives() (the exact size).
 llvm::Error checkShapes(const KernelCall &c, llvm::StringRef op, int64_t groupSize) {
+  if (op == "axis_index") {
+    if (!c.hasAttr("axes") || c.attrString("axes", "").empty())
+      return fail("missing attribute 'axes' (the mesh axes whose group index it gives)");
+    const TensorRef &y = c.outputs[0];
+    if (y.dtype != DType::I64 || y.rank() != 0)
+      return fail("output is " + dtypeName(y.dtype) + " " + shapeToString(y.shape) +
+                  "; it must be an int64 scalar []");
+    return llvm::Error::success();
+  }
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   if (x.dtype != y.dtype)
     return fail("input is " + dtypeName(x.dtype) + " but output is " + dtypeName(y.dtype));
@@ -58,7 +71,7 @@ llvm::Error checkShapes(const KernelCall &c, llvm::StringRef op, int64_t groupSi
     }
     return llvm::Error::success();
   }
-  if (op == "all_gather" || op == "reduce_scatter") {
+  if (op == "all_gather" || op == "reduce_scatter" || op == "shard_slice") {
     int64_t dim;
     if (llvm::Error e = dimAttr("dim", dim)) return e;
     if (y.rank() != rank) return mismatch("differ in rank");
@@ -163,11 +176,45 @@ llvm::Error runBroadcast(const KernelCall &c) {
   return g->broadcast(x.data, y.data, x.numel(), x.dtype, static_cast<int>(c.attrInt("root", 0)));
 }
 
+/// shard_slice: group rank r of P keeps elements [r·m, (r+1)·m) of `dim`, m = x.shape[dim] / P
+/// (docs/parallelism.md "Sharded tensors"): for each of the prod(shape[:dim]) outer rows, one
+/// contiguous copy of m·prod(shape[dim+1:]) elements. Any dtype (a byte copy). No communication:
+/// r comes from the group's communicator, created by CommContext::prepare like every group.
+llvm::Error runShardSlice(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "shard_slice", g)) return e;
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  const int64_t dim = c.attrInt("dim", 0);
+  const size_t elem = dtypeSize(x.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.shape[d];
+  for (int64_t d = dim + 1; d < x.rank(); ++d) inner *= x.shape[d];
+  const int64_t n = x.shape[dim], m = y.shape[dim];
+  const size_t chunk = static_cast<size_t>(m * inner) * elem;
+  const char *src = static_cast<const char *>(x.data);
+  char *dst = static_cast<char *>(y.data);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * chunk, src + static_cast<size_t>((o * n + g->rank() * m) * inner) * elem, chunk);
+  return llvm::Error::success();
+}
+
+/// axis_index: this rank's index in its group over `axes` (row-major over them in the order
+/// listed), written as an int64 scalar.
+llvm::Error runAxisIndex(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  *static_cast<int64_t *>(c.outputs[0].data) = g->rank();
+  return llvm::Error::success();
+}
+
 constexpr char kAllReduce[] = "all_reduce";
 constexpr char kAllGather[] = "all_gather";
 constexpr char kReduceScatter[] = "reduce_scatter";
 constexpr char kAllToAll[] = "all_to_all";
 constexpr char kBroadcast[] = "broadcast";
+constexpr char kShardSlice[] = "shard_slice";
+constexpr char kAxisIndex[] = "axis_index";
 
 TensorRef viewOf(const plan::Buffer &b) {
   TensorRef t;
@@ -194,6 +241,7 @@ void registerCollectiveKernels(KernelRegistry &r) {
       {kAllToAll, {axes, {"split_dim", AttrKind::Int}, {"concat_dim", AttrKind::Int}},
        verifyCollective<kAllToAll>, runAllToAll},
       {kBroadcast, {axes, {"root", AttrKind::Int}}, verifyCollective<kBroadcast>, runBroadcast},
+      {kShardSlice, {axes, {"dim", AttrKind::Int}}, verifyCollective<kShardSlice>, runShardSlice},
   };
   for (const Entry &e : entries)
     for (int v = 1; v <= kLastDType; ++v) {
@@ -205,6 +253,14 @@ void registerCollectiveKernels(KernelRegistry &r) {
       d.run = e.run;
       r.add(std::move(d));
     }
+  KernelDesc index;  // no inputs; the output is an int64 scalar
+  index.op = kAxisIndex;
+  index.dtype = DType::I64;
+  index.minInputs = index.maxInputs = 0;
+  index.attrs = {axes};
+  index.verify = verifyCollective<kAxisIndex>;
+  index.run = runAxisIndex;
+  r.add(std::move(index));
 }
 
 llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath) {
@@ -223,7 +279,8 @@ llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath
         if (id < static_cast<uint32_t>(prog.buffers_size())) call.inputs.push_back(viewOf(prog.buffers(id)));
       for (uint32_t id : inst.outputs())
         if (id < static_cast<uint32_t>(prog.buffers_size())) call.outputs.push_back(viewOf(prog.buffers(id)));
-      if (call.inputs.size() != 1 || call.outputs.size() != 1) continue;  // reported by validatePlan
+      const size_t wantInputs = inst.op() == "axis_index" ? 0 : 1;
+      if (call.inputs.size() != wantInputs || call.outputs.size() != 1) continue;  // reported by validatePlan
       llvm::Expected<llvm::SmallVector<int, 4>> axes = mesh->parseAxes(call.attrString("axes", ""));
       if (!axes) return fail(what + ": " + llvm::toString(axes.takeError()));
       if (llvm::Error e = checkShapes(call, inst.op(), mesh->groupSize(*axes)))

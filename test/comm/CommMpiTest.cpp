@@ -19,6 +19,8 @@
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Plan.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -460,6 +462,82 @@ TEST(CollectiveKernels, ProgramOnDpTp) {
   expectEqual(output("rs"), rs, "reduce_scatter instruction");
   expectEqual(output("a2a"), a2a, "all_to_all instruction");
   expectEqual(output("bc"), bc, "broadcast instruction");
+}
+
+/// shard_slice and axis_index instructions run by the executor, for every mesh of this world size,
+/// every ordered list of its axes and every dtype: each rank's output against a naive slice of its
+/// own input, with r computed here from the rank's mesh coordinates (row-major over the listed
+/// axes, docs/parallelism.md "Mesh and rank layout"), byte for byte.
+TEST(CollectiveKernels, ShardSliceAndAxisIndex) {
+  int n = worldSize();
+  auto meshes = meshesFor(n);
+  if (meshes.empty()) GTEST_SKIP() << "no mesh of " << n << " ranks in this test";
+  const int me = worldRank();
+  std::unique_ptr<Device> device = createCpuDevice();
+  device->setThreads(1);
+  for (const auto &axes : meshes) {
+    Fixture f = start(axes);
+    ASSERT_TRUE(f.ctx);
+    // This rank's coordinates: world rank unravelled row-major over the mesh (last axis fastest).
+    std::vector<int64_t> sizes, coords;
+    for (const MeshAxis &a : axes) sizes.push_back(a.size);
+    coords = unravel(me, sizes);
+    for (const std::string &list : axisLists(axes)) {
+      int64_t r = 0, p = 1;
+      for (llvm::StringRef name : llvm::split(list, ',')) {
+        size_t a = 0;
+        while (axes[a].name != name) ++a;
+        r = r * axes[a].size + coords[a];
+        p *= axes[a].size;
+      }
+      const std::vector<int64_t> xShape = scatterShape(p);
+      const int64_t numel = xShape[0] * xShape[1] * xShape[2];
+      for (int v = 1; v <= kLastDType; ++v) {
+        const DType dt = static_cast<DType>(v);
+        const size_t es = dtypeSize(dt);
+        std::vector<CollectiveStep> steps;
+        for (int64_t dim = 0; dim < 3; ++dim) {
+          std::vector<int64_t> out = xShape;
+          out[dim] /= p;
+          steps.push_back({"shard_slice", "x", "s" + std::to_string(dim), out, {{"axes", list}}, {{"dim", dim}}});
+        }
+        steps.push_back({"axis_index", "", "idx", {}, {{"axes", list}}, {}, DType::I64});
+        LoadedPlan loaded;
+        loaded.path = "shard.cplan";
+        loaded.plan = makeCollectivePlan(axes, dt, xShape, steps);
+        std::string what = list + " " + dtypeName(dt).str();
+        ASSERT_FALSE(static_cast<bool>(validatePlan(loaded.plan, loaded.path, KernelRegistry::cpu()))) << what;
+        ASSERT_FALSE(static_cast<bool>(f.ctx->prepare(loaded.plan.programs(0)))) << what;
+        ExecutorOptions options;
+        options.comm = f.ctx.get();
+        auto ex = Executor::create(loaded, KernelRegistry::cpu(), *device, "forward", options);
+        ASSERT_TRUE(static_cast<bool>(ex)) << what;
+        // Distinct bytes per rank and element (bool: 0/1), so a wrong chunk or rank shows.
+        std::vector<uint8_t> x(numel * es);
+        for (size_t i = 0; i < x.size(); ++i)
+          x[i] = dt == DType::Bool ? (i * 7 + me) % 3 == 0 : static_cast<uint8_t>(i * 131 + me * 29 + 7);
+        ASSERT_FALSE(static_cast<bool>((*ex)->setInput("x", dt, xShape, x.data()))) << what;
+        ASSERT_FALSE(static_cast<bool>((*ex)->run())) << what;
+        for (int64_t dim = 0; dim < 3; ++dim) {
+          std::vector<int64_t> outShape = xShape;
+          outShape[dim] /= p;
+          std::vector<uint8_t> want;
+          for (int64_t o = 0; o < numel / p; ++o) {
+            std::vector<int64_t> c = unravel(o, outShape);
+            c[dim] += r * outShape[dim];
+            int64_t i = ravel(c, xShape);
+            want.insert(want.end(), x.begin() + i * es, x.begin() + (i + 1) * es);
+          }
+          TensorRef t = *(*ex)->output("s" + std::to_string(dim));
+          const uint8_t *got = static_cast<const uint8_t *>(t.data);
+          EXPECT_EQ(std::vector<uint8_t>(got, got + t.bytes()), want)
+              << "shard_slice dim " << dim << " on " << what << ", rank " << me << " (group rank " << r << ")";
+        }
+        TensorRef idx = *(*ex)->output("idx");
+        EXPECT_EQ(*idx.as<int64_t>(), r) << "axis_index on " << what << ", rank " << me;
+      }
+    }
+  }
 }
 
 /// all_reduce bandwidth (reported, not asserted): COLOSSAL_COMM_BENCH=1 prints MiB and GB/s.

@@ -25,26 +25,26 @@ plan::Plan makeCollectivePlan(const std::vector<MeshAxis> &mesh, DType dtype,
   prog.set_device(plan::CPU);
   std::map<std::string, uint32_t> ids;
   uint64_t offset = 0;
-  auto add = [&](const std::string &name, const std::vector<int64_t> &shape) {
+  auto add = [&](const std::string &name, const std::vector<int64_t> &shape, DType type) {
     plan::Buffer *b = prog.add_buffers();
     b->set_id(prog.buffers_size() - 1);
     b->set_name(name);
-    b->set_dtype(static_cast<plan::DType>(dtype));
+    b->set_dtype(static_cast<plan::DType>(type));
     for (int64_t d : shape) b->add_shape(d);
     b->set_storage(plan::ARENA);
     b->set_offset(offset);
-    uint64_t bytes = numElements(shape) * dtypeSize(dtype);
+    uint64_t bytes = numElements(shape) * dtypeSize(type);
     b->set_size_bytes(bytes);
     offset += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
     ids[name] = b->id();
   };
-  add("x", xShape);
-  for (const CollectiveStep &s : steps) add(s.out, s.outShape);
+  add("x", xShape, dtype);
+  for (const CollectiveStep &s : steps) add(s.out, s.outShape, s.outDtype.value_or(dtype));
   prog.set_arena_bytes(std::max<uint64_t>(offset, kArenaAlignment));
   for (const CollectiveStep &s : steps) {
     plan::Instruction *inst = prog.add_instructions();
     inst->set_op(s.op);
-    inst->add_inputs(ids.at(s.in));
+    if (!s.in.empty()) inst->add_inputs(ids.at(s.in));
     inst->add_outputs(ids.at(s.out));
     inst->set_loc("/" + s.out);
     for (const auto &[k, v] : s.s) (*inst->mutable_attrs())[k].set_s(v);

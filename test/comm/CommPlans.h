@@ -8,6 +8,7 @@
 #include "plan.pb.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,13 @@ struct CollectiveStep {
   std::vector<int64_t> outShape;
   std::map<std::string, std::string> s;  // string attrs (axes, reduction)
   std::map<std::string, int64_t> i;      // int attrs (dim, root, split_dim, concat_dim)
+  /// The output's dtype when it is not the plan's (axis_index: I64). `in` empty: no input.
+  std::optional<DType> outDtype = std::nullopt;
 };
 
 /// A plan with mesh `mesh`, program "forward" with input `x` (dtype, xShape) and one buffer per
-/// step, each step's output bound as a program output of the same name. No weights.
+/// step, each step's output bound as a program output of the same name. No weights. A step with
+/// an empty `in` has no input (axis_index).
 plan::Plan makeCollectivePlan(const std::vector<MeshAxis> &mesh, DType dtype,
                               const std::vector<int64_t> &xShape,
                               const std::vector<CollectiveStep> &steps);

@@ -300,6 +300,76 @@ TEST_F(OneRank, CollectivesAreCopiesWithoutMpi) {
             "executor was created without a CommContext)");
 }
 
+/// shard_slice and axis_index on one rank (axes of size 1, local context, no MPI), for every
+/// dtype: the slice of a one-rank group is the whole tensor (byte for byte), the index is 0.
+TEST_F(OneRank, ShardSliceAndAxisIndexWithoutMpi) {
+  ASSERT_FALSE(launchedByMpirun());
+  for (int v = 1; v <= kLastDType; ++v) {
+    const DType dt = static_cast<DType>(v);
+    std::vector<CollectiveStep> steps = {
+        {"shard_slice", "x", "s0", {2, 3, 4}, {{"axes", "tp"}}, {{"dim", 0}}},
+        {"shard_slice", "x", "s2", {2, 3, 4}, {{"axes", "dp,tp"}}, {{"dim", 2}}},
+        {"axis_index", "", "idx", {}, {{"axes", "tp,dp"}}, {}, DType::I64},
+    };
+    std::string file = path("s" + std::to_string(v) + ".cplan");
+    ASSERT_TRUE(writePlanFile(makeCollectivePlan({{"dp", 1}, {"tp", 1}}, dt, {2, 3, 4}, steps), file));
+    auto loaded = loadPlan(file, KernelRegistry::cpu());
+    ASSERT_TRUE(static_cast<bool>(loaded)) << dtypeName(dt).str() << ": " << llvm::toString(loaded.takeError());
+    auto comm = CommContext::create(makeMesh({{"dp", 1}, {"tp", 1}}), CommOptions());
+    ASSERT_TRUE(static_cast<bool>(comm)) << llvm::toString(comm.takeError());
+    ASSERT_OK((*comm)->prepare((*loaded)->plan.programs(0)));
+    std::unique_ptr<Device> device = createCpuDevice();
+    ExecutorOptions options;
+    options.comm = comm->get();
+    auto ex = Executor::create(**loaded, KernelRegistry::cpu(), *device, "forward", options);
+    ASSERT_TRUE(static_cast<bool>(ex)) << llvm::toString(ex.takeError());
+    std::vector<uint8_t> x(24 * dtypeSize(dt));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = dt == DType::Bool ? i % 3 == 0 : static_cast<uint8_t>(i * 37 + 11);
+    ASSERT_OK((*ex)->setInput("x", dt, {2, 3, 4}, x.data()));
+    ASSERT_OK((*ex)->run());
+    for (const char *name : {"s0", "s2"}) {
+      auto t = (*ex)->output(name);
+      ASSERT_TRUE(static_cast<bool>(t));
+      const uint8_t *p = static_cast<const uint8_t *>(t->data);
+      EXPECT_EQ(std::vector<uint8_t>(p, p + t->bytes()), x) << name << " " << dtypeName(dt).str();
+    }
+    auto idx = (*ex)->output("idx");
+    ASSERT_TRUE(static_cast<bool>(idx));
+    EXPECT_EQ(idx->dtype, DType::I64);
+    EXPECT_EQ(idx->rank(), 0);
+    EXPECT_EQ(*idx->as<int64_t>(), 0);
+  }
+}
+
+TEST(CollectiveValidation, ShardSliceAndAxisIndex) {
+  std::vector<MeshAxis> mesh = {{"dp", 2}, {"tp", 3}};
+  auto one = [&](CollectiveStep s) { return validate(makeCollectivePlan(mesh, DType::F32, {4, 6}, {s})); };
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 2}, {{"axes", "tp"}}, {{"dim", 1}}}), "");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 1}, {{"axes", "tp,dp"}}, {{"dim", 1}}}), "");
+  EXPECT_EQ(one({"axis_index", "", "i", {}, {{"axes", "dp,tp"}}, {}, DType::I64}), "");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 3}, {{"axes", "tp"}}, {{"dim", 1}}}),
+            "c.cplan: program 'forward': instruction 0 (shard_slice at /y): input [4, 6] and output "
+            "[4, 3] do not fit a group of 3 ranks along dim 1 (the input must be 3x the output)");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {2, 6}, {{"axes", "tp"}}, {{"dim", 0}}}),
+            "c.cplan: program 'forward': instruction 0 (shard_slice at /y): input [4, 6] and output "
+            "[2, 6] do not fit a group of 3 ranks along dim 0 (the input must be 3x the output)");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 2}, {{"axes", "pp"}}, {{"dim", 1}}}),
+            "c.cplan: program 'forward': instruction 0 (shard_slice at /y): unknown mesh axis 'pp' "
+            "(the mesh's axes: dp, tp)");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 2}, {}, {{"dim", 1}}}),
+            "c.cplan: program 'forward': instruction 0 (shard_slice at /y): missing attribute 'axes' "
+            "(the mesh axes to communicate over)");
+  EXPECT_EQ(one({"shard_slice", "x", "y", {4, 2}, {{"axes", "tp"}}, {{"dim", 2}}}),
+            "c.cplan: program 'forward': instruction 0 (shard_slice at /y): 'dim' 2 is outside the "
+            "input's dims [0, 2)");
+  EXPECT_EQ(one({"axis_index", "", "i", {}, {{"axes", "tp,sp"}}, {}, DType::I64}),
+            "c.cplan: program 'forward': instruction 0 (axis_index at /i): unknown mesh axis 'sp' "
+            "(the mesh's axes: dp, tp)");
+  EXPECT_EQ(one({"axis_index", "", "i", {1}, {{"axes", "tp"}}, {}, DType::I64}),
+            "c.cplan: program 'forward': instruction 0 (axis_index at /i): output is i64 [1]; it "
+            "must be an int64 scalar []");
+}
+
 TEST(OneRankContext, MultiRankMeshWithoutLauncher) {
   ASSERT_FALSE(launchedByMpirun());
   auto comm = CommContext::create(makeMesh({{"dp", 2}, {"tp", 2}}), CommOptions());

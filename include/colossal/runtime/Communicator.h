@@ -221,12 +221,15 @@ private:
 };
 
 /// Registers the collective instructions (all_reduce, all_gather, reduce_scatter, all_to_all,
-/// broadcast; every dtype) into `registry` (runtime/comm/Collectives.cpp, docs/plan.md).
+/// broadcast; every dtype) and the local mesh queries shard_slice (every dtype: group rank r keeps
+/// chunk r of `dim`) and axis_index (int64 scalar r) into `registry` (runtime/comm/Collectives.cpp,
+/// docs/plan.md "Collective instructions").
 void registerCollectiveKernels(KernelRegistry &registry);
 
 /// Checks `plan`'s mesh (Mesh::fromPlan) and every collective instruction against it: its `axes`
 /// name distinct axes of the mesh, and its shapes fit the size of that group (all_gather's output
-/// is the group size times its input along `dim`, ...). Errors start with `planPath` and name the
+/// is the group size times its input along `dim`, shard_slice's input the group size times its
+/// output, axis_index writes an int64 scalar, ...). Errors start with `planPath` and name the
 /// program and instruction. Called by validatePlan().
 llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath);
 

@@ -48,6 +48,12 @@ constexpr StringLiteral kAccumulateGrad[] = {"scale"};
 constexpr StringLiteral kAdam[] = {"beta1", "beta2", "eps", "weight_decay", "max_grad_norm"};
 constexpr StringLiteral kSgd[] = {"momentum", "dampening", "nesterov", "weight_decay",
                                   "max_grad_norm"};
+// collectives (docs/plan.md "Collective instructions"; dialects/Colossal/ColossalParallelOps.td):
+// `axes` (a list of mesh axis names) becomes one string joined with "," (PlanCollector.cpp).
+constexpr StringLiteral kAllReduce[] = {"axes", "reduction"};
+constexpr StringLiteral kAxesDim[] = {"axes", "dim"};
+constexpr StringLiteral kReduceScatter[] = {"axes", "dim", "reduction"};
+constexpr StringLiteral kAxes[] = {"axes"};
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
                                        "sampling_ratio", "spatial_scale", "half_pixel"};
 
@@ -161,6 +167,15 @@ const OpLowering kTable[] = {
     KERNEL("attention_grad", false, kAttention),
     KERNEL("gather_grad", false, kAxis),
     KERNEL("slice_grad", false, kSlice),
+
+    // Collectives and mesh queries of the per-rank program (docs/parallelism.md "Tensor
+    // parallelism"): one instruction each, of the same name. all_reduce may write its input's
+    // bytes (the communicator reduces in place); the others change the shape.
+    KERNEL("all_reduce", true, kAllReduce),
+    KERNEL("all_gather", false, kAxesDim),
+    KERNEL("reduce_scatter", false, kReduceScatter),
+    KERNEL("shard_slice", false, kAxesDim),
+    KERNEL("axis_index", false, kAxes),
 };
 #undef KERNEL
 } // namespace

@@ -430,7 +430,19 @@ LogicalResult Collector::convertAttr(Operation *op, llvm::StringRef name, Attrib
   else if (auto doubles = llvm::dyn_cast<DenseF64ArrayAttr>(attr))
     for (double v : doubles.asArrayRef())
       result.mutable_floats()->add_values(v);
-  else
+  else if (auto list = llvm::dyn_cast<ArrayAttr>(attr);
+           list && llvm::all_of(list, [](Attribute a) { return llvm::isa<StringAttr>(a); })) {
+    // A list of names (a collective's mesh `axes`): one string joined with ",", in order.
+    std::string joined;
+    for (Attribute a : list) {
+      llvm::StringRef item = llvm::cast<StringAttr>(a).getValue();
+      if (item.empty() || item.contains(','))
+        return op->emitError() << "attribute '" << name << "' (" << attr
+                               << "): a name in the list is empty or contains ','";
+      joined += (joined.empty() ? "" : ",") + item.str();
+    }
+    result.set_s(joined);
+  } else
     return op->emitError() << "attribute '" << name << "' (" << attr
                            << ") has no plan representation";
   // An empty list still has to say which kind it is.

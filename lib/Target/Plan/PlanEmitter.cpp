@@ -251,9 +251,40 @@ void addDataParallelReductions(plan::Plan &planMsg) {
   }
 }
 
-/// `--report` for a mesh: per-rank memory (everything is replicated under data parallelism, so
-/// the figures above are per rank) and the bytes each rank sends into collectives per optimizer
-/// step, by collective and axes (train_step runs grad_accum/dp times per step on each rank).
+/// The plan instructions that move data between ranks (docs/plan.md "Collective instructions").
+/// `shard_slice` and `axis_index` name mesh axes too but communicate nothing.
+bool isCommunicating(llvm::StringRef op) {
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
+         op == "all_to_all" || op == "broadcast";
+}
+
+/// Bytes and count of the collectives of one program by "op over 'axes'" (sorted by key). The
+/// bytes of a call are the size of its input buffer (the tensor each rank puts in; for
+/// all_gather that is the local piece, for reduce_scatter and all_reduce the whole operand).
+using CollectiveTally = std::map<std::string, std::pair<uint64_t, uint64_t>>;
+
+CollectiveTally tallyCollectives(const plan::Program &program) {
+  CollectiveTally tally;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!isCommunicating(inst.op()) || inst.inputs_size() < 1 ||
+        inst.inputs(0) >= static_cast<uint32_t>(program.buffers_size()))
+      continue;
+    auto axes = inst.attrs().find("axes");
+    std::string key =
+        inst.op() + " over '" + (axes == inst.attrs().end() ? "" : axes->second.s()) + "'";
+    auto &[bytes, count] = tally[key];
+    bytes += program.buffers(inst.inputs(0)).size_bytes();
+    count += 1;
+  }
+  return tally;
+}
+
+/// `--report` for a mesh (docs/parallelism.md "Report"): the mesh; a note that the memory figures
+/// above are per rank (the plan's buffers and states have each rank's local shapes, replicated
+/// or sharded); then, per program, the count and bytes of each collective by (op, axes) for one
+/// call of the program; then the communication per optimizer step (train plans: train_step runs
+/// grad_accum/dp times per rank per step, optimizer_step once; eval is not counted) or per run
+/// (inference: forward once). Bytes = the size of each call's input buffer, summed.
 void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) {
   std::string mesh;
   int64_t dp = 1;
@@ -263,41 +294,101 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
       dp = a.size();
   }
   os << "mesh: " << (mesh.empty() ? "one rank" : mesh)
-     << " (per-rank figures: parameters, gradients and optimizer state are replicated on every "
-        "rank, so the memory above is per rank)\n";
-  const int64_t accum = planMsg.mode() == "train" ? planMsg.train().grad_accum() : 1;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> perStep; // "op over axes" -> (bytes, count)
+     << " (per-rank figures: the plan's buffers and states hold each rank's local shapes, "
+        "replicated or sharded, so the memory above is per rank)\n";
+  const bool train = planMsg.mode() == "train";
+  const int64_t accum = train ? planMsg.train().grad_accum() : 1;
+  auto runsPerStep = [&](const plan::Program &program) -> int64_t {
+    if (!train)
+      return program.name() == "forward" ? 1 : 0;
+    if (program.name() == "train_step")
+      return accum / std::max<int64_t>(dp, 1);
+    return program.name() == "optimizer_step" ? 1 : 0;
+  };
+  os << "collectives per program call (bytes = each call's input buffer on one rank):\n";
+  CollectiveTally perStep;
   for (const plan::Program &program : planMsg.programs()) {
-    int64_t runs = 1;
-    if (planMsg.mode() == "train") {
-      if (program.name() == "train_step")
-        runs = accum / dp;
-      else if (program.name() != "optimizer_step")
-        continue;
-    }
-    for (const plan::Instruction &inst : program.instructions()) {
-      if (inst.op() != "all_reduce" && inst.op() != "all_gather" && inst.op() != "reduce_scatter" &&
-          inst.op() != "all_to_all" && inst.op() != "broadcast")
-        continue;
-      auto axes = inst.attrs().find("axes");
-      std::string key = inst.op() + " over '" + (axes == inst.attrs().end() ? "" : axes->second.s()) + "'";
+    CollectiveTally tally = tallyCollectives(program);
+    int64_t runs = runsPerStep(program);
+    os << "  " << program.name() << " (";
+    if (runs == 0)
+      os << "not part of a " << (train ? "step" : "run");
+    else
+      os << runs << (runs == 1 ? " call" : " calls") << " per " << (train ? "step" : "run");
+    os << "):" << (tally.empty() ? " none" : "") << "\n";
+    for (const auto &[key, v] : tally) {
+      os << "    " << key << ": " << v.second << (v.second == 1 ? " call, " : " calls, ")
+         << v.first << " bytes\n";
       auto &[bytes, count] = perStep[key];
-      bytes += runs * program.buffers(inst.inputs(0)).size_bytes();
-      count += runs;
+      bytes += runs * v.first;
+      count += runs * v.second;
     }
   }
-  os << "communication per " << (planMsg.mode() == "train" ? "optimizer step" : "run")
+  os << "communication per " << (train ? "optimizer step" : "run")
      << " (bytes of each rank's collective inputs):\n";
-  if (perStep.empty())
-    os << "  none\n";
   uint64_t total = 0;
+  bool any = false;
   for (const auto &[key, v] : perStep) {
+    if (v.second == 0)
+      continue;
+    any = true;
     os << "  " << key << ": " << v.first << " bytes in " << v.second << " collectives\n";
     total += v.first;
   }
+  if (!any)
+    os << "  none\n";
   os << "  total: " << total << " bytes\n";
-  if (planMsg.mode() == "train" && dp > 1)
+  if (train && dp > 1)
     os << "  (plus the runtime's all_reduce of the step's loss over 'dp': 8 bytes)\n";
+}
+
+/// The plan's mesh (docs/parallelism.md "Tensor parallelism ... the contract"): the module's
+/// `colossal.mesh_axes` (ArrayAttr of StringAttr, the axis names in order) with
+/// `colossal.mesh_shape` (DenseI64ArrayAttr, the sizes) when it has them, else `options.mesh` (the
+/// spec's). Errors (on the module): only one of the two attributes, wrong attribute kinds,
+/// different lengths, a size < 1, and a module mesh that differs from a non-empty `options.mesh`
+/// (names, sizes or order). Names are checked further by the runtime's Mesh::create.
+LogicalResult resolveMesh(ModuleOp module, const PlanOptions &options,
+                          std::vector<std::pair<std::string, int64_t>> &mesh) {
+  constexpr llvm::StringLiteral kAxesAttr = "colossal.mesh_axes", kShapeAttr = "colossal.mesh_shape";
+  Attribute axesAttr = module->getAttr(kAxesAttr), shapeAttr = module->getAttr(kShapeAttr);
+  mesh = options.mesh;
+  if (!axesAttr && !shapeAttr)
+    return success();
+  if (!axesAttr || !shapeAttr)
+    return module.emitError() << "the module has '" << (axesAttr ? kAxesAttr : kShapeAttr)
+                              << "' but not '" << (axesAttr ? kShapeAttr : kAxesAttr)
+                              << "'; a mesh needs both (axis names and sizes)";
+  auto names = llvm::dyn_cast<ArrayAttr>(axesAttr);
+  auto sizes = llvm::dyn_cast<DenseI64ArrayAttr>(shapeAttr);
+  if (!names || !llvm::all_of(names, [](Attribute a) { return llvm::isa<StringAttr>(a); }))
+    return module.emitError() << "'" << kAxesAttr << "' must be an array of axis names, got "
+                              << axesAttr;
+  if (!sizes)
+    return module.emitError() << "'" << kShapeAttr << "' must be array<i64: ...>, got "
+                              << shapeAttr;
+  if (names.size() != static_cast<size_t>(sizes.size()))
+    return module.emitError() << "'" << kAxesAttr << "' names " << names.size() << " axes but '"
+                              << kShapeAttr << "' gives " << sizes.size() << " sizes";
+  std::vector<std::pair<std::string, int64_t>> fromModule;
+  for (size_t i = 0; i < names.size(); ++i) {
+    llvm::StringRef name = llvm::cast<StringAttr>(names[i]).getValue();
+    if (sizes[i] < 1)
+      return module.emitError() << "mesh axis '" << name << "' has size " << sizes[i]
+                                << " (must be >= 1)";
+    fromModule.emplace_back(name.str(), sizes[i]);
+  }
+  auto str = [](const std::vector<std::pair<std::string, int64_t>> &m) {
+    std::string s;
+    for (const auto &[name, size] : m)
+      s += (s.empty() ? "" : " x ") + name + "=" + std::to_string(size);
+    return s;
+  };
+  if (!options.mesh.empty() && options.mesh != fromModule)
+    return module.emitError() << "the module's mesh (" << str(fromModule)
+                              << ") differs from the spec's (" << str(options.mesh) << ")";
+  mesh = std::move(fromModule);
+  return success();
 }
 
 } // namespace
@@ -326,16 +417,10 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  if (failed(resolveMesh(module, options, mesh)))
+    return failure();
   int64_t dataParallel = 1;
-  // The spec's mesh, or else the module's (`colossal.mesh_axes` / `colossal.mesh_shape`, set by
-  // the SPMD partitioner or a hand-written per-rank module).
-  std::vector<std::pair<std::string, int64_t>> mesh = options.mesh;
-  auto meshAxes = module->getAttrOfType<ArrayAttr>("colossal.mesh_axes");
-  auto meshShape = module->getAttrOfType<DenseI64ArrayAttr>("colossal.mesh_shape");
-  if (mesh.empty() && meshAxes && meshShape && meshAxes.size() == static_cast<size_t>(meshShape.size()))
-    for (auto [axis, size] : llvm::zip(meshAxes, meshShape.asArrayRef()))
-      if (auto name = llvm::dyn_cast<StringAttr>(axis))
-        mesh.push_back({name.getValue().str(), size});
   for (const auto &[axis, size] : mesh) {
     plan::MeshAxis *a = planMsg.add_mesh();
     a->set_name(axis);
