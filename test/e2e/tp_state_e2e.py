@@ -30,7 +30,8 @@ the all_reduces. Checked:
 blocks, the MLP, the attention out-projection and the embedding) against the one-rank plan: 6
 steps' losses within 1e-5, checkpoints (same tensors and global shapes; values within 2e-5),
 the tp=2 checkpoint at step 3 resumed on one rank, `export --onnx` and `sample` from the tp=2
-checkpoint equal to the one-rank plan's.
+checkpoint equal to the one-rank plan's; dp=2 x tp=2 training (4 ranks) within 1e-5 of the
+one-rank losses, and the dp=2 x tp=2 inference plan's logits within 1e-5 of max|logit|.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
@@ -362,6 +363,24 @@ def case_gpt2(args):
     same = texts[1] == texts[2] and len(texts[1]) > 24
     print(f"  sample under tp=2 == one rank: {same} ({texts[2]!r})" + ("" if same else "  MISMATCH"))
     ok &= same
+    # dp=2 x tp=2 (4 ranks): rows by the dp coordinate, loss reduced over 'dp' only.
+    dptp = s.compile("dp2tp2", s.spec("dp2tp2", base + "mesh: {dp: 2, tp: 2}\n"))
+    ok &= compare_losses(env.train(4, dptp, "dp2tp2", n), ref, "dp=2 x tp=2 vs one rank")
+    # Inference at dp=2 x tp=2: inputs split over 'dp', outputs gathered over 'dp' (whole on tp ranks).
+    ids = np.random.default_rng(1).integers(0, 256, (4, 64)).astype(np.int64)
+    np.save(env.path("ids.npy"), ids)
+    logits = {}
+    for ranks, mesh in ((1, ""), (4, "mesh: {dp: 2, tp: 2}\n")):
+        plan = s.compile(f"inf{ranks}", s.spec(f"inf{ranks}", "mode: inference\ninputs: {input_ids: [4, 64]}\n" + mesh))
+        out = env.fresh(f"inf{ranks}_out")
+        env.mpi(ranks, [s.run_bin, plan, "--input", "input_ids=" + env.path("ids.npy"), "--output-dir", out,
+                        "--threads", "1"], f"inference on {ranks} ranks")
+        logits[ranks] = np.load(os.path.join(out, "logits.npy"))
+    err, scale = float(np.max(np.abs(logits[4] - logits[1]))), float(np.max(np.abs(logits[1])))
+    good = logits[4].shape == logits[1].shape and err <= 1e-5 * scale
+    print(f"  inference dp=2 x tp=2 vs one rank: logits {list(logits[4].shape)}, max |diff| {err:.2e}, "
+          f"max |logit| {scale:.3g}" + ("" if good else "  MISMATCH"))
+    ok &= good
     return ok
 
 
