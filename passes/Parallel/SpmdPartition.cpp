@@ -1327,7 +1327,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         return failure();
       continue;
     }
-    if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[0].empty()) {
+    if (auto g = dyn_cast<colossal::GatherOp>(op); g && g.getAxis() == 0 && !d.operands[0].dims[0].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
         r.setType(localType(globalTypes.lookup(r), s));
       if (failed(emitVocabParallelGather(g, d)))
