@@ -41,6 +41,22 @@ llvm::Error checkShapes(const KernelCall &c, llvm::StringRef op, int64_t groupSi
                   "; it must be an int64 scalar []");
     return llvm::Error::success();
   }
+  if (op == "all_reduce" && (c.inputs.size() > 1 || c.outputs.size() > 1)) {
+    // A bucket (docs/plan.md "Collective instructions"): input i and output i are one tensor.
+    if (c.inputs.size() != c.outputs.size())
+      return fail(llvm::Twine(c.inputs.size()) + " inputs but " + llvm::Twine(c.outputs.size()) +
+                  " outputs (a bucketed all_reduce pairs input i with output i)");
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const TensorRef &x = c.inputs[i], &y = c.outputs[i];
+      if (x.dtype != c.inputs[0].dtype || y.dtype != x.dtype)
+        return fail("input " + llvm::Twine(i) + " is " + dtypeName(x.dtype) + " and output " + llvm::Twine(i) +
+                    " " + dtypeName(y.dtype) + "; every tensor of a bucket must be " +
+                    dtypeName(c.inputs[0].dtype));
+      if (x.shape != y.shape)
+        return fail("input " + llvm::Twine(i) + " " + shapeToString(x.shape) + " and output " + llvm::Twine(i) +
+                    " " + shapeToString(y.shape) + " differ (they must be equal)");
+    }
+  }
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   if (x.dtype != y.dtype)
     return fail("input is " + dtypeName(x.dtype) + " but output is " + dtypeName(y.dtype));
@@ -137,11 +153,47 @@ llvm::Error checkAtRun(const KernelCall &c, llvm::StringRef op, Communicator *g)
   return llvm::Error::success();
 }
 
+/// The packed size of a bucketed all_reduce (more than one input): the sum of its inputs' bytes.
+/// A single-tensor all_reduce works on its own buffers and needs none.
+size_t allReduceWorkspace(const KernelCall &c, int) {
+  if (c.inputs.size() < 2) return 0;
+  size_t bytes = 0;
+  for (const TensorRef &x : c.inputs) bytes += x.bytes();
+  return bytes;
+}
+
+/// all_reduce: one tensor is reduced from its input into its output (in place when they are the
+/// same buffer). A bucket of N tensors is packed in input order into the executor's workspace
+/// (allocated once, allReduceWorkspace bytes), reduced by ONE collective call in place, and
+/// unpacked into the outputs. Element k of tensor i is reduced with the same element of the other
+/// ranks either way; only its offset in the message changes (docs/parallelism.md "Gradient buckets").
 llvm::Error runAllReduce(const KernelCall &c) {
   Communicator *g;
   if (llvm::Error e = groupOf(c, g)) return e;
-  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
-  return g->allReduce(x.data, y.data, x.numel(), x.dtype, reductionOf(c));
+  if (c.inputs.size() == 1) {
+    const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+    return g->allReduce(x.data, y.data, x.numel(), x.dtype, reductionOf(c));
+  }
+  if (llvm::Error e = checkAtRun(c, "all_reduce", g)) return e;
+  const size_t need = allReduceWorkspace(c, 0);
+  if (!c.workspace || c.workspaceBytes < need)
+    return fail("bucketed all_reduce needs a workspace of " + llvm::Twine(need) + " bytes, has " +
+                llvm::Twine(c.workspaceBytes));
+  char *packed = static_cast<char *>(c.workspace);
+  int64_t count = 0;
+  size_t off = 0;
+  for (const TensorRef &x : c.inputs) {
+    std::memcpy(packed + off, x.data, x.bytes());
+    off += x.bytes();
+    count += x.numel();
+  }
+  if (llvm::Error e = g->allReduce(packed, packed, count, c.inputs[0].dtype, reductionOf(c))) return e;
+  off = 0;
+  for (const TensorRef &y : c.outputs) {
+    std::memcpy(y.data, packed + off, y.bytes());
+    off += y.bytes();
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error runAllGather(const KernelCall &c) {
@@ -251,6 +303,10 @@ void registerCollectiveKernels(KernelRegistry &r) {
       d.attrs = e.attrs;
       d.verify = e.verify;
       d.run = e.run;
+      if (e.op == kAllReduce) {  // one tensor, or a bucket of several (input i -> output i)
+        d.maxInputs = d.maxOutputs = -1;
+        d.workspace = allReduceWorkspace;
+      }
       r.add(std::move(d));
     }
   KernelDesc index;  // no inputs; the output is an int64 scalar
@@ -280,7 +336,11 @@ llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath
       for (uint32_t id : inst.outputs())
         if (id < static_cast<uint32_t>(prog.buffers_size())) call.outputs.push_back(viewOf(prog.buffers(id)));
       const size_t wantInputs = inst.op() == "axis_index" ? 0 : 1;
-      if (call.inputs.size() != wantInputs || call.outputs.size() != 1) continue;  // reported by validatePlan
+      const bool bucket = inst.op() == "all_reduce" && call.inputs.size() >= 1 &&
+                          call.inputs.size() == static_cast<size_t>(inst.inputs_size()) &&
+                          call.outputs.size() == static_cast<size_t>(inst.outputs_size());
+      if (!bucket && (call.inputs.size() != wantInputs || call.outputs.size() != 1))
+        continue;  // reported by validatePlan
       llvm::Expected<llvm::SmallVector<int, 4>> axes = mesh->parseAxes(call.attrString("axes", ""));
       if (!axes) return fail(what + ": " + llvm::toString(axes.takeError()));
       if (llvm::Error e = checkShapes(call, inst.op(), mesh->groupSize(*axes)))

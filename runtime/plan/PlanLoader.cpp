@@ -63,13 +63,14 @@ bool isUpdateOp(llvm::StringRef op) {
 
 /// The aliasing rule for STATE buffers: an update instruction lists the STATE buffers it writes as
 /// its outputs, each the same buffer id as the input at the same position; no other instruction
-/// writes a STATE buffer, except an in-place `all_reduce` (data parallelism reduces the gradient
-/// accumulators in place, docs/parallelism.md).
+/// writes a STATE buffer, except an in-place `all_reduce` of one tensor or of a bucket (data
+/// parallelism reduces the gradient accumulators in place, docs/parallelism.md).
 llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction &inst,
                              const std::string &what) {
-  bool update = isUpdateOp(inst.op()) ||
-                (inst.op() == "all_reduce" && inst.inputs_size() == 1 && inst.outputs_size() == 1 &&
-                 inst.inputs(0) == inst.outputs(0));
+  const bool inPlaceAllReduce = inst.op() == "all_reduce" && inst.inputs_size() >= 1 &&
+                                inst.inputs_size() == inst.outputs_size() &&
+                                std::equal(inst.inputs().begin(), inst.inputs().end(), inst.outputs().begin());
+  bool update = isUpdateOp(inst.op()) || inPlaceAllReduce;
   for (int o = 0; o < inst.outputs_size(); ++o) {
     uint32_t id = inst.outputs(o);
     const plan::Buffer &b = prog.buffers(id);
@@ -79,9 +80,11 @@ llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction 
                     "'); only accumulate_grad, adamw_update, adam_update and sgd_update may");
       continue;
     }
-    if (b.storage() != plan::STATE)
+    if (b.storage() != plan::STATE) {
+      if (inPlaceAllReduce) continue;  // an in-place all_reduce of activations (tensor parallelism)
       return fail(what + ": output " + llvm::Twine(o) + " (buffer " + llvm::Twine(id) +
                   ") is not a STATE buffer; an update writes persistent state in place");
+    }
     if (o >= inst.inputs_size() || inst.inputs(o) != id)
       return fail(what + ": output " + llvm::Twine(o) + " (buffer " + llvm::Twine(id) + ", state '" +
                   b.state_name() + "') must be the same buffer as input " + llvm::Twine(o));

@@ -43,10 +43,19 @@ static llvm::cl::opt<bool> report("report",
                                   llvm::cl::desc("Print the memory plan report (stdout)"),
                                   llvm::cl::cat(category));
 
+static llvm::cl::opt<double> bucketCapMb(
+    "bucket-cap-mb",
+    llvm::cl::desc("Gradient buckets: fuse consecutive in-place all_reduces into collectives of at "
+                   "most this many MiB (default 25; 0: one collective per tensor)"),
+    llvm::cl::init(25.0), llvm::cl::value_desc("MiB"), llvm::cl::cat(category));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "error: " << msg << "\n";
   return 1;
 }
+
+/// --bucket-cap-mb in bytes (MiB = 2^20 bytes, rounded down); checked in main().
+static uint64_t bucketBytes() { return static_cast<uint64_t>(bucketCapMb * double(1 << 20)); }
 
 static int compileONNX(StringRef input, StringRef output, DialectRegistry &registry) {
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
@@ -145,6 +154,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
+  planOptions.allReduceBucketBytes = bucketBytes();
   // The partitioner records the mesh it used (2d/2.5d/3d split `tp` into grid axes) on the module.
   if (!(*module)->hasAttr("colossal.mesh_axes"))
     planOptions.mesh = spec.mesh;
@@ -202,7 +212,9 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
     if (failed(pm.run(*module)))
       return 1;
   }
-  if (failed(colossal::emitPlan(*module, output, {}, report ? &llvm::outs() : nullptr)))
+  colossal::PlanOptions planOptions;
+  planOptions.allReduceBucketBytes = bucketBytes();
+  if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
     return 1;
   return 0;
 }
@@ -216,6 +228,9 @@ int main(int argc, char **argv) {
 
   std::string header = registerCLIOptions("colossal-opt: the Colossal compiler", registry);
   auto [input, output] = parseCLIOptions(argc, argv, header);
+  if (!(bucketCapMb >= 0 && bucketCapMb <= 1048576))
+    return fail("--bucket-cap-mb=" + std::to_string(bucketCapMb.getValue()) +
+                ": expected a size in MiB in [0, 1048576]");
   if (StringRef(input).ends_with(".onnx"))
     return compileONNX(input, output, registry);
   if (!specPath.empty())

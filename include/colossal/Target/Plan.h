@@ -19,6 +19,10 @@ struct PlanOptions {
   // data parallel (docs/parallelism.md "Data parallelism"): optimizer_step starts with one in-place
   // `all_reduce` (sum over `dp`) of every gradient accumulator.
   std::vector<std::pair<std::string, int64_t>> mesh;
+  // Gradient buckets (docs/parallelism.md "Gradient buckets"): consecutive in-place all_reduces
+  // (same axes, reduction, dtype) are fused into `all_reduce` instructions of several tensors of at
+  // most this many bytes each (colossal-opt --bucket-cap-mb; 0: one instruction per tensor).
+  uint64_t allReduceBucketBytes = uint64_t(25) << 20;
 };
 
 /// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module

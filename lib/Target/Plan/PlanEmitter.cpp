@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/Target/Plan.h"
 
+#include "AllReduceBuckets.h"
 #include "MemoryPlanner.h"
 #include "PlanCollector.h"
 #include "PlanReport.h"
@@ -222,7 +223,7 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
 /// in-place `all_reduce` (sum over `dp`) per GRAD state buffer, in Plan.states order, so that
 /// global_norm and the updates see the sum over the ranks of the accumulators — each holds
 /// 1/(D·grad_accum) · Σ of its rank's microbatch gradients, so the sum is the global mean.
-/// (No bucketing: one instruction per gradient.)
+/// bucketAllReduces() then fuses them into buckets of at most PlanOptions::allReduceBucketBytes.
 void addDataParallelReductions(plan::Plan &planMsg) {
   llvm::StringSet<> grads;
   for (const plan::StateTensor &st : planMsg.states())
@@ -266,14 +267,15 @@ using CollectiveTally = std::map<std::string, std::pair<uint64_t, uint64_t>>;
 CollectiveTally tallyCollectives(const plan::Program &program) {
   CollectiveTally tally;
   for (const plan::Instruction &inst : program.instructions()) {
-    if (!isCommunicating(inst.op()) || inst.inputs_size() < 1 ||
-        inst.inputs(0) >= static_cast<uint32_t>(program.buffers_size()))
+    if (!isCommunicating(inst.op()) || inst.inputs_size() < 1)
       continue;
     auto axes = inst.attrs().find("axes");
     std::string key =
         inst.op() + " over '" + (axes == inst.attrs().end() ? "" : axes->second.s()) + "'";
     auto &[bytes, count] = tally[key];
-    bytes += program.buffers(inst.inputs(0)).size_bytes();
+    for (uint32_t id : inst.inputs())
+      if (id < static_cast<uint32_t>(program.buffers_size()))
+        bytes += program.buffers(id).size_bytes();
     count += 1;
   }
   return tally;
@@ -430,6 +432,8 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   }
   if (collected.train && dataParallel > 1)
     addDataParallelReductions(planMsg);
+  for (plan::Program &program : *planMsg.mutable_programs())
+    bucketAllReduces(program, options.allReduceBucketBytes);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
       return failure();
