@@ -1327,7 +1327,9 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         return failure();
       continue;
     }
-    if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[0].empty()) {
+    // Vocab-parallel only when the gathered axis itself is split (the rule keeps that for axis 0
+    // only); a gather on another axis of a table split elsewhere (batch rows on a grid) is local.
+    if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[g.getAxis()].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
         r.setType(localType(globalTypes.lookup(r), s));
       if (failed(emitVocabParallelGather(g, d)))
