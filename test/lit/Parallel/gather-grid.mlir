@@ -1,7 +1,7 @@
 // A gather on a non-table axis of a value whose batch rows are split over a 2d grid (BERT's pooler
 // `hidden[:, 0]`, the interleaved RoPE pairs `x[..., 0]` of the llama2.c exports) is a local
 // gather: only a gather whose gathered axis is split is vocab-parallel (masked ids, axis_index).
-// Regression: the vocab-parallel masking used to key on dim 0 of the data (here the batch split
+// Regression (5cef528): the vocab-parallel masking used to key on dim 0 of the data (here the batch split
 // over tp_row), so grid rank rows > 0 read zeros (found by e2e.tp.infer.*).
 // RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp_row=2,tp_col=2 style=2d stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
 // RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp_row=2,tp_col=2 style=2d})' | FileCheck %s --check-prefix=PARTITION
