@@ -194,6 +194,7 @@ TEST_F(CollectivePlanTest, DataParallelGradientsOverDpOnlyOnDpTpMesh) {
   colossal::PlanOptions options;
   options.mode = "train";
   options.mesh = {{"dp", 2}, {"tp", 2}};
+  options.allReduceBucketBytes = 0;  // one all_reduce per gradient (buckets: the test below)
   std::string report;
   ASSERT_TRUE(succeeded(emit(kTrainModule, &report, options))) << diagnostics;
   plan::Plan p = readPlan();
@@ -222,6 +223,30 @@ TEST_F(CollectivePlanTest, DataParallelGradientsOverDpOnlyOnDpTpMesh) {
       << report;
   EXPECT_NE(report.find("  train_step (2 calls per step): none\n"), std::string::npos) << report;
   EXPECT_NE(report.find("  total: 24 bytes\n"), std::string::npos) << report;
+}
+
+/// The same module with the default gradient bucket (25 MiB): both gradients in one in-place
+/// all_reduce (w.grad, b.grad), first in optimizer_step; the report counts one call of 24 bytes.
+TEST_F(CollectivePlanTest, DataParallelGradientsInOneBucketByDefault) {
+  colossal::PlanOptions options;
+  options.mode = "train";
+  options.mesh = {{"dp", 2}, {"tp", 2}};
+  std::string report;
+  ASSERT_TRUE(succeeded(emit(kTrainModule, &report, options))) << diagnostics;
+  plan::Plan p = readPlan();
+  const plan::Program &opt = p.programs(3);
+  ASSERT_EQ(opt.name(), "optimizer_step");
+  const plan::Instruction &bucket = opt.instructions(0);
+  ASSERT_EQ(bucket.op(), "all_reduce");
+  ASSERT_EQ(bucket.inputs_size(), 2);
+  EXPECT_EQ(std::vector<uint32_t>(bucket.inputs().begin(), bucket.inputs().end()),
+            std::vector<uint32_t>(bucket.outputs().begin(), bucket.outputs().end()));
+  EXPECT_EQ(opt.buffers(bucket.inputs(0)).state_name(), "w.grad");
+  EXPECT_EQ(opt.buffers(bucket.inputs(1)).state_name(), "b.grad");
+  for (int i = 1; i < opt.instructions_size(); ++i)
+    EXPECT_NE(opt.instructions(i).op(), "all_reduce");
+  EXPECT_NE(report.find("    all_reduce over 'dp': 1 call, 24 bytes\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("  all_reduce over 'dp': 24 bytes in 1 collectives\n"), std::string::npos) << report;
 }
 
 } // namespace
