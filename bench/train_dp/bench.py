@@ -25,7 +25,10 @@ otherwise exit 1 naming the run and step; so does a dp/tp/sp metrics line withou
 step's wall time: train_step, collectives, optimizer_step; no start-up, loading or compilation);
 comm = the metrics' comm_s (rank 0's wall time inside collectives, waits for the slower rank
 included; absent for one rank and PyTorch). Per configuration: the median over all timed steps
-(steps >= --warmup) of all rounds, and the per-round medians to show the spread.
+(steps >= --warmup) of all rounds, and the per-round medians to show the spread. With a mesh
+config, a probe times 13 chained all_reduces of [B, T, d] f32 on N ranks with no other work (the
+transport's own cost per byte), and each mesh config's `--report` bytes per step are converted to
+the time the probe's rate predicts, to compare with the measured comm.
 
 Errors: a failing command exits 1 with its command line and the tail of its output.
 """
@@ -177,6 +180,8 @@ def main():
                 if line.strip().startswith("total:") and "bytes" in line:
                     report[c] = int(line.split()[1])
 
+    probe = comm_probe(a, w, n, B, T, spec_d_model(w("model"))) if any(c in configs for c in ("dp", "tp", "sp")) else None
+
     print(f"median over steps {a.warmup}..{a.steps - 1} of {a.rounds} round(s); B*T = {tokens} tokens/step")
     hdr = (f"{'run':28s} {'step ms':>8s} {'comm ms':>8s} {'comm %':>7s} {'tokens/s':>9s} {'vs 1r/1t':>9s} "
            f"{'vs 1r/' + str(n) + 't':>9s} {'max rel loss diff':>18s} {'comm MB/step':>12s}  per-round step ms")
@@ -205,7 +210,51 @@ def main():
         cm = table[c][1]
         if cm:
             print(f"{describe(c, n)}: {report[c] / 1e6:.2f} MB of collective inputs per step (colossal-opt --report) "
-                  f"in {cm * 1e3:.2f} ms = {report[c] / cm / 1e9:.2f} GB/s effective")
+                  f"in {cm * 1e3:.2f} ms = {report[c] / cm / 1e9:.2f} GB/s effective"
+                  + (f"; at the probe's rate {report[c] / probe[1] * 1e3:.2f} ms" if probe else ""))
+    if probe:
+        print(f"comm probe: {probe[2]} chained all_reduces of [{B}, {T}, {probe[3]}] f32 on {n} ranks, 1 thread each, no other "
+              f"work: median {probe[0] * 1e3:.2f} ms per run = {probe[0] / probe[2] * 1e6:.0f} us per all_reduce, "
+              f"{probe[1] / 1e9:.2f} GB/s of inputs")
+
+
+def spec_d_model(model_dir):
+    """d_model of the exported model (config.json written by examples/models/export.py)."""
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    cfg = cfg.get("model", cfg)
+    for k in ("d_model", "n_embd", "hidden_size"):
+        if k in cfg:
+            return int(cfg[k])
+    sys.exit(f"bench.py: {model_dir}/config.json has no d_model/n_embd/hidden_size")
+
+
+def comm_probe(a, w, n, B, T, d, K=13):
+    """Times K chained all_reduces of [B, T, d] f32 over a mesh axis of n ranks with nothing else to do
+    (each all_reduce's input is the previous output plus the input, so none folds away): the transport's
+    own cost per byte, to compare with comm_s. Returns (median seconds per run, bytes/s of collective
+    inputs, K, d); colossal-run --repeat's median."""
+    ty = f"tensor<{B}x{T}x{d}xf32>"
+    lines = [f'module attributes {{colossal.mesh_axes = ["tp"], colossal.mesh_shape = array<i64: {n}>}} {{',
+             f'func.func @forward(%x: {ty} {{colossal.input = "x"}}) -> ({ty} {{colossal.output = "y"}}) {{']
+    prev = "%x"
+    for i in range(K):
+        lines.append(f"  %s{i} = colossal.add {prev}, %x : ({ty}, {ty}) -> {ty}")
+        lines.append(f'  %r{i} = colossal.all_reduce %s{i} {{axes = ["tp"]}} : {ty} -> {ty}')
+        prev = f"%r{i}"
+    lines += [f"  return {prev} : {ty}", "}", "}"]
+    open(w("probe.mlir"), "w").write("\n".join(lines) + "\n")
+    import numpy as np
+    np.save(w("probe_x.npy"), np.full((B, T, d), 1e-3, np.float32))
+    run([a.opt, w("probe.mlir"), "--emit=plan", "-o", w("probe.cplan")], w("probe.opt.log"))
+    cmd = [a.run, w("probe.cplan"), "--input", "x=" + w("probe_x.npy"), "--nproc", str(n), "--threads", "1",
+           "--repeat", "200", "--warmup", "20"]
+    print("$ " + " ".join(cmd), flush=True)
+    run(cmd, w("probe.log"))
+    for line in open(w("probe.log")):
+        if "median" in line and " ms" in line:
+            med = float(line.split("median")[1].split("ms")[0]) * 1e-3
+            return med, K * B * T * d * 4 / med, K, d
+    sys.exit(f"bench.py: no 'median ... ms' line in {w('probe.log')}")
 
 
 if __name__ == "__main__":
