@@ -478,7 +478,9 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
       s.dims[1] = strategy.col;
       return s;
     }
-    if (shape[0] % mesh.groupSize(strategy.tp) != 0)
+    // Small tables (BERT's token types) are not worth a collective: at least 16 rows per rank.
+    int64_t p = mesh.groupSize(strategy.tp);
+    if (shape[0] % p != 0 || shape[0] < 16 * p)
       return std::nullopt;
     s.dims[0] = strategy.tp;
     return s;
@@ -1327,7 +1329,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         return failure();
       continue;
     }
-    if (auto g = dyn_cast<colossal::GatherOp>(op); g && !d.operands[0].dims[0].empty()) {
+    if (auto g = dyn_cast<colossal::GatherOp>(op); g && g.getAxis() == 0 && !d.operands[0].dims[0].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
         r.setType(localType(globalTypes.lookup(r), s));
       if (failed(emitVocabParallelGather(g, d)))
