@@ -56,21 +56,21 @@ LogicalResult checkResized(Operation *op, ArrayAttr axes, int64_t dim, bool grow
   auto in = cast<RankedTensorType>(op->getOperand(0).getType());
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
-    return op->emitOpError("result ") << out << " must have the operand's rank and element type ("
-                                      << in << ")";
+    return op->emitOpError("result ")
+           << out << " must have the operand's rank and element type (" << in << ")";
   if (dim < 0 || dim >= in.getRank())
     return op->emitOpError("dim ") << dim << " is out of range for rank " << in.getRank();
   for (int64_t i = 0; i < in.getRank(); ++i)
     if (i != dim && in.getDimSize(i) != out.getDimSize(i))
-      return op->emitOpError("changes dim ") << i << " (" << shapeStr(in.getShape()) << " -> "
-                                             << shapeStr(out.getShape()) << ")";
+      return op->emitOpError("changes dim ")
+             << i << " (" << shapeStr(in.getShape()) << " -> " << shapeStr(out.getShape()) << ")";
   if (!*group)
     return success();
   int64_t p = **group, a = in.getDimSize(dim), b = out.getDimSize(dim);
   if (grow ? b != a * p : (a % p != 0 || b != a / p))
-    return op->emitOpError("dim ") << dim << " of " << shapeStr(in.getShape()) << " -> "
-                                   << shapeStr(out.getShape()) << " does not fit a group of " << p
-                                   << " ranks";
+    return op->emitOpError("dim ")
+           << dim << " of " << shapeStr(in.getShape()) << " -> " << shapeStr(out.getShape())
+           << " does not fit a group of " << p << " ranks";
   return success();
 }
 

@@ -35,9 +35,9 @@ struct Mesh {
 using Axes = llvm::SmallVector<int, 2>;
 
 struct Sharding {
-  llvm::SmallVector<Axes> dims;         // per dim: mesh axis indices it is split over
-  llvm::SmallVector<int64_t> blocks;    // per dim: 1, or k equal blocks split separately
-  Axes partial;                         // sorted: pending sum over these axes
+  llvm::SmallVector<Axes> dims;      // per dim: mesh axis indices it is split over
+  llvm::SmallVector<int64_t> blocks; // per dim: 1, or k equal blocks split separately
+  Axes partial;                      // sorted: pending sum over these axes
 
   static Sharding replicated(int64_t rank) {
     Sharding s;

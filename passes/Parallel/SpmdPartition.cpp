@@ -28,8 +28,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
 
 #include <map>
@@ -51,10 +51,10 @@ RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()
 struct Strategy {
   std::string style = "1d";
   bool sequenceParallel = false;
-  Axes tp;            // the axes tensor parallelism splits over (1d: [tp])
-  Axes row, col;      // 2d/2.5d/3d: the q x q grid
-  Axes depth;         // 2.5d/3d: the third axis
-  Axes batch;         // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
+  Axes tp;       // the axes tensor parallelism splits over (1d: [tp])
+  Axes row, col; // 2d/2.5d/3d: the q x q grid
+  Axes depth;    // 2.5d/3d: the third axis
+  Axes batch;    // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
   struct Hint {
     std::string pattern;
     llvm::Regex regex;
@@ -128,7 +128,8 @@ private:
   Decision allReplicated(Operation *op);
 
   Value reshard(OpBuilder &b, Location loc, Value v, const Sharding &to);
-  Value gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim, ArrayRef<int> axes);
+  Value gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim,
+                  ArrayRef<int> axes);
   Value sliceDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim, ArrayRef<int> axes,
                  int64_t blocks);
   void sequenceParallelPolicy(Sharding &out, const Sharding &partialOperand,
@@ -169,8 +170,8 @@ Value Partitioner::gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, i
   SmallVector<int64_t> gathered(tensorType(x).getShape());
   gathered[gdim] *= p;
   x = colossal::AllGatherOp::create(b, loc, RankedTensorType::get(gathered, local.getElementType()),
-                                      x, mesh.axesAttr(b.getContext(), axes),
-                                      b.getI64IntegerAttr(gdim));
+                                    x, mesh.axesAttr(b.getContext(), axes),
+                                    b.getI64IntegerAttr(gdim));
   if (k > 1)
     x = colossal::ReshapeOp::create(b, loc, outLocal, x);
   return record(x, global, s);
@@ -197,8 +198,8 @@ Value Partitioner::sliceDim(OpBuilder &b, Location loc, Value v, Sharding &s, in
   SmallVector<int64_t> sliced(tensorType(x).getShape());
   sliced[sdim] /= p;
   x = colossal::ShardSliceOp::create(b, loc, RankedTensorType::get(sliced, local.getElementType()),
-                                       x, mesh.axesAttr(b.getContext(), axes),
-                                       b.getI64IntegerAttr(sdim));
+                                     x, mesh.axesAttr(b.getContext(), axes),
+                                     b.getI64IntegerAttr(sdim));
   if (blocks > 1)
     x = colossal::ReshapeOp::create(b, loc, outLocal, x);
   return record(x, global, s);
@@ -229,7 +230,8 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value v, const Sharding &
         scatterDim = d;
     }
     if (scatterDim) {
-      ArrayRef<int> extra = ArrayRef<int>(to.dims[*scatterDim]).drop_front(s.dims[*scatterDim].size());
+      ArrayRef<int> extra =
+          ArrayRef<int>(to.dims[*scatterDim]).drop_front(s.dims[*scatterDim].size());
       Axes first;
       for (int a : pending)
         if (!llvm::is_contained(extra, a))
@@ -240,9 +242,8 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value v, const Sharding &
         for (int a : s.partial)
           if (!llvm::is_contained(first, a))
             next.partial.push_back(a);
-        Value x = colossal::AllReduceOp::create(b, loc, tensorType(v), v,
-                                                mesh.axesAttr(b.getContext(), first),
-                                                b.getStringAttr("sum"));
+        Value x = colossal::AllReduceOp::create(
+            b, loc, tensorType(v), v, mesh.axesAttr(b.getContext(), first), b.getStringAttr("sum"));
         v = record(x, global, next);
         s = next;
       }
@@ -256,14 +257,12 @@ Value Partitioner::reshard(OpBuilder &b, Location loc, Value v, const Sharding &
     Value x;
     if (scatterDim) {
       next.dims[*scatterDim].append(pending.begin(), pending.end());
-      x = colossal::ReduceScatterOp::create(b, loc, localType(global, next), v,
-                                              mesh.axesAttr(b.getContext(), pending),
-                                              b.getI64IntegerAttr(*scatterDim),
-                                              b.getStringAttr("sum"));
+      x = colossal::ReduceScatterOp::create(
+          b, loc, localType(global, next), v, mesh.axesAttr(b.getContext(), pending),
+          b.getI64IntegerAttr(*scatterDim), b.getStringAttr("sum"));
     } else {
-      x = colossal::AllReduceOp::create(b, loc, tensorType(v), v,
-                                          mesh.axesAttr(b.getContext(), pending),
-                                          b.getStringAttr("sum"));
+      x = colossal::AllReduceOp::create(
+          b, loc, tensorType(v), v, mesh.axesAttr(b.getContext(), pending), b.getStringAttr("sum"));
     }
     v = record(x, global, next);
     s = next;
@@ -397,8 +396,8 @@ static int64_t splitBlocks(colossal::MatMulOp matmul) {
       users.append(u->getUsers().begin(), u->getUsers().end());
     if (auto split = dyn_cast<colossal::SplitOp>(u))
       if (split.getAxis() == tensorType(split.getX()).getRank() - 1 && split.getNumResults() > 1 &&
-          llvm::all_equal(llvm::map_range(
-              split.getResults(), [](Value r) { return tensorType(r).getShape().back(); })))
+          llvm::all_equal(llvm::map_range(split.getResults(),
+                                          [](Value r) { return tensorType(r).getShape().back(); })))
         return split.getNumResults();
   }
   return 1;
@@ -435,10 +434,12 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
       int64_t blocks = splitBlocks(matmul);
       if (shape[1] % (p * blocks) != 0) {
         std::string name = freeParams.lookup(w);
-        sizeError(op, "tensor parallelism over " + axesName(strategy.tp) +
-                          ": parameter '" + name + "' " + shapeStr(shape) + " would be split by "
-                          "columns (Megatron column-parallel), but its " + Twine(shape[1]) +
-                          " output features " + (blocks > 1 ? "in " + Twine(blocks) + " blocks " : Twine()) +
+        sizeError(op, "tensor parallelism over " + axesName(strategy.tp) + ": parameter '" + name +
+                          "' " + shapeStr(shape) +
+                          " would be split by "
+                          "columns (Megatron column-parallel), but its " +
+                          Twine(shape[1]) + " output features " +
+                          (blocks > 1 ? "in " + Twine(blocks) + " blocks " : Twine()) +
                           "are not divisible by " + Twine(p * blocks) +
                           " (give it a hint in parallel.tensor.hints to keep it whole)");
         return std::nullopt;
@@ -469,7 +470,8 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
   }
   if (auto g = dyn_cast<colossal::GatherOp>(op)) {
     // Vocab-parallel embedding: a table read with token ids (Megatron's VocabParallelEmbedding).
-    if (operand != 0 || g.getAxis() != 0 || shape.size() != 2 || !tokenDerived.count(g.getIndices()))
+    if (operand != 0 || g.getAxis() != 0 || shape.size() != 2 ||
+        !tokenDerived.count(g.getIndices()))
       return std::nullopt;
     Sharding s = Sharding::replicated(2);
     if (strategy.style != "1d") { // grids: the hidden dim over col, like the activations
@@ -492,7 +494,8 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
 Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
   SmallVector<Sharding> in(inIn.begin(), inIn.end());
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  int64_t lr = in[0].rank(), rr = in[1].rank(), outRank = globalTypes.lookup(op->getResult(0)).getRank();
+  int64_t lr = in[0].rank(), rr = in[1].rank(),
+          outRank = globalTypes.lookup(op->getResult(0)).getRank();
   int64_t lM, lK, rK, rN;
   bool hasC = false;
   if (auto gemm = dyn_cast<colossal::GemmOp>(op)) {
@@ -664,7 +667,8 @@ Decision Partitioner::reshape(Operation *op, ArrayRef<Sharding> in) {
         sizeError(op, "tensor parallelism over " + axesName(axes) + " cannot split the reshape " +
                           shapeStr(is) + " -> " + shapeStr(os) + ": dim " + Twine(o0) +
                           " of the result has size " + Twine(os[o0]) + ", not divisible by " +
-                          Twine(p) + " (attention heads, including key/value heads, must be "
+                          Twine(p) +
+                          " (attention heads, including key/value heads, must be "
                           "divisible by the tensor-parallel size; or keep the weights feeding it "
                           "whole with parallel.tensor.hints)");
         ok = false;
@@ -700,8 +704,7 @@ Decision Partitioner::normalization(Operation *op, ArrayRef<Sharding> in, int64_
   sequenceParallelPolicy(xs, x, gshape(op->getOperand(0)));
   Decision d;
   for (unsigned i = 0; i < op->getNumOperands(); ++i)
-    d.operands.push_back(static_cast<int>(i) < numX ? xs
-                                                    : Sharding::replicated(in[i].rank()));
+    d.operands.push_back(static_cast<int>(i) < numX ? xs : Sharding::replicated(in[i].rank()));
   // Operand order of the *_grad ops is (x, scale, dy): dy is x-like too.
   if (isa<colossal::LayerNormGradOp, colossal::RmsNormGradOp>(op))
     d.operands[2] = xs;
@@ -734,8 +737,10 @@ Decision Partitioner::attention(Operation *op, ArrayRef<Sharding> in) {
   int64_t hq = gshape(q)[1], hkv = gshape(k)[1];
   if (!heads.empty() && (hkv % mesh.groupSize(heads) != 0 || hq % mesh.groupSize(heads) != 0)) {
     sizeError(op, "tensor parallelism over " + axesName(heads) + ": attention with " + Twine(hq) +
-                      " query heads and " + Twine(hkv) + " key/value heads cannot split its heads: "
-                      "both must be divisible by " + Twine(mesh.groupSize(heads)));
+                      " query heads and " + Twine(hkv) +
+                      " key/value heads cannot split its heads: "
+                      "both must be divisible by " +
+                      Twine(mesh.groupSize(heads)));
     heads.clear();
   }
   Decision d;
@@ -1025,10 +1030,11 @@ LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const 
   int64_t rows = tensorType(op.getData()).getDimSize(0); // local V/P
   auto scalar = [&](int64_t v) -> Value {
     auto t = RankedTensorType::get({}, idElem);
-    return colossal::ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getIntegerAttr(idElem, v)));
+    return colossal::ConstantOp::create(b, loc,
+                                        DenseElementsAttr::get(t, b.getIntegerAttr(idElem, v)));
   };
   Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
-                                            mesh.axesAttr(ctx, data.dims[0]));
+                                          mesh.axesAttr(ctx, data.dims[0]));
   if (!idElem.isInteger(64))
     r = colossal::CastOp::create(b, loc, RankedTensorType::get({}, idElem), r);
   Value offset = colossal::MulOp::create(b, loc, r, scalar(rows));
@@ -1075,7 +1081,8 @@ LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const De
   ArrayAttr axes = mesh.axesAttr(ctx, d.operands[0].dims[1]);
   int64_t ignore = op->getAttrOfType<IntegerAttr>("ignore_index").getInt();
   auto cst = [&](Type t, ArrayRef<int64_t> shape, Attribute v) -> Value {
-    return colossal::ConstantOp::create(b, loc, DenseElementsAttr::get(RankedTensorType::get(shape, t), v));
+    return colossal::ConstantOp::create(b, loc,
+                                        DenseElementsAttr::get(RankedTensorType::get(shape, t), v));
   };
   auto col = [&](Type t) { return RankedTensorType::get({n, 1}, t); };
   auto reduce = [&](bool max, Value x, ArrayRef<int64_t> axesR, bool keep) -> Value {
@@ -1088,16 +1095,20 @@ LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const De
         shape.push_back(1);
     auto rt = RankedTensorType::get(shape, xt.getElementType());
     if (max)
-      return colossal::ReduceMaxOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
-    return colossal::ReduceSumOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR), b.getBoolAttr(keep));
+      return colossal::ReduceMaxOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR),
+                                           b.getBoolAttr(keep));
+    return colossal::ReduceSumOp::create(b, loc, rt, x, b.getDenseI64ArrayAttr(axesR),
+                                         b.getBoolAttr(keep));
   };
   // Local label and whether this rank holds it.
   Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, i64), axes);
-  Value local = colossal::SubOp::create(b, loc, labels,
-                                        colossal::MulOp::create(b, loc, r, cst(i64, {}, b.getI64IntegerAttr(vl))));
+  Value local = colossal::SubOp::create(
+      b, loc, labels, colossal::MulOp::create(b, loc, r, cst(i64, {}, b.getI64IntegerAttr(vl))));
   auto boolN = RankedTensorType::get({n}, b.getI1Type());
-  Value low = colossal::GreaterOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(-1)));
-  Value high = colossal::LessOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(vl)));
+  Value low =
+      colossal::GreaterOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(-1)));
+  Value high =
+      colossal::LessOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(vl)));
   Value zeroI = cst(i64, {}, b.getI64IntegerAttr(0));
   Value safe = colossal::WhereOp::create(b, loc, low, local, zeroI);
   safe = colossal::WhereOp::create(b, loc, high, safe, zeroI);
@@ -1114,13 +1125,15 @@ LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const De
   Value sum = reduce(false, e, {1}, true);
   sum = colossal::AllReduceOp::create(b, loc, sum.getType(), sum, axes, b.getStringAttr("sum"));
   // Rows that count.
-  Value ignored = colossal::EqualOp::create(b, loc, boolN, labels, cst(i64, {}, b.getI64IntegerAttr(ignore)));
+  Value ignored =
+      colossal::EqualOp::create(b, loc, boolN, labels, cst(i64, {}, b.getI64IntegerAttr(ignore)));
   Value valid = colossal::WhereOp::create(b, loc, ignored, zeroF, oneF);
   Value validCol = colossal::ReshapeOp::create(b, loc, col(f32), valid);
   Value count = reduce(false, valid, {0}, false);
   Value result;
   if (isa<colossal::CrossEntropyOp>(op)) {
-    Value t = colossal::GatherElementsOp::create(b, loc, col(f32), z, safeCol, b.getI64IntegerAttr(1));
+    Value t =
+        colossal::GatherElementsOp::create(b, loc, col(f32), z, safeCol, b.getI64IntegerAttr(1));
     t = colossal::WhereOp::create(b, loc, lowCol, t, zeroF);
     t = colossal::WhereOp::create(b, loc, highCol, t, zeroF);
     t = colossal::AllReduceOp::create(b, loc, t.getType(), t, axes, b.getStringAttr("sum"));
@@ -1135,7 +1148,8 @@ LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const De
     for (int64_t i = 0; i < vl; ++i)
       iota[i] = i;
     Value classes = colossal::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get({1, vl}, i64), ArrayRef<int64_t>(iota)));
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({1, vl}, i64), ArrayRef<int64_t>(iota)));
     Value hit = colossal::EqualOp::create(b, loc, RankedTensorType::get({n, vl}, b.getI1Type()),
                                           classes, safeCol);
     Value onehot = colossal::WhereOp::create(b, loc, hit, oneF, zeroF);
@@ -1173,8 +1187,8 @@ LogicalResult Partitioner::emitGlobalNorm(colossal::GlobalNormOp op) {
     Value n = colossal::GlobalNormOp::create(b, loc, scalarType, grads);
     Value sq = colossal::MulOp::create(b, loc, n, n);
     if (!axes.empty())
-      sq = colossal::AllReduceOp::create(b, loc, scalarType, sq, mesh.axesAttr(b.getContext(), axes),
-                                           b.getStringAttr("sum"));
+      sq = colossal::AllReduceOp::create(
+          b, loc, scalarType, sq, mesh.axesAttr(b.getContext(), axes), b.getStringAttr("sum"));
     total = total ? colossal::AddOp::create(b, loc, total, sq).getResult() : sq;
   }
   Value norm = colossal::SqrtOp::create(b, loc, total.getType(), total);
@@ -1290,8 +1304,6 @@ LogicalResult Partitioner::run(func::FuncOp f) {
           continue;
         s = Sharding::replicated(in[i].rank());
       }
-      if (getenv("COLOSSAL_DEBUG_SPMD"))
-        llvm::errs() << "decide " << it->second << " at " << op->getName() << " -> " << s->str(mesh) << "\n";
       decided[it->second] = *s;
       shardings[op->getOperand(i)] = *s;
       in[i] = *s;
@@ -1329,7 +1341,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         return failure();
       continue;
     }
-    if (auto g = dyn_cast<colossal::GatherOp>(op); g && g.getAxis() == 0 && !d.operands[0].dims[0].empty()) {
+    if (auto g = dyn_cast<colossal::GatherOp>(op);
+        g && g.getAxis() == 0 && !d.operands[0].dims[0].empty()) {
       for (auto [r, s] : llvm::zip(op->getResults(), d.results))
         r.setType(localType(globalTypes.lookup(r), s));
       if (failed(emitVocabParallelGather(g, d)))
@@ -1433,7 +1446,8 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       h->regex = llvm::Regex(("^(" + pattern + ")$").str());
       std::string err;
       if (!h->regex.isValid(err))
-        return module.emitError("parallel.tensor.hints: '") << pattern << "' is not a regex: " << err;
+        return module.emitError("parallel.tensor.hints: '")
+               << pattern << "' is not a regex: " << err;
       for (StringRef dim : llvm::split(dimsText, '/')) {
         Axes axes;
         dim = dim.trim();
@@ -1464,7 +1478,9 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       names.push_back(StringAttr::get(ctx, n));
     module->setAttr("colossal.mesh_axes", ArrayAttr::get(ctx, names));
     module->setAttr("colossal.mesh_shape", DenseI64ArrayAttr::get(ctx, mesh.sizes));
-    bool anySplit = llvm::any_of(mesh.names, [&](const std::string &n) { return n != "dp" && mesh.sizes[mesh.find(n)] > 1; });
+    bool anySplit = llvm::any_of(mesh.names, [&](const std::string &n) {
+      return n != "dp" && mesh.sizes[mesh.find(n)] > 1;
+    });
     if (!anySplit)
       return;
 
@@ -1502,9 +1518,8 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
         s.dims.assign(h->dims.begin(), h->dims.end());
         if (!divides(shape, s, mesh)) {
           module.emitError("parallel.tensor.hints: '")
-              << h->pattern << "' splits parameter '" << name.getValue() << "' "
-              << shapeStr(shape) << " as " << s.str(mesh)
-              << ", which does not divide its shape";
+              << h->pattern << "' splits parameter '" << name.getValue() << "' " << shapeStr(shape)
+              << " as " << s.str(mesh) << ", which does not divide its shape";
           return signalPassFailure();
         }
         decided[name.getValue()] = s;
@@ -1525,11 +1540,9 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       if (failed(ok))
         return signalPassFailure();
     }
-    if (getenv("COLOSSAL_DEBUG_SPMD"))
-      for (auto &e : decided)
-        llvm::errs() << "decided " << e.first() << " " << e.second.str(mesh) << "\n";
     if (stage != "strategy" && stage != "propagate" && stage != "partition") {
-      module.emitError("colossal-spmd-partition: stage must be strategy, propagate or partition, got '")
+      module.emitError(
+          "colossal-spmd-partition: stage must be strategy, propagate or partition, got '")
           << stage << "'";
       return signalPassFailure();
     }

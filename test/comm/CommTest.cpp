@@ -534,7 +534,8 @@ TEST_F(ColossalRunParallel, WorldSizeIsNotMeshSize) {
   ASSERT_TRUE(waitExit(job.pid, 120, status)) << readFile(job.outPath);
   std::string out = readFile(job.outPath);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
-  std::string msg = "error: the plan's mesh (tp=2) has 2 ranks but the job has 3 ranks (mpirun -np 3)\n";
+  std::string msg = "error: " + path("tp2.cplan") +
+                    ": the plan's mesh (tp=2) has 2 ranks but the job has 3 ranks (mpirun -np 3)\n";
   ASSERT_NE(out.find(msg), std::string::npos) << out;
   EXPECT_EQ(out.find(msg), out.rfind(msg)) << "printed more than once:\n" << out;
   EXPECT_TRUE(processesWith(job.marker).empty());
@@ -543,8 +544,9 @@ TEST_F(ColossalRunParallel, WorldSizeIsNotMeshSize) {
   Job solo = spawn(runArgs({}), {}, path("log1"));
   ASSERT_TRUE(waitExit(solo.pid, 60, status));
   EXPECT_EQ(readFile(solo.outPath),
-            "error: the plan's mesh (tp=2) has 2 ranks but the job has 1 rank; run it with 'mpirun -np 2 "
-            "colossal-run ...' or 'colossal-run --nproc 2 ...'\n");
+            "error: " + path("tp2.cplan") +
+                ": the plan's mesh (tp=2) has 2 ranks but the job has 1 rank; run it with 'mpirun -np 2 "
+                "colossal-run ...' or 'colossal-run --nproc 2 ...'\n");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 }
 

@@ -69,7 +69,10 @@ llvm::Expected<std::unique_ptr<CommContext>> startCommunication(const LoadedPlan
   CommOptions options;
   options.timeoutSeconds = timeoutSeconds;
   llvm::Expected<std::unique_ptr<CommContext>> comm = CommContext::create(*mesh, options);
-  if (!comm) return comm.takeError();
+  // Name the plan: "M.cplan: the plan's mesh (tp=2) has 2 ranks but the job has 3 ranks ...".
+  if (!comm)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   plan.path + ": " + llvm::toString(comm.takeError()));
   if (const plan::Program *prog = plan.program(program))
     if (llvm::Error e = (*comm)->prepare(*prog)) return std::move(e);
   return comm;
