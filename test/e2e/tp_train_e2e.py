@@ -130,7 +130,9 @@ def expected(cfg, B, T, dp, tp, sp):
     but used in the sequence-split region (ln_1, ln_2 and ln_f weights and biases, the
     row-parallel biases, wpe) get their gradients all_reduced over 'tp'.
     dp: the gradient of every parameter (local shard) all_reduced over 'dp' at the start of
-    optimizer_step (4 bytes per local element, one collective per tensor)."""
+    optimizer_step (4 bytes per local element), fused into gradient buckets of at most 25 MiB
+    (colossal-opt's default --bucket-cap-mb; docs/parallelism.md "Gradient buckets"): all of this
+    model's gradients fit one, so one collective."""
     V, dm, L, Tc = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["block_size"]
     b = B // dp
     N = b * T
@@ -158,8 +160,9 @@ def expected(cfg, B, T, dp, tp, sp):
     if tp > 1:
         prog["optimizer_step"][("all_reduce", "tp")] = (1, 4)
     if dp > 1:
-        n_tensors = 2 + L * 12 + 2 + 1  # wte, wpe; 12 per layer; ln_f weight and bias; lm_head
-        prog["optimizer_step"][("all_reduce", "dp")] = (n_tensors, 4 * local)
+        if 4 * local > 25 << 20:
+            u.die("the formula assumes every gradient fits one 25 MiB bucket", 2)
+        prog["optimizer_step"][("all_reduce", "dp")] = (1, 4 * local)
     step = {}
     for p in ("train_step", "optimizer_step"):  # grad_accum 1: each once per optimizer step
         for k, (c, by) in prog[p].items():
