@@ -336,7 +336,7 @@ llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath
       for (uint32_t id : inst.outputs())
         if (id < static_cast<uint32_t>(prog.buffers_size())) call.outputs.push_back(viewOf(prog.buffers(id)));
       const size_t wantInputs = inst.op() == "axis_index" ? 0 : 1;
-      const bool bucket = inst.op() == "all_reduce" && call.inputs.size() >= 1 &&
+      const bool bucket = inst.op() == "all_reduce" && call.inputs.size() >= 1 && call.outputs.size() >= 1 &&
                           call.inputs.size() == static_cast<size_t>(inst.inputs_size()) &&
                           call.outputs.size() == static_cast<size_t>(inst.outputs_size());
       if (!bucket && (call.inputs.size() != wantInputs || call.outputs.size() != 1))
