@@ -90,6 +90,17 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+LogicalResult BroadcastOp::verify() {
+  auto group = checkAxes(*this, getAxes());
+  if (failed(group))
+    return failure();
+  if (getX().getType() != getY().getType())
+    return emitOpError("result type must equal the operand's");
+  if (getRoot() < 0 || (*group && getRoot() >= **group))
+    return emitOpError("root ") << getRoot() << " is outside the group";
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
   return checkResized(*this, getAxes(), getDim(), /*grow=*/true);
 }

@@ -45,6 +45,16 @@ def Colossal_ReduceScatterOp : Colossal_CollectiveOp<"reduce_scatter"> {
   let results = (outs AnyRankedTensor:$y);
 }
 
+def Colossal_BroadcastOp : Colossal_CollectiveOp<"broadcast"> {
+  let summary = "y = x of group rank `root` (SUMMA's panel broadcasts)";
+  let description = [{
+    `x`: tensor<S x T> → tensor<S x T>: every rank of the group over `axes` receives the `x` of
+    group rank `root` (0 ≤ root < group size).
+  }];
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$root);
+  let results = (outs AnyRankedTensor:$y);
+}
+
 def Colossal_ShardSliceOp : Colossal_CollectiveOp<"shard_slice"> {
   let summary = "Group rank r keeps slice r of `dim` (local; no communication)";
   let description = [{

@@ -68,6 +68,7 @@ struct Strategy {
 struct Decision {
   SmallVector<Sharding> operands;
   SmallVector<Sharding> results;
+  bool summa = false; // emit the matmul as SUMMA's q broadcast steps (emitSumma)
 };
 
 class Partitioner {
@@ -137,6 +138,8 @@ private:
   std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
   LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
+  void emitSumma(colossal::MatMulOp op, const Decision &d);
+  std::optional<Decision> summa(Operation *op, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelCrossEntropy(Operation *op, const Decision &d);
   bool axesFree(const Sharding &s, ArrayRef<int> axes) {
     Axes used = s.usedAxes();
@@ -456,6 +459,10 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
     if (strategy.style == "3d" && x.dims[x.rank() - 1] == strategy.col)
       std::swap(kAxes, nAxes);
     int64_t blocks = splitBlocks(matmul);
+    // 3d stores each weight block split once more over depth (1/q^3 of it per rank, as
+    // ColossalAI's 3D); the matmul gathers it over depth, where the batch is split.
+    if (strategy.style == "3d")
+      nAxes.append(strategy.depth.begin(), strategy.depth.end());
     if (shape[0] % mesh.groupSize(kAxes) == 0 && shape[1] % (mesh.groupSize(nAxes) * blocks) == 0) {
       s.dims[0] = kAxes;
       s.dims[1] = nAxes;
@@ -492,6 +499,8 @@ std::optional<Sharding> Partitioner::decideWeight(Operation *op, unsigned operan
 
 /// matmul [..., M, K] x [..., K, N] and gemm (2-D, transpose flags; C only when K is whole).
 Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
+  if (std::optional<Decision> d = summa(op, inIn))
+    return *d;
   SmallVector<Sharding> in(inIn.begin(), inIn.end());
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   int64_t lr = in[0].rank(), rr = in[1].rank(),
@@ -548,18 +557,28 @@ Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
     kBlocks = 1;
   Sharding out = Sharding::replicated(outRank);
   Axes used = k;
-  auto claim = [&](int64_t outDim, const Sharding &from, int64_t fromDim) -> bool {
+  // An output dim takes its operand's split, or the longest prefix of it whose axes are free (3d:
+  // a weight stored split over [col, depth] is gathered over depth, where the batch lives).
+  auto claim = [&](int64_t outDim, const Sharding &from, int64_t fromDim) {
     const Axes &axes = from.dims[fromDim];
-    if (axes.empty())
-      return true;
-    for (int a : axes)
-      if (llvm::is_contained(used, a))
-        return false;
-    used.append(axes.begin(), axes.end());
-    out.dims[outDim] = axes;
+    size_t n = 0;
+    while (n < axes.size() && !llvm::is_contained(used, axes[n]))
+      ++n;
+    if (n == 0)
+      return;
+    used.append(axes.begin(), axes.begin() + n);
+    out.dims[outDim].assign(axes.begin(), axes.begin() + n);
     out.blocks[outDim] = from.blocks[fromDim];
-    return true;
   };
+  ArrayRef<int64_t> outShape = globalTypes.lookup(op->getResult(0)).getShape();
+  // Batch dims first (matmul only): from the lhs where it is not broadcast, else from the rhs.
+  for (int64_t d = 0; d < outRank - 2; ++d) {
+    int64_t li = d - (outRank - lr), ri = d - (outRank - rr);
+    if (li >= 0 && gshape(lhs)[li] == outShape[d] && !in[0].dims[li].empty())
+      claim(d, in[0], li);
+    else if (ri >= 0 && gshape(rhs)[ri] == outShape[d] && !in[1].dims[ri].empty())
+      claim(d, in[1], ri);
+  }
   // Weights keep their split (N before M when the rhs is a weight, M before N otherwise).
   bool rhsWeight = weights.count(rhs) && !weights.count(lhs);
   int64_t oM = outRank - 2, oN = outRank - 1;
@@ -569,15 +588,6 @@ Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
   } else {
     claim(oM, in[0], lM);
     claim(oN, in[1], rN);
-  }
-  // Batch dims (matmul only): from the lhs where it is not broadcast, else from the rhs.
-  ArrayRef<int64_t> outShape = globalTypes.lookup(op->getResult(0)).getShape();
-  for (int64_t d = 0; d < outRank - 2; ++d) {
-    int64_t li = d - (outRank - lr), ri = d - (outRank - rr);
-    if (li >= 0 && gshape(lhs)[li] == outShape[d] && !in[0].dims[li].empty())
-      claim(d, in[0], li);
-    else if (ri >= 0 && gshape(rhs)[ri] == outShape[d] && !in[1].dims[ri].empty())
-      claim(d, in[1], ri);
   }
   out.partial = k;
   llvm::sort(out.partial);
@@ -616,6 +626,73 @@ Decision Partitioner::contraction(Operation *op, ArrayRef<Sharding> inIn) {
   }
   dec.results = {out};
   return dec;
+}
+
+/// 2D grids: lhs [..., M over row, K over col (or whole: sliced for free)] x rhs [K over row,
+/// N over col] is SUMMA (van de Geijn & Watts 1997): C_ij = Σ_k A_ik B_kj, step k broadcasting
+/// A_ik along the grid row and B_kj along the grid column; no operand is gathered whole.
+std::optional<Decision> Partitioner::summa(Operation *op, ArrayRef<Sharding> in) {
+  if (strategy.row.empty() || strategy.style == "3d" || !isa<colossal::MatMulOp>(op) ||
+      in[1].rank() != 2 || in[0].rank() < 2 ||
+      mesh.groupSize(strategy.row) != mesh.groupSize(strategy.col))
+    return std::nullopt;
+  const Axes &row = strategy.row, &col = strategy.col;
+  int64_t lK = in[0].rank() - 1;
+  const Sharding &l = in[0], &r = in[1];
+  if (r.dims[0] != row || r.blocks[0] != 1 || r.dims[1] != col)
+    return std::nullopt;
+  if (!(l.dims[lK].empty() || (l.dims[lK] == col && l.blocks[lK] == 1)))
+    return std::nullopt;
+  // The M side is split over the grid row (2.5d: depth x row, SUMMA within each depth layer).
+  bool rowOnM = false;
+  for (int64_t d = 0; d < lK; ++d) {
+    ArrayRef<int> axes = l.dims[d];
+    rowOnM |= axes.size() >= row.size() && axes.take_back(row.size()) == ArrayRef<int>(row) &&
+              l.blocks[d] == 1;
+    if (llvm::any_of(axes, [&](int a) { return llvm::is_contained(col, a); }))
+      return std::nullopt;
+  }
+  if (!rowOnM || gshape(op->getOperand(0))[lK] % mesh.groupSize(col) != 0)
+    return std::nullopt;
+  Decision d;
+  Sharding wl = l;
+  wl.partial.clear();
+  wl.dims[lK] = col;
+  wl.blocks[lK] = 1;
+  Sharding wr = r;
+  wr.partial.clear();
+  Sharding out = Sharding::replicated(globalTypes.lookup(op->getResult(0)).getRank());
+  for (int64_t k = 0; k < lK; ++k) {
+    out.dims[k] = l.dims[k];
+    out.blocks[k] = l.blocks[k];
+  }
+  out.dims[lK] = col;
+  out.blocks[lK] = r.blocks[1];
+  d.operands = {wl, wr};
+  d.results = {out};
+  d.summa = true;
+  return d;
+}
+
+void Partitioner::emitSumma(colossal::MatMulOp op, const Decision &d) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  MLIRContext *ctx = b.getContext();
+  int64_t q = mesh.groupSize(strategy.col);
+  Value acc;
+  for (int64_t k = 0; k < q; ++k) {
+    Value a = colossal::BroadcastOp::create(b, loc, op.getLhs().getType(), op.getLhs(),
+                                            mesh.axesAttr(ctx, strategy.col),
+                                            b.getI64IntegerAttr(k));
+    Value w = colossal::BroadcastOp::create(b, loc, op.getRhs().getType(), op.getRhs(),
+                                            mesh.axesAttr(ctx, strategy.row),
+                                            b.getI64IntegerAttr(k));
+    Value p = colossal::MatMulOp::create(b, loc, op.getResult().getType(), a, w);
+    acc = acc ? colossal::AddOp::create(b, loc, acc, p).getResult() : p;
+  }
+  op.getResult().replaceAllUsesWith(acc);
+  record(acc, globalTypes.lookup(op.getResult()), d.results[0]);
+  op.erase();
 }
 
 /// Reshape: factor the shapes into groups of dims with equal products; a split may ride only on
@@ -1339,6 +1416,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         d.operands[0].isSplit()) {
       if (failed(emitVocabParallelCrossEntropy(op, d)))
         return failure();
+      continue;
+    }
+    if (d.summa) {
+      for (auto [r, sh] : llvm::zip(op->getResults(), d.results))
+        r.setType(localType(globalTypes.lookup(r), sh));
+      emitSumma(cast<colossal::MatMulOp>(op), d);
       continue;
     }
     if (auto g = dyn_cast<colossal::GatherOp>(op);

@@ -54,6 +54,7 @@ constexpr StringLiteral kAllReduce[] = {"axes", "reduction"};
 constexpr StringLiteral kAxesDim[] = {"axes", "dim"};
 constexpr StringLiteral kReduceScatter[] = {"axes", "dim", "reduction"};
 constexpr StringLiteral kAxes[] = {"axes"};
+constexpr StringLiteral kBroadcast[] = {"axes", "root"};
 constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "output_width",
                                        "sampling_ratio", "spatial_scale", "half_pixel"};
 
@@ -176,6 +177,7 @@ const OpLowering kTable[] = {
     KERNEL("reduce_scatter", false, kReduceScatter),
     KERNEL("shard_slice", false, kAxesDim),
     KERNEL("axis_index", false, kAxes),
+    KERNEL("broadcast", true, kBroadcast),
 };
 #undef KERNEL
 } // namespace

@@ -21,6 +21,7 @@
 
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "plan.pb.h"
 #include <google/protobuf/io/coded_stream.h>
@@ -531,8 +532,29 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     if (collected.train) {
       llvm::StringSet<> initWeights;
       for (const TrainableParam &p : collected.trainable) {
-        summary.params.push_back(
-            {p.name, p.type.shape, p.count});
+        ReportParam row{p.name, p.type.shape, p.count, "", p.type.shape};
+        for (const plan::StateTensor &st : collected.states) {
+          if (st.role() != plan::StateTensor::PARAM || st.name() != p.name ||
+              !st.has_sharding() || st.sharding().dims_size() == 0)
+            continue;
+          // The state holds the local shard; the sharding names the global shape.
+          row.localShape.assign(st.shape().begin(), st.shape().end());
+          row.shape.assign(st.sharding().global_shape().begin(),
+                           st.sharding().global_shape().end());
+          row.count = 1;
+          for (int64_t d : row.shape)
+            row.count *= static_cast<uint64_t>(d);
+          row.split = "[";
+          for (int i = 0; i < st.sharding().dims_size(); ++i) {
+            const plan::DimSharding &dim = st.sharding().dims(i);
+            row.split += i ? ", " : "";
+            row.split += dim.axes_size() ? llvm::join(dim.axes().begin(), dim.axes().end(), "*") : std::string("-");
+            if (dim.blocks() > 1)
+              row.split += "/" + std::to_string(dim.blocks());
+          }
+          row.split += "]";
+        }
+        summary.params.push_back(row);
         initWeights.insert(p.name);
       }
       for (const plan::StateTensor &st : collected.states) {

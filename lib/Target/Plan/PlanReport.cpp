@@ -88,11 +88,21 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
     total += p.count;
   os << "trainable parameters: " << s.params.size() << " tensors, " << total << " elements\n";
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"name", "shape", "count"});
-  for (const ReportParam &p : s.params)
-    rows.push_back({p.name, shapeString(p.shape), std::to_string(p.count)});
-  rows.push_back({"total", "", std::to_string(total)});
-  printTable(rows, {false, false, true}, os);
+  bool split = llvm::any_of(s.params, [](const ReportParam &p) { return !p.split.empty(); });
+  if (split) { // tensor parallelism: global shapes, how each is split, each rank's shard
+    rows.push_back({"name", "shape", "count", "split", "per rank"});
+    for (const ReportParam &p : s.params)
+      rows.push_back({p.name, shapeString(p.shape), std::to_string(p.count),
+                      p.split.empty() ? "whole" : p.split, shapeString(p.localShape)});
+    rows.push_back({"total", "", std::to_string(total), "", ""});
+    printTable(rows, {false, false, true, false, false}, os);
+  } else {
+    rows.push_back({"name", "shape", "count"});
+    for (const ReportParam &p : s.params)
+      rows.push_back({p.name, shapeString(p.shape), std::to_string(p.count)});
+    rows.push_back({"total", "", std::to_string(total)});
+    printTable(rows, {false, false, true}, os);
+  }
   if (!s.frozen.empty()) {
     os << "frozen parameters (read-only weights): " << s.frozen.size() << " (";
     llvm::interleave(s.frozen, os, ", ");

@@ -34,8 +34,10 @@ struct ProgramSummary {
 /// A trainable parameter.
 struct ReportParam {
   std::string name;
-  llvm::SmallVector<int64_t, 4> shape;
-  uint64_t count = 0;                 // elements
+  llvm::SmallVector<int64_t, 4> shape; // global
+  uint64_t count = 0;                  // elements (global)
+  std::string split;                   // "" (replicated) or how it is split: "[-, tp/3]"
+  llvm::SmallVector<int64_t, 4> localShape; // each rank's shard (= shape when replicated)
 };
 
 struct PlanSummary {

@@ -26,6 +26,14 @@ module {
 // PARTITION: %[[ZERO:.*]] = colossal.constant dense<0> : tensor<i64>
 // PARTITION-NOT: axis_index
 // PARTITION-NEXT: %[[FIRST:.*]] = colossal.gather %[[H]], %[[ZERO]] {axis = 1 : i64} : (tensor<2x8x8xf32>, tensor<i64>) -> tensor<2x8xf32>
-// PARTITION-NEXT: colossal.all_gather %[[FIRST]] {axes = ["tp_col"], dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x16xf32>
+// The pooler's matmul is SUMMA on the 2x2 grid: per step k, the activation panel broadcast
+// along the grid row from column k, the weight panel along the grid column from row k.
+// PARTITION-NEXT: colossal.broadcast %[[FIRST]] {axes = ["tp_col"], root = 0 : i64} : tensor<2x8xf32>
+// PARTITION-NEXT: colossal.broadcast %arg2 {axes = ["tp_row"], root = 0 : i64} : tensor<8x8xf32>
+// PARTITION-NEXT: colossal.matmul
+// PARTITION-NEXT: colossal.broadcast %[[FIRST]] {axes = ["tp_col"], root = 1 : i64}
+// PARTITION-NEXT: colossal.broadcast %arg2 {axes = ["tp_row"], root = 1 : i64}
+// PARTITION-NEXT: colossal.matmul
+// PARTITION-NEXT: colossal.add
 // PARTITION-NOT: axis_index
 // PARTITION: return
