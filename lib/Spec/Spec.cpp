@@ -574,6 +574,13 @@ Expected<Spec> parseSpecFile(StringRef path) {
       }
       return 0;
     };
+    int64_t ranks = 1;
+    for (auto &[axis, size] : spec.mesh) {
+      if (size > (int64_t(1) << 30) || ranks * size > (int64_t(1) << 30))
+        return createStringError(inconvertibleErrorCode(),
+                                 path + ": mesh: more than 2^30 ranks (the plan's limit)");
+      ranks *= size;
+    }
     if (style == "2d" && !root(tp, 2))
       return fail("style 2d needs tp = q*q (a square grid), got tp=" + Twine(tp));
     if (style == "3d" && !root(tp, 3))
@@ -581,6 +588,13 @@ Expected<Spec> parseSpecFile(StringRef path) {
     if (style == "2.5d" && (tp % spec.tensor.depth != 0 || !root(tp / spec.tensor.depth, 2)))
       return fail("style 2.5d needs tp = q*q*depth, got tp=" + Twine(tp) + " and depth " +
                   Twine(spec.tensor.depth));
+    if (style != "1d" && tp > 1) {
+      int64_t grid = style == "2.5d" && spec.tensor.depth >= 1 ? tp / spec.tensor.depth : tp;
+      if (grid < 4)
+        return fail("style " + style + " needs a grid of at least 2 x 2 (tp=" + Twine(tp) +
+                    (style == "2.5d" ? " with depth " + Twine(spec.tensor.depth) : Twine()) +
+                    " leaves a 1 x 1 grid)");
+    }
   }
   if (raw.mode.value == "train") {
     const RawTrain &r = raw.train;

@@ -269,6 +269,9 @@ def check(args):
         rows.append((m, name, ranks, f"{worst:.1e}" + ("" if good else " MISMATCH"), f"{dt:.1f} s"))
         ok &= good
 
+    if m == "gpt2" and "tp2" in args.configs.split(","):
+        ok &= check_token_ids(c, one)
+
     print("\n| model | config | ranks | max relative error | |")
     print("|---|---|---|---|---|")
     for r in rows:
@@ -277,6 +280,38 @@ def check(args):
     print("\nmatrix row: | " + m + " | " + " | ".join(cells.get(n, "") for n in CONFIGS) + " |")
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def check_token_ids(c, one):
+    """The vocab-parallel embedding reads token ids as one rank's gather does (found by a QA
+    pass: it used to give rows of zeros): negative ids count from the end, and an id outside
+    [-V, V) is a run-time error on every layout, with no output written."""
+    ok = True
+    tp2 = c.path("tp2.cplan")
+    vocab = 64
+    ids = np.load(c.inputs["input_ids"]).copy()
+    ids[0, :3] = [-1, -vocab, -5]
+    np.save(c.path("neg_ids.npy"), ids)
+    ref, _ = c.run(one, 1, {"input_ids": c.path("neg_ids.npy")}, "neg_one")
+    got, _ = c.run(tp2, 2, {"input_ids": c.path("neg_ids.npy")}, "neg_tp2")
+    worst = max(relative_errors(ref, got).values())
+    good = worst <= TOL
+    print(f"negative token ids, tp2 vs one rank: {worst:.2e}" + ("" if good else "  MISMATCH"))
+    ok &= good
+    for bad in (vocab, -vocab - 1):
+        ids = np.load(c.inputs["input_ids"]).copy()
+        ids[1, 2] = bad
+        np.save(c.path("bad_ids.npy"), ids)
+        for plan, ranks in ((one, 1), (tp2, 2)):
+            try:
+                c.run(plan, ranks, {"input_ids": c.path("bad_ids.npy")}, "bad")
+                failed, msg = False, ""
+            except u.ToolError as e:
+                failed, msg = True, str(e)
+            good = failed and "out of range" in msg and not os.path.exists(c.path("bad_out"))
+            print(f"token id {bad} on {ranks} rank(s): " + ("error, no output" if good else "MISMATCH\n" + msg))
+            ok &= good
+    return ok
 
 
 if __name__ == "__main__":

@@ -527,6 +527,17 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     summary.weightsFile = planMsg.weights_file();
     summary.weightBytes = weightBytes;
     summary.numWeights = collected.weights.size();
+    if (planMsg.mesh_size() > 0) {
+      // Per rank: a sharded weight's buffers hold the local shard (the file holds it whole).
+      llvm::StringMap<uint64_t> local;
+      for (const plan::Program &prog : planMsg.programs())
+        for (const plan::Buffer &buf : prog.buffers())
+          if (buf.storage() == plan::WEIGHT && !buf.weight_name().empty())
+            local[buf.weight_name()] = std::max(local[buf.weight_name()], buf.size_bytes());
+      summary.weightBytes = 0;
+      for (const auto &entry : local)
+        summary.weightBytes += entry.getValue();
+    }
     summary.train = collected.train;
     summary.frozen = collected.frozen;
     if (collected.train) {

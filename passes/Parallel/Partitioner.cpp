@@ -1,0 +1,217 @@
+//===- Partitioner.cpp - the walk over one function ---===//
+//
+// Partitioner.h: arguments, then op by op: decide undecided parameters, apply the op's rule,
+// reshard operands, set local types; results made whole.
+//===----------------------------------------------------------------------------------===//
+#include "passes/Parallel/Partitioner.h"
+
+#include "dialects/Colossal/ColossalOps.h"
+#include "dialects/Colossal/ConstantEval.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace colossal;
+using namespace colossal::spmd;
+
+//===----------------------------------------------------------------------===//
+// The walk
+//===----------------------------------------------------------------------===//
+
+/// The parameter a state argument belongs to: the longest parameter name p with state = p + ".x".
+static std::string paramOf(StringRef state, const llvm::StringMap<Sharding> &known,
+                           ArrayRef<std::string> params) {
+  std::string best;
+  for (const std::string &p : params)
+    if (state.size() > p.size() + 1 && state.starts_with(p) && state[p.size()] == '.' &&
+        p.size() > best.size())
+      best = p;
+  return best;
+}
+
+LogicalResult Partitioner::run(func::FuncOp f) {
+  Block &body = f.getBody().front();
+  MLIRContext *ctx = f.getContext();
+  SmallVector<std::string> params;
+  for (BlockArgument arg : body.getArguments())
+    if (auto p = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "colossal.param"))
+      params.push_back(p.str());
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = tensorType(arg);
+    globalTypes[arg] = type;
+    Sharding s = Sharding::replicated(type.getRank());
+    std::string name;
+    unsigned i = arg.getArgNumber();
+    if (auto p = f.getArgAttrOfType<StringAttr>(i, "colossal.param"))
+      name = p.str();
+    else if (auto st = f.getArgAttrOfType<StringAttr>(i, "colossal.state"))
+      name = paramOf(st.getValue(), decided, params);
+    if (!name.empty() && f.getArgAttr(i, "colossal.param"))
+      weights.insert(arg);
+    if (f.getArgAttr(i, "colossal.input") && isa<IntegerType>(type.getElementType()))
+      tokenDerived.insert(arg);
+    if (!name.empty()) {
+      bool isParam = f.getArgAttr(i, "colossal.param") != nullptr;
+      auto it = decided.find(name);
+      if (it != decided.end())
+        s = it->second;
+      else if (deciding && isParam) // states follow their parameter once it is decided
+        freeParams[arg] = name;
+      else if (!deciding)
+        decided[name] = s;
+    }
+    shardings[arg] = s;
+    if (!deciding)
+      arg.setType(localType(type, s));
+  }
+
+  // Grid styles split the batch of integer inputs (token ids, labels) over the batch axes; the
+  // activations follow from there.
+  if (!strategy.batch.empty()) {
+    OpBuilder b = OpBuilder::atBlockBegin(&body);
+    int64_t p = mesh.groupSize(strategy.batch);
+    for (BlockArgument arg : body.getArguments()) {
+      auto type = tensorType(arg);
+      if (!f.getArgAttr(arg.getArgNumber(), "colossal.input") ||
+          !isa<IntegerType>(type.getElementType()) || type.getRank() < 1 ||
+          type.getDimSize(0) % p != 0 || arg.use_empty())
+        continue;
+      Sharding sl = shardings.lookup(arg);
+      Value v = sliceDim(b, f.getLoc(), arg, sl, 0, strategy.batch, 1);
+      arg.replaceAllUsesExcept(v, v.getDefiningOp());
+      tokenDerived.insert(v);
+    }
+  }
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (!isa<colossal::ShardSliceOp>(op))
+      ops.push_back(&op);
+  for (Operation *op : ops) {
+    for (Value r : op->getResults())
+      globalTypes[r] = tensorType(r);
+    // Views of weights are weights; views of token ids are token ids.
+    if (isa<colossal::ReshapeOp, colossal::TransposeOp, colossal::CastOp>(op)) {
+      if (weights.count(op->getOperand(0)))
+        weights.insert(op->getResult(0));
+      if (tokenDerived.count(op->getOperand(0)))
+        tokenDerived.insert(op->getResult(0));
+    }
+    if (auto g = dyn_cast<colossal::GlobalNormOp>(op)) {
+      if (trace)
+        trace->push_back("[]");
+      if (failed(emitGlobalNorm(g)))
+        return failure();
+      continue;
+    }
+    SmallVector<Sharding> in;
+    for (Value v : op->getOperands())
+      in.push_back(shardings.lookup(v));
+    // Strategy: decide undecided parameters at their first use.
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      auto it = freeParams.find(op->getOperand(i));
+      if (it == freeParams.end())
+        continue;
+      std::optional<Sharding> s = decideWeight(op, i, in);
+      if (errorOp)
+        return errorOp->emitError(errorMessage);
+      if (!s) { // elementwise ops decide biases below from the other operands
+        if (isa<colossal::AddOp>(op))
+          continue;
+        s = Sharding::replicated(in[i].rank());
+      }
+      decided[it->second] = *s;
+      shardings[op->getOperand(i)] = *s;
+      in[i] = *s;
+      freeParams.erase(it);
+    }
+    Decision d = rule(op, in);
+    if (errorOp)
+      return errorOp->emitError(errorMessage);
+    if (trace) {
+      std::string text;
+      for (const Sharding &r : d.results)
+        text += (text.empty() ? "" : "; ") + r.str(mesh);
+      trace->push_back(text);
+    }
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      auto it = freeParams.find(op->getOperand(i));
+      if (it == freeParams.end())
+        continue;
+      Sharding s = d.operands[i];
+      s.partial.clear();
+      decided[it->second] = s;
+      shardings[op->getOperand(i)] = s;
+      freeParams.erase(it);
+    }
+    OpBuilder b(op);
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      Value v = op->getOperand(i);
+      Value w = reshard(b, op->getLoc(), v, d.operands[i]);
+      if (w != v)
+        op->setOperand(i, w);
+    }
+    if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op) &&
+        d.operands[0].isSplit()) {
+      if (failed(emitVocabParallelCrossEntropy(op, d)))
+        return failure();
+      continue;
+    }
+    if (d.summa) {
+      for (auto [r, sh] : llvm::zip(op->getResults(), d.results))
+        r.setType(localType(globalTypes.lookup(r), sh));
+      emitSumma(cast<colossal::MatMulOp>(op), d);
+      continue;
+    }
+    if (auto g = dyn_cast<colossal::GatherOp>(op);
+        g && g.getAxis() == 0 && !d.operands[0].dims[0].empty()) {
+      for (auto [r, s] : llvm::zip(op->getResults(), d.results))
+        r.setType(localType(globalTypes.lookup(r), s));
+      if (failed(emitVocabParallelGather(g, d)))
+        return failure();
+      continue;
+    }
+    for (auto [r, s] : llvm::zip(op->getResults(), d.results)) {
+      r.setType(localType(globalTypes.lookup(r), s));
+      shardings[r] = s;
+    }
+    // Slice limits of split dims are the local sizes.
+    if (auto s = dyn_cast<colossal::SliceOp>(op)) {
+      SmallVector<int64_t> limits(s.getLimits());
+      auto local = tensorType(s.getX()).getShape();
+      for (size_t dd = 0; dd < limits.size(); ++dd)
+        if (!d.operands[0].dims[dd].empty())
+          limits[dd] = local[dd];
+      s.setLimits(limits);
+    }
+  }
+  // Results whole.
+  Operation *ret = body.getTerminator();
+  OpBuilder b(ret);
+  for (unsigned i = 0; i < ret->getNumOperands(); ++i) {
+    Value v = ret->getOperand(i);
+    Value w = reshard(b, ret->getLoc(), v, Sharding::replicated(tensorType(v).getRank()));
+    if (w != v)
+      ret->setOperand(i, w);
+  }
+  if (deciding)
+    return success();
+  // Arguments: local types and their shardings.
+  for (BlockArgument arg : body.getArguments()) {
+    const Sharding &s = shardings.lookup(arg);
+    if (!s.isSplit())
+      continue;
+    SmallVector<Attribute> dims;
+    bool blocked = false;
+    for (auto [axes, k] : llvm::zip(s.dims, s.blocks)) {
+      dims.push_back(mesh.axesAttr(ctx, axes));
+      blocked |= k > 1;
+    }
+    f.setArgAttr(arg.getArgNumber(), "colossal.sharding", ArrayAttr::get(ctx, dims));
+    if (blocked)
+      f.setArgAttr(arg.getArgNumber(), "colossal.shard_blocks",
+                   DenseI64ArrayAttr::get(ctx, s.blocks));
+  }
+  f.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), ret->getOperandTypes()));
+  return success();
+}

@@ -1,0 +1,137 @@
+//===- Partitioner.h - the SPMD partitioner's walk, rules and resharding ---*- C++ -*-===//
+//
+// docs/parallelism.md "Tensor parallelism: the partitioner". A Partitioner rewrites one function
+// into its per-rank program: Partitioner.cpp walks the ops, Rules.cpp holds each op's sharding
+// rule (and the strategy's choice for a parameter at its first use), Reshard.cpp the collectives
+// that move a value between shardings, Emit.cpp the ops that become several (vocab-parallel
+// gather and cross-entropy, SUMMA, the sharded global norm). SpmdPartition.cpp is the pass.
+//===----------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_PASSES_PARALLEL_PARTITIONER_H
+#define COLOSSAL_PASSES_PARALLEL_PARTITIONER_H
+
+#include "passes/Parallel/Sharding.h"
+
+#include "dialects/Colossal/ColossalOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Regex.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colossal::spmd {
+
+using namespace mlir;
+
+inline RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Strategy options (the spec's `parallel.tensor`).
+struct Strategy {
+  std::string style = "1d";
+  bool sequenceParallel = false;
+  Axes tp;       // the axes tensor parallelism splits over (1d: [tp])
+  Axes row, col; // 2d/2.5d/3d: the q x q grid
+  Axes depth;    // 2.5d/3d: the third axis
+  Axes batch;    // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
+  struct Hint {
+    std::string pattern;
+    llvm::Regex regex;
+    SmallVector<Axes> dims;
+    bool used = false;
+  };
+  std::vector<std::unique_ptr<Hint>> hints;
+};
+
+/// One op's needs: the sharding each operand must have, and those of its results.
+struct Decision {
+  SmallVector<Sharding> operands;
+  SmallVector<Sharding> results;
+  bool summa = false; // emit the matmul as SUMMA's q broadcast steps (emitSumma)
+};
+
+class Partitioner {
+public:
+  Partitioner(const Mesh &mesh, Strategy &strategy, llvm::StringMap<Sharding> &decided,
+              bool deciding)
+      : mesh(mesh), strategy(strategy), decided(decided), deciding(deciding) {}
+
+  LogicalResult run(func::FuncOp f);
+  /// Records, op by op in walk order, the shardings of each op's results (stage=propagate).
+  void setTrace(std::vector<std::string> *t) { trace = t; }
+
+private:
+  const Mesh &mesh;
+  Strategy &strategy;
+  llvm::StringMap<Sharding> &decided; // parameter name -> sharding
+  bool deciding;                      // undecided parameters may be decided by their first use
+  llvm::DenseMap<Value, RankedTensorType> globalTypes;
+  llvm::DenseMap<Value, Sharding> shardings;
+  llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
+  llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
+  llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
+  std::vector<std::string> *trace = nullptr;     // stage=propagate: results' shardings per op
+  Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
+  std::string errorMessage;
+
+  void sizeError(Operation *op, const Twine &message) {
+    if (deciding && !errorOp) {
+      errorOp = op;
+      errorMessage = message.str();
+    }
+  }
+  std::string axesName(ArrayRef<int> axes) {
+    std::string s;
+    for (int a : axes)
+      s += (s.empty() ? "" : "*") + mesh.names[a] + "=" + std::to_string(mesh.sizes[a]);
+    return s;
+  }
+
+  ArrayRef<int64_t> gshape(Value v) { return globalTypes.lookup(v).getShape(); }
+  RankedTensorType localType(RankedTensorType global, const Sharding &s) {
+    return RankedTensorType::get(localShape(global.getShape(), s, mesh), global.getElementType());
+  }
+  Value record(Value v, RankedTensorType global, const Sharding &s) {
+    globalTypes[v] = global;
+    shardings[v] = s;
+    return v;
+  }
+
+  Decision rule(Operation *op, ArrayRef<Sharding> in);
+  Decision elementwise(Operation *op, ArrayRef<Sharding> in);
+  Decision contraction(Operation *op, ArrayRef<Sharding> in);
+  Decision reshape(Operation *op, ArrayRef<Sharding> in);
+  Decision normalization(Operation *op, ArrayRef<Sharding> in, int64_t axis, int numX,
+                         int numResultsReduced);
+  Decision attention(Operation *op, ArrayRef<Sharding> in);
+  Decision gather(Operation *op, ArrayRef<Sharding> in);
+  Decision allReplicated(Operation *op);
+
+  Value reshard(OpBuilder &b, Location loc, Value v, const Sharding &to);
+  Value gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim,
+                  ArrayRef<int> axes);
+  Value sliceDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim, ArrayRef<int> axes,
+                 int64_t blocks);
+  void sequenceParallelPolicy(Sharding &out, const Sharding &partialOperand,
+                              ArrayRef<int64_t> shape);
+  std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
+  LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
+  LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
+  void emitSumma(colossal::MatMulOp op, const Decision &d);
+  std::optional<Decision> summa(Operation *op, ArrayRef<Sharding> in);
+  LogicalResult emitVocabParallelCrossEntropy(Operation *op, const Decision &d);
+  bool axesFree(const Sharding &s, ArrayRef<int> axes) {
+    Axes used = s.usedAxes();
+    return llvm::none_of(axes, [&](int a) { return llvm::is_contained(used, a); });
+  }
+};
+
+} // namespace colossal::spmd
+
+#endif
