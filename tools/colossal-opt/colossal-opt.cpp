@@ -96,6 +96,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     llvm::errs() << severity << ": ";
     if (auto name = llvm::dyn_cast<NameLoc>(d.getLocation()))
       llvm::errs() << input << ": node '" << name.getName().getValue() << "': ";
+    else if (!specPath.empty() && StringRef(d.str()).starts_with("parallel.tensor."))
+      llvm::errs() << specPath << ": "; // a spec key checked against the model (hints)
     llvm::errs() << d.str() << "\n";
     for (Diagnostic &note : d.getNotes())
       llvm::errs() << "note: " << note.str() << "\n";

@@ -389,9 +389,9 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContex
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
+  if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
   if (nproc.getNumOccurrences())
     if (llvm::Error e = relaunchUnderMpirun(argc, argv, nproc)) return fail(std::move(e));
-  if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");
   const std::string planPath = positionals[0];
   std::string mode = "run";
   if (positionals.size() > 1) {
