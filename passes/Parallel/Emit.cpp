@@ -15,6 +15,8 @@ using namespace mlir;
 using namespace colossal;
 using namespace colossal::spmd;
 
+/// SUMMA's q steps (Rules.cpp `summa`): C_ij = Σ_k broadcast(A_ik over col, root k) ·
+/// broadcast(B_kj over row, root k).
 void Partitioner::emitSumma(colossal::MatMulOp op, const Decision &d) {
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -36,12 +38,36 @@ void Partitioner::emitSumma(colossal::MatMulOp op, const Decision &d) {
   op.erase();
 }
 
-/// Reshape: factor the shapes into groups of dims with equal products; a split may ride only on
-/// the outermost (non-1) dim of a group and lands on the outermost dim of the other side.
-
 //===----------------------------------------------------------------------===//
 // Custom emission
 //===----------------------------------------------------------------------===//
+
+/// Index `ids` (integer, any shape) into this rank's shard of `rows` rows of a dim split over
+/// `axes`: local = ids − r·rows; `inLow`/`inHigh` say 0 ≤ local and local < rows; `safe` is
+/// local where both hold, else 0 (a valid row to read and then mask).
+Partitioner::LocalIndex Partitioner::localIndex(OpBuilder &b, Location loc, Value ids,
+                                                ArrayAttr axes, int64_t rows) {
+  auto idsType = tensorType(ids);
+  Type elem = idsType.getElementType();
+  auto scalar = [&](int64_t v) -> Value {
+    auto t = RankedTensorType::get({}, elem);
+    return colossal::ConstantOp::create(b, loc,
+                                        DenseElementsAttr::get(t, b.getIntegerAttr(elem, v)));
+  };
+  Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()), axes);
+  if (!elem.isInteger(64))
+    r = colossal::CastOp::create(b, loc, RankedTensorType::get({}, elem), r);
+  Value local =
+      colossal::SubOp::create(b, loc, ids, colossal::MulOp::create(b, loc, r, scalar(rows)));
+  auto boolType = RankedTensorType::get(idsType.getShape(), b.getI1Type());
+  LocalIndex li;
+  li.inLow = colossal::GreaterOp::create(b, loc, boolType, local, scalar(-1));
+  li.inHigh = colossal::LessOp::create(b, loc, boolType, local, scalar(rows));
+  Value zero = scalar(0);
+  li.safe = colossal::WhereOp::create(b, loc, li.inLow, local, zero);
+  li.safe = colossal::WhereOp::create(b, loc, li.inHigh, li.safe, zero);
+  return li;
+}
 
 /// Vocab-parallel gather: local ids = ids − r·(V/P); out-of-range ids read row 0 and are zeroed.
 LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const Decision &d) {
@@ -53,15 +79,6 @@ LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const 
   auto idsType = tensorType(ids);
   Type idElem = idsType.getElementType();
   int64_t rows = tensorType(op.getData()).getDimSize(0); // local V/P
-  auto scalar = [&](int64_t v) -> Value {
-    auto t = RankedTensorType::get({}, idElem);
-    return colossal::ConstantOp::create(b, loc,
-                                        DenseElementsAttr::get(t, b.getIntegerAttr(idElem, v)));
-  };
-  Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
-                                          mesh.axesAttr(ctx, data.dims[0]));
-  if (!idElem.isInteger(64))
-    r = colossal::CastOp::create(b, loc, RankedTensorType::get({}, idElem), r);
   // The ids as one rank's gather reads them: negative ids count from the end (ONNX Gather), and an
   // id outside [-V, V) is the same run-time error. A gather of the iota table [0, V) gives both,
   // before the masking below would turn a bad id into a row of zeros.
@@ -77,14 +94,7 @@ LogicalResult Partitioner::emitVocabParallelGather(colossal::GatherOp op, const 
       table = colossal::CastOp::create(b, loc, RankedTensorType::get({vocab}, idElem), table);
     ids = colossal::GatherOp::create(b, loc, idsType, table, ids, b.getI64IntegerAttr(0));
   }
-  Value offset = colossal::MulOp::create(b, loc, r, scalar(rows));
-  Value local = colossal::SubOp::create(b, loc, ids, offset);
-  auto boolType = RankedTensorType::get(idsType.getShape(), b.getI1Type());
-  Value low = colossal::GreaterOp::create(b, loc, boolType, local, scalar(-1));
-  Value high = colossal::LessOp::create(b, loc, boolType, local, scalar(rows));
-  Value zeroId = scalar(0);
-  Value safe = colossal::WhereOp::create(b, loc, low, local, zeroId);
-  safe = colossal::WhereOp::create(b, loc, high, safe, zeroId);
+  auto [safe, low, high] = localIndex(b, loc, ids, mesh.axesAttr(ctx, data.dims[0]), rows);
   auto outType = tensorType(op.getResult());
   Value g = colossal::GatherOp::create(b, loc, outType, op.getData(), safe, op.getAxisAttr());
   // Masks broadcast over the gathered row: [I...] -> [I..., 1...].
@@ -141,17 +151,8 @@ LogicalResult Partitioner::emitVocabParallelCrossEntropy(Operation *op, const De
                                          b.getBoolAttr(keep));
   };
   // Local label and whether this rank holds it.
-  Value r = colossal::AxisIndexOp::create(b, loc, RankedTensorType::get({}, i64), axes);
-  Value local = colossal::SubOp::create(
-      b, loc, labels, colossal::MulOp::create(b, loc, r, cst(i64, {}, b.getI64IntegerAttr(vl))));
+  auto [safe, low, high] = localIndex(b, loc, labels, axes, vl);
   auto boolN = RankedTensorType::get({n}, b.getI1Type());
-  Value low =
-      colossal::GreaterOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(-1)));
-  Value high =
-      colossal::LessOp::create(b, loc, boolN, local, cst(i64, {}, b.getI64IntegerAttr(vl)));
-  Value zeroI = cst(i64, {}, b.getI64IntegerAttr(0));
-  Value safe = colossal::WhereOp::create(b, loc, low, local, zeroI);
-  safe = colossal::WhereOp::create(b, loc, high, safe, zeroI);
   Value safeCol = colossal::ReshapeOp::create(b, loc, col(i64), safe);
   Value lowCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), low);
   Value highCol = colossal::ReshapeOp::create(b, loc, col(b.getI1Type()), high);

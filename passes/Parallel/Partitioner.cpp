@@ -19,8 +19,7 @@ using namespace colossal::spmd;
 //===----------------------------------------------------------------------===//
 
 /// The parameter a state argument belongs to: the longest parameter name p with state = p + ".x".
-static std::string paramOf(StringRef state, const llvm::StringMap<Sharding> &known,
-                           ArrayRef<std::string> params) {
+static std::string paramOf(StringRef state, ArrayRef<std::string> params) {
   std::string best;
   for (const std::string &p : params)
     if (state.size() > p.size() + 1 && state.starts_with(p) && state[p.size()] == '.' &&
@@ -45,7 +44,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     if (auto p = f.getArgAttrOfType<StringAttr>(i, "colossal.param"))
       name = p.str();
     else if (auto st = f.getArgAttrOfType<StringAttr>(i, "colossal.state"))
-      name = paramOf(st.getValue(), decided, params);
+      name = paramOf(st.getValue(), params);
     if (!name.empty() && f.getArgAttr(i, "colossal.param"))
       weights.insert(arg);
     if (f.getArgAttr(i, "colossal.input") && isa<IntegerType>(type.getElementType()))

@@ -123,6 +123,10 @@ private:
   std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
   LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
+  struct LocalIndex {
+    Value safe, inLow, inHigh;
+  };
+  LocalIndex localIndex(OpBuilder &b, Location loc, Value ids, ArrayAttr axes, int64_t rows);
   void emitSumma(colossal::MatMulOp op, const Decision &d);
   std::optional<Decision> summa(Operation *op, ArrayRef<Sharding> in);
   LogicalResult emitVocabParallelCrossEntropy(Operation *op, const Decision &d);

@@ -18,6 +18,21 @@ using namespace colossal::spmd;
 // Resharding
 //===----------------------------------------------------------------------===//
 
+/// A dim of k blocks (k > 1) viewed as [k, n/k], so a collective acts on each block: returns the
+/// view and the dim to act on (dim + 1); k = 1: `x` and `dim` unchanged.
+static std::pair<Value, int64_t> blockView(OpBuilder &b, Location loc, Value x, int64_t dim,
+                                           int64_t k) {
+  if (k <= 1)
+    return {x, dim};
+  auto type = tensorType(x);
+  SmallVector<int64_t> view(type.getShape());
+  view[dim] /= k;
+  view.insert(view.begin() + dim, k);
+  Value v =
+      colossal::ReshapeOp::create(b, loc, RankedTensorType::get(view, type.getElementType()), x);
+  return {v, dim + 1};
+}
+
 /// all_gather over `axes` (a suffix of s.dims[dim]) along `dim`; blocks via [k, n/k] views.
 Value Partitioner::gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, int64_t dim,
                              ArrayRef<int> axes) {
@@ -28,15 +43,7 @@ Value Partitioner::gatherDim(OpBuilder &b, Location loc, Value v, Sharding &s, i
   if (s.dims[dim].empty())
     s.blocks[dim] = 1;
   auto outLocal = localType(global, s);
-  Value x = v;
-  int64_t gdim = dim;
-  if (k > 1) {
-    SmallVector<int64_t> view(local.getShape());
-    view[dim] = local.getDimSize(dim) / k;
-    view.insert(view.begin() + dim, k);
-    x = colossal::ReshapeOp::create(b, loc, RankedTensorType::get(view, local.getElementType()), x);
-    gdim = dim + 1;
-  }
+  auto [x, gdim] = blockView(b, loc, v, dim, k);
   SmallVector<int64_t> gathered(tensorType(x).getShape());
   gathered[gdim] *= p;
   x = colossal::AllGatherOp::create(b, loc, RankedTensorType::get(gathered, local.getElementType()),
@@ -56,15 +63,7 @@ Value Partitioner::sliceDim(OpBuilder &b, Location loc, Value v, Sharding &s, in
   s.dims[dim].append(axes.begin(), axes.end());
   s.blocks[dim] = blocks;
   auto outLocal = localType(global, s);
-  Value x = v;
-  int64_t sdim = dim;
-  if (blocks > 1) {
-    SmallVector<int64_t> view(local.getShape());
-    view[dim] = local.getDimSize(dim) / blocks;
-    view.insert(view.begin() + dim, blocks);
-    x = colossal::ReshapeOp::create(b, loc, RankedTensorType::get(view, local.getElementType()), x);
-    sdim = dim + 1;
-  }
+  auto [x, sdim] = blockView(b, loc, v, dim, blocks);
   SmallVector<int64_t> sliced(tensorType(x).getShape());
   sliced[sdim] /= p;
   x = colossal::ShardSliceOp::create(b, loc, RankedTensorType::get(sliced, local.getElementType()),

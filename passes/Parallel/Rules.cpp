@@ -395,6 +395,8 @@ std::optional<Decision> Partitioner::summa(Operation *op, ArrayRef<Sharding> in)
   return d;
 }
 
+/// Reshape: factor the shapes into groups of dims with equal products; a split may ride only on
+/// the outermost (non-1) dim of a group and lands on the outermost dim of the other side.
 Decision Partitioner::reshape(Operation *op, ArrayRef<Sharding> in) {
   ArrayRef<int64_t> is = gshape(op->getOperand(0));
   ArrayRef<int64_t> os = globalTypes.lookup(op->getResult(0)).getShape();

@@ -268,21 +268,20 @@ def rank_pid(marker, rank):
     return 0
 
 
-def case_kill(args):
-    """kill -9 rank 1 of `colossal-run --nproc 2 ... train` once rank 0 has written a metrics line."""
+def kill_rank_mid_training(s, plan, tag):
+    """kill -9 rank 1 of `colossal-run --nproc 2 PLAN train` once rank 0 has written a metrics line;
+    True when the job ends within 30 s, non-zero, with mpirun naming rank 1 and signal 9, and no
+    process is left (issue 5, done-when item 4). `tag` names the marker variable and the files."""
     import signal
     import time
-    s = t.Setup(args, need_shared=False)
-    mpirun_cmd(2)  # skips without mpirun
-    dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
-    metrics = os.path.join(s.work, "kill.jsonl")
+    metrics = os.path.join(s.work, tag + ".jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    marker = f"COLOSSAL_DP_KILL_TEST={os.getpid()}.{time.time_ns()}"
+    marker = f"COLOSSAL_{tag.upper()}_TEST={os.getpid()}.{time.time_ns()}"
     env = mpi_env()
     env[marker.split("=")[0]] = marker.split("=", 1)[1]
-    log = os.path.join(s.work, "kill.log")
-    cmd = [s.run_bin, dp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1000000",
+    log = os.path.join(s.work, tag + ".log")
+    cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1000000",
            "--metrics", metrics, "--threads", "1", "--nproc", "2"]
     print("$ " + " ".join(cmd), flush=True)
     with open(log, "w") as logf:
@@ -336,6 +335,13 @@ def case_kill(args):
         print(f"processes left behind: {sorted(left)}  MISMATCH")
         ok = False
     return ok
+
+
+def case_kill(args):
+    """kill -9 rank 1 of a dp=2 training run (kill_rank_mid_training)."""
+    s = t.Setup(args, need_shared=False)
+    mpirun_cmd(2)  # skips without mpirun
+    return kill_rank_mid_training(s, s.compile("dp2", dp_spec(s, "dp2", 2)), "dp_kill")
 
 
 CASES = {"train": case_train, "resume": case_resume, "report": case_report, "errors": case_errors,

@@ -260,74 +260,10 @@ def fmt(coll):
 
 
 def case_kill(args):
-    """kill -9 rank 1 of `colossal-run --nproc 2 ... train` (tp=2) once rank 0 has written a metrics line."""
-    import signal
-    import subprocess
-    import time
+    """kill -9 rank 1 of a tp=2 training run (dp_e2e.kill_rank_mid_training)."""
     s = t.Setup(args, need_shared=False)
-    d.mpirun_cmd(2)
-    tp2 = compile_cfg(s, "tp2")
-    metrics = os.path.join(s.work, "kill.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    marker = f"COLOSSAL_TP_KILL_TEST={os.getpid()}.{time.time_ns()}"
-    env = d.mpi_env()
-    env[marker.split("=")[0]] = marker.split("=", 1)[1]
-    log = os.path.join(s.work, "kill.log")
-    cmd = [s.run_bin, tp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1000000",
-           "--metrics", metrics, "--threads", "1", "--nproc", "2"]
-    print("$ " + " ".join(cmd), flush=True)
-    with open(log, "w") as logf:
-        job = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    victim = 0
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and job.poll() is None:
-            if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and (victim := d.rank_pid(marker, 1)):
-                break
-            time.sleep(0.02)
-        if not victim:
-            print(f"no metrics line or no rank 1 within 120 s (exit {job.poll()}):\n" + open(log).read())
-            return False
-        t0 = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
-        print(f"killed rank 1 (pid {victim}) after {sum(1 for _ in open(metrics))} metrics line(s)", flush=True)
-        try:
-            rc = job.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            rc = None
-        seconds = time.monotonic() - t0
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    out = open(log).read()
-    print(out.strip()[-2000:])
-    ok = True
-    if rc is None or seconds > 30:
-        print(f"the job did not end within 30 s of the kill ({seconds:.1f} s)  MISMATCH")
-        ok = False
-    else:
-        print(f"the job ended {seconds:.2f} s after the kill with exit code {rc}")
-    if rc == 0:
-        print("exit code 0 after a rank was killed  MISMATCH")
-        ok = False
-    if not re.search(r"rank 1 with PID \d+ .*exited on signal 9", out, re.S):
-        print("no message naming rank 1 and signal 9  MISMATCH")
-        ok = False
-    settle = time.monotonic() + 5
-    while d.processes_with(marker) and time.monotonic() < settle:
-        time.sleep(0.05)
-    left = d.processes_with(marker)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    if left:
-        print(f"processes left behind: {sorted(left)}  MISMATCH")
-        ok = False
-    return ok
+    d.mpirun_cmd(2)  # skips without mpirun
+    return d.kill_rank_mid_training(s, compile_cfg(s, "tp2"), "tp_kill")
 
 
 CASES = {"train": case_train, "resume": case_resume, "report": case_report, "kill": case_kill}
