@@ -72,10 +72,8 @@ std::string onnxTypeName(int t) {
 
 class GraphImporter {
 public:
-  /// `batchDivisor` > 1 imports the microbatch form: dim 0 of every unbound input divided by it.
-  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx,
-                int64_t batchDivisor = 1)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {
+  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
+      : path(path.str()), options(options), ctx(ctx), b(&ctx) {
     SmallString<256> d(path);
     llvm::sys::path::remove_filename(d);
     dir = d.empty() ? "." : std::string(d);
@@ -113,7 +111,6 @@ private:
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
-  int64_t batchDivisor;
   onnx::ModelProto model;
   int64_t opset = 0;
   /// Opset of the ai.onnx.preview.training domain (0: not imported).
@@ -449,29 +446,6 @@ LogicalResult GraphImporter::importInputs() {
           return failure();
         }
       shape.assign(want.begin(), want.end());
-    }
-    // The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
-    // fills is the batch, split into `batchDivisor` microbatches.
-    if (batchDivisor > 1 && !options.inputValues.count(name) &&
-        (shape.empty() || !ShapedType::isDynamic(shape[0]))) {
-      if (shape.empty()) {
-        fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
-                  Twine(batchDivisor) + " microbatches (train.grad_accum)");
-        return failure();
-      }
-      if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
-        fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
-                  " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
-                  " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
-                  "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
-        return failure();
-      }
-      if (shape[0] % batchDivisor != 0) {
-        fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
-                  ") is not divisible by train.grad_accum " + Twine(batchDivisor));
-        return failure();
-      }
-      shape[0] /= batchDivisor;
     }
     {
       int64_t n = 1;
@@ -915,20 +889,6 @@ namespace colossal {
 OwningOpRef<ModuleOp> importONNX(StringRef path, const ImportOptions &options,
                                  MLIRContext &context) {
   onnx_import::GraphImporter importer(path, options, context);
-  OwningOpRef<ModuleOp> module = importer.run();
-  if (!module || options.microbatches <= 1)
-    return module;
-  // Train mode with grad_accum > 1: @train_step and @eval take B / grad_accum rows. Reshape
-  // targets and other shape arithmetic are folded at import, so the microbatch form is a second
-  // import at the smaller batch, not a copy of @forward with new types.
-  onnx_import::GraphImporter micro(path, options, context, options.microbatches);
-  OwningOpRef<ModuleOp> microModule = micro.run();
-  if (!microModule)
-    return nullptr;
-  auto fn = microModule->lookupSymbol<func::FuncOp>("forward");
-  fn->remove();
-  fn.setName(kMicrobatchFunction);
-  module->push_back(fn);
-  return module;
+  return importer.run();
 }
 } // namespace colossal
