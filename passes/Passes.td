@@ -200,6 +200,28 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
 // Parallelism (passes/Parallel, docs/parallelism.md "Tensor parallelism")
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Distribution (docs/parallelism.md): the mesh, the batch split, tensor parallelism, and the
+// data-parallel gradient reduction, each visible in the IR:
+//   colossal-define-mesh, ..., colossal-split-batch, (loss, autodiff, optimizer),
+//   colossal-spmd-partition, colossal-data-parallel, func.func(colossal-bucket-gradients)
+//===----------------------------------------------------------------------===//
+
+def DefineMesh : Pass<"colossal-define-mesh", "mlir::ModuleOp"> {
+  let summary = "Define the module's device mesh (`colossal.mesh @mesh`) with named axes and roles";
+  let description = [{
+    Adds `colossal.mesh @mesh axes = [...] shape = [...] roles = [...]` at the top of the module
+    from `axes` (NAME=SIZE:ROLE entries in rank-layout order, the last fastest; ROLE one of data,
+    tensor, pipeline, grid_row, grid_col, grid_depth). Every later pass finds the axes it works
+    on by role. A module that already has the same mesh is left alone; a different one is an
+    error naming both.
+  }];
+  let options = [
+    ListOption<"axes", "axes", "std::string", "mesh axes in rank-layout order, NAME=SIZE:ROLE">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
   let summary = "Split the batch dim of @forward into the per-rank, per-microbatch program";
   let description = [{
@@ -216,12 +238,13 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
     (train mode: `@forward_microbatch`, from which colossal-append-loss builds @train_step and
     @eval). A constant with a batch dim is sliced when its row blocks are equal.
 
+    `dp` is the product of the sizes of the mesh's `data` axes (1 without a mesh).
+
     Errors: an input without a batch dim, a batch that dp · grad-accum does not divide, and an
     op whose rows depend on other rows of the batch (the split would need an all_gather or an
     all_reduce across row blocks), each naming the input or node, dp and grad_accum.
   }];
   let options = [
-    Option<"dp", "dp", "int64_t", /*default=*/"1", "data-parallel ranks (mesh axis dp)">,
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
            "microbatches per optimizer step (train.grad_accum)">,
     Option<"into", "into", "std::string", /*default=*/"\"forward_microbatch\"",
@@ -236,12 +259,12 @@ def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
     Strategy (Megatron-LM 1D tensor parallelism found on the graph, or 2D/2.5D/3D grids), then
     sharding propagation op by op with collectives inserted where a value's sharding must change
     (all_reduce / reduce_scatter of partial sums, all_gather, shard_slice). Function arguments
-    holding split parameters, states and weights get local types and `colossal.sharding`; the
-    module gets `colossal.mesh_axes` / `colossal.mesh_shape`. The `dp` axis is left alone (data
-    parallelism is done by the batch import and the runtime).
+    holding split parameters, states and weights get local types and `colossal.sharding`. The
+    mesh is the module's `colossal.mesh` (colossal-define-mesh): 1d splits over its `tensor`
+    axes, the grids over `grid_row`, `grid_col` and `grid_depth`; `data` axes are left to
+    colossal-split-batch and colossal-data-parallel.
   }];
   let options = [
-    ListOption<"meshAxes", "mesh", "std::string", "mesh axes in rank-layout order, AXIS=SIZE">,
     Option<"style", "style", "std::string", /*default=*/"\"1d\"", "1d, 2d, 2.5d or 3d">,
     Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
            "Megatron sequence parallelism: norm and residual regions split along the sequence">,
@@ -253,6 +276,37 @@ def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
            "nothing rewritten) or partition (the per-rank program)">,
   ];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
+def DataParallel : Pass<"colossal-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Sum the gradients over the mesh's data axes at the start of @optimizer_step";
+  let description = [{
+    Data parallelism's gradient reduction (PyTorch DDP; docs/parallelism.md "Data parallelism"):
+    each data-parallel rank's accumulators hold 1/(dp · grad_accum) · Σ of its microbatch
+    gradients (colossal-autodiff), so their sum over the data axes is the gradient of the mean
+    loss of the global batch. Inserts one `colossal.all_reduce_in_place` (sum over the mesh's
+    `data` axes) per gradient the optimizer reads (the `g` operands of the update ops, in the
+    order of the global norm's operands) at the start of `@optimizer_step`, before the global
+    norm and the updates. No-op when the mesh has no data axis larger than 1.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
+def BucketGradients : Pass<"colossal-bucket-gradients", "mlir::func::FuncOp"> {
+  let summary = "Fuse consecutive in-place all_reduces into gradient buckets";
+  let description = [{
+    PyTorch DDP's gradient buckets: consecutive `colossal.all_reduce_in_place` ops over the same
+    axes with the same reduction and element type become one op over all their operands (one
+    collective on their concatenation) while the bucket stays within `bucket-cap-mb` MiB
+    (2^20 bytes) and no operand repeats; a tensor larger than the cap is a bucket of its own.
+    `bucket-cap-mb=0` keeps one collective per tensor. Fusing changes no number: each element
+    is reduced over the same ranks.
+  }];
+  let options = [
+    Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
+           "largest bucket in MiB (the spec's zero.bucket_mb); 0: one collective per tensor">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
 }
 
 #endif

@@ -4,9 +4,19 @@
 
 #include "mlir/IR/Dialect.h"
 
+#include <optional>
+
 #include "dialects/Colossal/ColossalDialect.h.inc"
 
 namespace colossal {
+/// What a mesh axis does (`colossal.mesh` roles; plan.proto MeshAxis.Role). The one place that
+/// maps role names to meanings: passes and the plan emitter ask the mesh for axes by role.
+enum class AxisRole { Data, Tensor, Pipeline, GridRow, GridCol, GridDepth };
+/// "data", "tensor", "pipeline", "grid_row", "grid_col", "grid_depth".
+llvm::StringRef axisRoleName(AxisRole role);
+/// The role named `name`, or nullopt.
+std::optional<AxisRole> parseAxisRole(llvm::StringRef name);
+
 /// Argument/result attribute names on the model's `func.func @forward`.
 inline constexpr llvm::StringLiteral kParamAttr = "colossal.param";   // StringAttr: parameter name
 inline constexpr llvm::StringLiteral kValueAttr = "colossal.value";   // ElementsAttr: its data
@@ -17,6 +27,12 @@ inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringA
 inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
 inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
 inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
+/// The programs of a module (docs/plan.md "Programs"): the model, and in train mode the loss
+/// without gradients, one microbatch's gradients, and the update.
+inline constexpr llvm::StringLiteral kForwardFunction = "forward";
+inline constexpr llvm::StringLiteral kEvalFunction = "eval";
+inline constexpr llvm::StringLiteral kTrainStepFunction = "train_step";
+inline constexpr llvm::StringLiteral kOptimizerStepFunction = "optimizer_step";
 /// Train mode, dp x grad_accum > 1: the program of one row block of B / (dp x grad_accum) rows
 /// (colossal-split-batch), which colossal-append-loss turns into @eval and @train_step (and
 /// then erases).

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -16,9 +17,10 @@
 #include "dialects/Colossal/ColossalOps.h.inc"
 
 namespace colossal {
-/// The number of ranks in the group over `axes` of the mesh of `op`'s module
-/// (`colossal.mesh_axes` + `colossal.mesh_shape`): nullopt when the module has no mesh, -1 when
-/// an axis is not on it.
+/// The `colossal.mesh` of `op`'s module (`op` may be the module), or null when it has none.
+MeshOp lookupMesh(mlir::Operation *op);
+/// The number of ranks in the group over `axes` of the mesh of `op`'s module: nullopt when the
+/// module has no mesh, -1 when an axis is not on it.
 std::optional<int64_t> meshGroupSize(mlir::Operation *op, mlir::ArrayAttr axes);
 } // namespace colossal
 

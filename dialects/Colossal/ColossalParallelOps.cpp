@@ -1,8 +1,7 @@
 //===- ColossalParallelOps.cpp - verifiers of the collectives and mesh queries ---===//
 //
-// ColossalParallelOps.td. The mesh is the enclosing module's `colossal.mesh_axes` (names, in
-// the spec's order) and `colossal.mesh_shape` (sizes); a module without them has no mesh, and
-// the shapes are checked only for what the group size cannot change.
+// ColossalParallelOps.td. The mesh is the enclosing module's `colossal.mesh`; a module without one
+// has no mesh, and the shapes are checked only for what the group size cannot change.
 //===----------------------------------------------------------------------------------===//
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
@@ -10,26 +9,100 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace colossal;
 
-std::optional<int64_t> colossal::meshGroupSize(Operation *op, ArrayAttr axes) {
-  auto module = op->getParentOfType<ModuleOp>();
+llvm::StringRef colossal::axisRoleName(AxisRole role) {
+  switch (role) {
+  case AxisRole::Data: return "data";
+  case AxisRole::Tensor: return "tensor";
+  case AxisRole::Pipeline: return "pipeline";
+  case AxisRole::GridRow: return "grid_row";
+  case AxisRole::GridCol: return "grid_col";
+  case AxisRole::GridDepth: return "grid_depth";
+  }
+  llvm_unreachable("AxisRole");
+}
+
+std::optional<AxisRole> colossal::parseAxisRole(llvm::StringRef name) {
+  for (AxisRole r : {AxisRole::Data, AxisRole::Tensor, AxisRole::Pipeline, AxisRole::GridRow,
+                     AxisRole::GridCol, AxisRole::GridDepth})
+    if (axisRoleName(r) == name)
+      return r;
+  return std::nullopt;
+}
+
+MeshOp colossal::lookupMesh(Operation *op) {
+  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   if (!module)
+    return nullptr;
+  auto meshes = module.getOps<MeshOp>();
+  return meshes.empty() ? nullptr : *meshes.begin();
+}
+
+std::optional<int64_t> colossal::meshGroupSize(Operation *op, ArrayAttr axes) {
+  MeshOp mesh = lookupMesh(op);
+  if (!mesh)
     return std::nullopt;
-  auto names = module->getAttrOfType<ArrayAttr>("colossal.mesh_axes");
-  auto sizes = module->getAttrOfType<DenseI64ArrayAttr>("colossal.mesh_shape");
-  if (!names || !sizes || names.size() != static_cast<size_t>(sizes.size()))
-    return std::nullopt;
+  ArrayAttr names = mesh.getAxes();
   int64_t group = 1;
   for (Attribute axis : axes) {
     auto it = llvm::find(names, axis);
     if (it == names.end())
       return -1;
-    group *= sizes[it - names.begin()];
+    group *= mesh.getShape()[it - names.begin()];
   }
   return group;
+}
+
+SmallVector<int> MeshOp::axesWithRole(AxisRole role) {
+  SmallVector<int> out;
+  for (auto [i, r] : llvm::enumerate(getRoles()))
+    if (parseAxisRole(cast<StringAttr>(r).getValue()) == role)
+      out.push_back(static_cast<int>(i));
+  return out;
+}
+
+int64_t MeshOp::numRanks() {
+  int64_t n = 1;
+  for (int64_t s : getShape())
+    n *= s;
+  return n;
+}
+
+LogicalResult MeshOp::verify() {
+  if (!isa_and_nonnull<ModuleOp>((*this)->getParentOp()))
+    return emitOpError("must be at the top level of a module");
+  ArrayAttr axes = getAxes(), roles = getRoles();
+  ArrayRef<int64_t> shape = getShape();
+  if (axes.size() != shape.size() || roles.size() != shape.size())
+    return emitOpError() << "needs one size and one role per axis, got " << axes.size()
+                         << " axes, " << shape.size() << " sizes and " << roles.size() << " roles";
+  llvm::StringSet<> seen;
+  int64_t ranks = 1;
+  for (auto [axis, size, role] : llvm::zip(axes, shape, roles)) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    bool word = !name.empty() && !llvm::isDigit(name[0]) &&
+                llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+    if (!word)
+      return emitOpError() << "axis name '" << name << "' is not [A-Za-z_][A-Za-z0-9_]*";
+    if (!seen.insert(name).second)
+      return emitOpError() << "names axis '" << name << "' twice";
+    if (size < 1)
+      return emitOpError() << "axis '" << name << "' has size " << size << "; sizes are >= 1";
+    if (!parseAxisRole(cast<StringAttr>(role).getValue()))
+      return emitOpError() << "axis '" << name << "' has role " << role
+                           << "; roles are data, tensor, pipeline, grid_row, grid_col, grid_depth";
+    if (ranks > (int64_t(1) << 30) / size)
+      return emitOpError() << "has more than 2^30 ranks";
+    ranks *= size;
+  }
+  return success();
 }
 
 namespace {
@@ -151,4 +224,31 @@ struct AllReduceThenSlice : OpRewritePattern<ShardSliceOp> {
 
 void ShardSliceOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
   patterns.add<AllReduceThenSlice>(ctx);
+}
+
+LogicalResult AllReduceInPlaceOp::verify() {
+  if (getXs().empty())
+    return emitOpError("needs at least one operand");
+  Type element = cast<RankedTensorType>(getXs().front().getType()).getElementType();
+  for (Value x : getXs()) {
+    if (cast<RankedTensorType>(x.getType()).getElementType() != element ||
+        !isa<FloatType>(element))
+      return emitOpError() << "needs operands of one float element type, got " << x.getType()
+                           << " after " << getXs().front().getType();
+    auto arg = dyn_cast<BlockArgument>(x);
+    auto fn = arg ? dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                  : FunctionOpInterface();
+    if (!fn || (!fn.getArgAttr(arg.getArgNumber(), kStateAttr) &&
+                !fn.getArgAttr(arg.getArgNumber(), kParamAttr)))
+      return emitOpError() << "writes its operands in place, so each must be a function argument "
+                              "marked "
+                           << kStateAttr << " or " << kParamAttr;
+  }
+  llvm::SmallPtrSet<Value, 8> unique;
+  for (Value x : getXs())
+    if (!unique.insert(x).second)
+      return emitOpError("names one operand twice");
+  if (failed(checkAxes(*this, getAxes())) || failed(checkReduction(*this, getReduction())))
+    return failure();
+  return success();
 }

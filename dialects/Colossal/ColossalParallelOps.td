@@ -1,15 +1,42 @@
-//===- ColossalParallelOps.td - collectives and mesh queries (SPMD) ------------===//
+//===- ColossalParallelOps.td - the mesh, collectives and mesh queries (SPMD) ---===//
 //
-// The ops the SPMD partitioner (passes/Parallel, docs/parallelism.md "Tensor parallelism")
-// inserts into a per-rank program. Each is value-semantic: every rank of the group named by
-// `axes` executes the same op in the same program order (SPMD), so they stay Pure (CSE/DCE act
-// alike on every rank). `axes` lists mesh axes of the module's `colossal.mesh_axes`; group ranks
-// are row-major over them in the order listed (docs/parallelism.md "Mesh and rank layout").
+// `colossal.mesh` names the device mesh of a module; the collectives are the ops the SPMD
+// partitioner and the data-parallel passes (passes/Parallel, docs/parallelism.md) insert into a
+// per-rank program. The value-semantic collectives: every rank of the group named by `axes`
+// executes the same op in the same program order (SPMD), so they stay Pure (CSE/DCE act alike on
+// every rank). `all_reduce_in_place` writes persistent state (gradients) and is not Pure.
+// `axes` lists axes of the module's mesh; group ranks are row-major over them in the order listed
+// (docs/parallelism.md "Mesh and rank layout").
 // Each lowers one to one onto the plan instruction of the same name (docs/plan.md "Collective
 // instructions"). The C++ (verifiers) lives in ColossalParallelOps.cpp.
 //===----------------------------------------------------------------------===//
 #ifndef COLOSSAL_PARALLEL_OPS_TD
 #define COLOSSAL_PARALLEL_OPS_TD
+
+include "mlir/IR/SymbolInterfaces.td"
+
+def Colossal_MeshOp : Op<Colossal_Dialect, "mesh", [Symbol]> {
+  let summary = "The device mesh: named axes in rank-layout order, their sizes and roles";
+  let description = [{
+    `axes`: the axis names ([A-Za-z_][A-Za-z0-9_]*, unique), `shape`: their sizes (>= 1), `roles`:
+    what each axis does, one of `data` (data parallelism: the batch is split over it and the
+    gradients are summed over it), `tensor` (Megatron 1D tensor parallelism), `pipeline`,
+    `grid_row`, `grid_col`, `grid_depth` (2D/2.5D/3D tensor-parallel grids). Ranks are laid out
+    row-major over the axes in order, the last fastest (Megatron's pp, dp, tp order keeps tp
+    inside a node). Passes find axes by role (`axesWithRole`), never by name; a module holds at
+    most one mesh, and collectives name its axes. Shardy's `sdy.mesh` is the model.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes, DenseI64ArrayAttr:$shape,
+                   StrArrayAttr:$roles);
+  let assemblyFormat = "$sym_name `axes` `=` $axes `shape` `=` $shape `roles` `=` $roles attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The indices of the axes with `role`, in mesh order.
+    ::llvm::SmallVector<int> axesWithRole(::colossal::AxisRole role);
+    /// The number of ranks (the product of `shape`).
+    int64_t numRanks();
+  }];
+}
 
 class Colossal_CollectiveOp<string mnemonic> : Colossal_Op<mnemonic> {
   let hasVerifier = 1;
@@ -68,6 +95,22 @@ def Colossal_ShardSliceOp : Colossal_CollectiveOp<"shard_slice"> {
   // shard_slice of an all_reduce (sum, only use) over the same axes is one reduce_scatter.
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+}
+
+def Colossal_AllReduceInPlaceOp : Op<Colossal_Dialect, "all_reduce_in_place"> {
+  let summary = "Each operand ← its reduction over the group, in place (a gradient bucket)";
+  let description = [{
+    `xs`: one or more `colossal.state` / `colossal.param` arguments of one float element type,
+    each replaced by its sum (max, min) over the ranks of the group over `axes`; several operands
+    are one collective on their concatenation (PyTorch DDP's gradient bucket). Inserted by
+    colossal-data-parallel (one per gradient) and fused by colossal-bucket-gradients; lowers to
+    one plan `all_reduce` whose outputs are its inputs.
+  }];
+  let arguments = (ins Arg<Variadic<AnyRankedTensor>, "states, written in place",
+                           [MemRead, MemWrite]>:$xs,
+                   StrArrayAttr:$axes, DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let assemblyFormat = "$xs attr-dict `:` type($xs)";
+  let hasVerifier = 1;
 }
 
 def Colossal_AxisIndexOp : Colossal_Op<"axis_index"> {

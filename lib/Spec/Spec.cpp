@@ -42,8 +42,15 @@ struct Parallel {
 struct Precision {
   std::string compute = "fp32";
 };
+struct BucketMbTag {
+  static constexpr double dflt = 25;
+  static StringRef check(double v) {
+    return v >= 0 && v <= 1048576 ? "" : "zero.bucket_mb must be a size in MiB in [0, 1048576]";
+  }
+};
 struct Zero {
   int64_t stage = 0;
+  double bucketMb = BucketMbTag::dflt; // MiB; checked by BucketMbTag in the mapping
 };
 
 /// Scalars validated where they are read, so errors point at the value's line and column.
@@ -443,8 +450,13 @@ template <> struct MappingTraits<Precision> {
   }
 };
 template <> struct MappingTraits<Zero> {
-  static void mapping(IO &io, Zero &z) { io.mapOptional("stage", z.stage); }
+  static void mapping(IO &io, Zero &z) {
+    io.mapOptional("stage", z.stage);
+    io.mapOptional("bucket_mb", z.bucketMb);
+  }
   static std::string validate(IO &, Zero &z) {
+    if (StringRef err = BucketMbTag::check(z.bucketMb); !err.empty())
+      return err.str();
     if (z.stage < 0 || z.stage > 3)
       return "zero.stage must be 0, 1, 2 or 3; got " + std::to_string(z.stage);
     if (z.stage != 0)
@@ -542,6 +554,8 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
+  if (raw.zero)
+    spec.bucketMb = raw.zero->bucketMb;
   for (auto &[axis, size] : raw.mesh)
     spec.mesh.emplace_back(axis, size.value);
   if (raw.parallel && raw.parallel->tensor) {
@@ -655,14 +669,23 @@ Expected<Spec> parseSpecFile(StringRef path) {
   return spec;
 }
 
-std::vector<std::pair<std::string, int64_t>> Spec::partitionMesh() const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (auto &[axis, size] : mesh)
-    if (axis == "dp")
-      out.emplace_back(axis, size);
-  const int64_t tp = tensorParallel();
-  if (tensor.style == "1d") {
-    out.emplace_back("tp", tp);
+std::vector<Spec::MeshAxis> Spec::meshAxes() const {
+  std::vector<MeshAxis> out;
+  auto size = [&](StringRef name) -> std::optional<int64_t> {
+    for (auto &[axis, n] : mesh)
+      if (axis == name)
+        return n;
+    return std::nullopt;
+  };
+  if (auto pp = size("pp"))
+    out.push_back({"pp", *pp, "pipeline"});
+  if (auto dp = size("dp"))
+    out.push_back({"dp", *dp, "data"});
+  std::optional<int64_t> tp = size("tp");
+  if (!tp)
+    return out;
+  if (tensor.style == "1d" || *tp == 1) {
+    out.push_back({"tp", *tp, "tensor"});
     return out;
   }
   int64_t depth = 1, q = 1;
@@ -673,16 +696,16 @@ std::vector<std::pair<std::string, int64_t>> Spec::partitionMesh() const {
     int64_t p = 1;
     for (int i = 0; i < k; ++i)
       p *= q;
-    if (p * depth >= tp)
+    if (p * depth >= *tp)
       break;
     ++q;
   }
   if (tensor.style == "3d")
     depth = q;
   if (tensor.style != "2d")
-    out.emplace_back("tp_depth", depth);
-  out.emplace_back("tp_row", q);
-  out.emplace_back("tp_col", q);
+    out.push_back({"tp_depth", depth, "grid_depth"});
+  out.push_back({"tp_row", q, "grid_row"});
+  out.push_back({"tp_col", q, "grid_col"});
   return out;
 }
 
@@ -704,14 +727,7 @@ std::string defaultPipeline(const Spec &spec) {
   // see the whole single-device program (docs/parallelism.md "Tensor parallelism").
   std::string partition;
   if (spec.tensorParallel() > 1) {
-    partition = ", colossal-spmd-partition{mesh=";
-    bool first = true;
-    for (auto &[axis, size] : spec.partitionMesh()) {
-      partition += (first ? "" : ",") + axis + "=" + std::to_string(size);
-      first = false;
-    }
-    partition += " style=" + spec.tensor.style;
-    if (spec.tensor.sequenceParallel)
+    partition = ", colossal-spmd-partition{style=" + spec.tensor.style;    if (spec.tensor.sequenceParallel)
       partition += " sequence-parallel=true";
     if (!spec.tensor.hints.empty()) {
       partition += " hints=\"";
@@ -727,15 +743,20 @@ std::string defaultPipeline(const Spec &spec) {
   // Data parallelism and gradient accumulation: the program of one row block of the batch
   // (docs/parallelism.md "Data parallelism"), before the loss so that @train_step is built on it.
   const int64_t dp = spec.dataParallel();
+  // The mesh first: every distribution pass finds its axes on it by role.
+  std::string mesh;
+  for (const Spec::MeshAxis &a : spec.meshAxes())
+    mesh += (mesh.empty() ? "colossal-define-mesh{axes=" : ",") + a.name + "=" +
+            std::to_string(a.size) + ":" + a.role;
+  if (!mesh.empty())
+    fusion = mesh + "}, " + fusion;
   if (!spec.train) {
-    std::string split =
-        dp > 1 ? ", colossal-split-batch{dp=" + std::to_string(dp) + " into=forward}" : "";
+    std::string split = dp > 1 ? ", colossal-split-batch{into=forward}" : "";
     return "builtin.module(" + fusion + split + partition + ")";
   }
   const TrainSpec &t = *spec.train;
   if (dp * t.gradAccum > 1)
-    fusion += ", colossal-split-batch{dp=" + std::to_string(dp) +
-              " grad-accum=" + std::to_string(t.gradAccum) + "}";
+    fusion += ", colossal-split-batch{grad-accum=" + std::to_string(t.gradAccum) + "}";
   std::string s;
   raw_string_ostream os(s);
   os << "builtin.module(" << fusion << ", colossal-append-loss{kind=" << t.lossKind;
@@ -761,7 +782,13 @@ std::string defaultPipeline(const Spec &spec) {
   if (t.schedule == "cosine")
     os << " warmup-steps=" << t.warmupSteps << " total-steps=" << t.totalSteps
        << " min-lr=" << formatReal(t.minLr);
-  os << "}, func.func(canonicalize, cse)" << partition << ")";
+  os << "}, func.func(canonicalize, cse)" << partition;
+  // Data parallelism's gradient sum and its buckets, after the partitioner (tensor-parallel
+  // gradients are local shards by then).
+  if (dp > 1)
+    os << ", colossal-data-parallel, func.func(colossal-bucket-gradients{bucket-cap-mb="
+       << formatReal(spec.bucketMb) << "})";
+  os << ")";
   return s;
 }
 

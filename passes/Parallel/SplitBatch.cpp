@@ -61,6 +61,8 @@ std::optional<DenseElementsAttr> equalBlock(DenseElementsAttr value, int64_t dim
 struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
   using SplitBatchBase::SplitBatchBase;
 
+  int64_t dp = 1; // the product of the mesh's data axes
+
   /// The factors that split the batch, for messages: "dp=2 x train.grad_accum=3", "dp=2" or
   /// "train.grad_accum=3".
   std::string ways() const {
@@ -175,15 +177,19 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
 
   LogicalResult run() {
     ModuleOp module = getOperation();
-    if (dp < 1 || gradAccum < 1)
-      return module.emitError() << "colossal-split-batch: dp and grad-accum must be >= 1, got dp="
-                                << dp << " grad-accum=" << gradAccum;
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (gradAccum < 1)
+      return module.emitError() << "colossal-split-batch: grad-accum must be >= 1, got "
+                                << gradAccum;
+    dp = 1;
+    if (MeshOp mesh = lookupMesh(module))
+      for (int i : mesh.axesWithRole(AxisRole::Data))
+        dp *= mesh.getShape()[i];
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
     if (!forward)
       return module.emitError("colossal-split-batch needs @forward (the imported model)");
     const int64_t blocks = dp * gradAccum;
     func::FuncOp target = forward;
-    if (into != "forward") {
+    if (into != kForwardFunction) {
       if (module.lookupSymbol(into))
         return module.emitError() << "colossal-split-batch: the module already has @" << into;
       target = cast<func::FuncOp>(forward->clone());
@@ -200,7 +206,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     mesh.sizes.push_back(blocks);
     Strategy strategy;
     strategy.localBatch = {0};
-    strategy.localPartialResults = into != "forward";
+    strategy.localPartialResults = into != kForwardFunction;
     llvm::StringMap<Sharding> decided; // every parameter replicated
     Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
     if (failed(partitioner.run(target)))

@@ -16,7 +16,8 @@
 //    split that must go, shard_slice — no communication — for a split that must appear). Result
 //    types become local shapes. Function results are made whole.
 //
-// Data parallelism (`dp`) is not handled here: the batch import and the runtime do it.
+// Data parallelism (the mesh's `data` axes) is not handled here: colossal-split-batch splits the
+// batch and colossal-data-parallel sums the gradients.
 //===----------------------------------------------------------------------------------===//
 #include "passes/Parallel/Partitioner.h"
 #include "passes/Passes.h"
@@ -45,38 +46,43 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
   using SpmdPartitionBase::SpmdPartitionBase;
 
   LogicalResult parseOptions(Mesh &mesh, Strategy &strategy, ModuleOp module) {
-    for (const std::string &entry : meshAxes) {
-      auto [name, size] = StringRef(entry).split('=');
-      int64_t n;
-      if (name.empty() || size.getAsInteger(10, n) || n < 1)
-        return module.emitError("colossal-spmd-partition: mesh entry '")
-               << entry << "' is not AXIS=SIZE";
-      mesh.names.push_back(name.str());
-      mesh.sizes.push_back(n);
+    MeshOp meshOp = lookupMesh(module);
+    if (!meshOp)
+      return module.emitError("colossal-spmd-partition needs the module's colossal.mesh (run "
+                              "colossal-define-mesh first)");
+    for (auto [name, size] : llvm::zip(meshOp.getAxes(), meshOp.getShape())) {
+      mesh.names.push_back(cast<StringAttr>(name).str());
+      mesh.sizes.push_back(size);
     }
+    auto axes = [&](AxisRole role) { return Axes(meshOp.axesWithRole(role)); };
     strategy.style = style;
     strategy.sequenceParallel = sequenceParallel;
-    int tp = mesh.find("tp");
     if (style == "1d") {
-      if (tp >= 0)
-        strategy.tp = {tp};
-    } else {
-      int row = mesh.find("tp_row"), col = mesh.find("tp_col"), depth = mesh.find("tp_depth");
-      if (row < 0 || col < 0)
+      strategy.tp = axes(AxisRole::Tensor);
+      if (strategy.tp.size() > 1)
+        return module.emitError("colossal-spmd-partition: style 1d splits over one tensor axis; "
+                                "the mesh has ")
+               << strategy.tp.size();
+    } else if (style == "2d" || style == "2.5d" || style == "3d") {
+      strategy.row = axes(AxisRole::GridRow);
+      strategy.col = axes(AxisRole::GridCol);
+      strategy.depth = axes(AxisRole::GridDepth);
+      if (strategy.row.size() != 1 || strategy.col.size() != 1 ||
+          strategy.depth.size() != (style == "2d" ? 0u : 1u))
         return module.emitError("colossal-spmd-partition: style ")
-               << style << " needs mesh axes tp_row and tp_col";
-      strategy.row = {row};
-      strategy.col = {col};
-      if (depth >= 0)
-        strategy.depth = {depth};
+               << style << " needs one grid_row and one grid_col axis"
+               << (style == "2d" ? "" : " and one grid_depth axis") << " on the mesh";
       // ColossalAI's layouts: activations [batch over row (2.5d: depth x row; 3d: depth),
       // hidden over col], weights [K over row, N over col] (3d: alternating row/col).
       if (style == "2d")
-        strategy.batch = {row};
+        strategy.batch = strategy.row;
       else if (style == "2.5d")
-        strategy.batch = {depth, row};
+        strategy.batch = {strategy.depth[0], strategy.row[0]};
       else
-        strategy.batch = {depth};
+        strategy.batch = strategy.depth;
+    } else {
+      return module.emitError("colossal-spmd-partition: style must be 1d, 2d, 2.5d or 3d, got '")
+             << style << "'";
     }
     // Hints: REGEX=DIMS;... with DIMS one entry per dim separated by '/', '-' for whole and
     // axes joined by '*'.
@@ -123,22 +129,19 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
     Strategy strategy;
     if (failed(parseOptions(mesh, strategy, module)))
       return signalPassFailure();
-    SmallVector<Attribute> names;
-    for (const std::string &n : mesh.names)
-      names.push_back(StringAttr::get(ctx, n));
-    module->setAttr("colossal.mesh_axes", ArrayAttr::get(ctx, names));
-    module->setAttr("colossal.mesh_shape", DenseI64ArrayAttr::get(ctx, mesh.sizes));
-    bool anySplit = llvm::any_of(mesh.names, [&](const std::string &n) {
-      return n != "dp" && mesh.sizes[mesh.find(n)] > 1;
-    });
+    // Data axes are the batch split's (colossal-split-batch); nothing to do without another.
+    SmallVector<int> dataAxes = lookupMesh(module).axesWithRole(AxisRole::Data);
+    bool anySplit = false;
+    for (size_t i = 0; i < mesh.sizes.size(); ++i)
+      anySplit |= mesh.sizes[i] > 1 && !llvm::is_contained(dataAxes, static_cast<int>(i));
     if (!anySplit)
       return;
 
     // Phase 1: hints, then the primary function's walk decides the remaining parameters.
     llvm::StringMap<Sharding> decided;
-    func::FuncOp primary = module.lookupSymbol<func::FuncOp>("train_step");
+    func::FuncOp primary = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
     if (!primary)
-      primary = module.lookupSymbol<func::FuncOp>("forward");
+      primary = module.lookupSymbol<func::FuncOp>(kForwardFunction);
     if (!primary) {
       module.emitError("colossal-spmd-partition: the module has neither @train_step nor @forward");
       return signalPassFailure();

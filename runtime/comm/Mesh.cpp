@@ -41,7 +41,13 @@ llvm::Expected<Mesh> Mesh::create(std::vector<MeshAxis> axes) {
 
 llvm::Expected<Mesh> Mesh::fromPlan(const plan::Plan &plan, llvm::StringRef planPath) {
   std::vector<MeshAxis> axes;
-  for (const plan::MeshAxis &a : plan.mesh()) axes.push_back({a.name(), a.size()});
+  for (const plan::MeshAxis &a : plan.mesh()) {
+    // plan.proto's Role numbers follow AxisRole's order (ROLE_UNSPECIFIED = 0).
+    int role = static_cast<int>(a.role());
+    if (role < 0 || role > static_cast<int>(AxisRole::GridDepth))
+      return fail(planPath + ": mesh axis '" + a.name() + "' has an unknown role " + llvm::Twine(role));
+    axes.push_back({a.name(), a.size(), static_cast<AxisRole>(role)});
+  }
   llvm::Expected<Mesh> m = create(std::move(axes));
   if (!m) return fail(planPath + ": " + llvm::toString(m.takeError()));
   return m;
@@ -51,6 +57,20 @@ int Mesh::axisIndex(llvm::StringRef name) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+std::string Mesh::dataAxes() const {
+  std::string names;
+  for (const MeshAxis &a : axes_)
+    if (a.role == AxisRole::Data) names += (names.empty() ? "" : ",") + a.name;
+  return names;
+}
+
+int64_t Mesh::dataSize() const {
+  int64_t n = 1;
+  for (const MeshAxis &a : axes_)
+    if (a.role == AxisRole::Data) n *= a.size;
+  return n;
 }
 
 std::string Mesh::toString() const {

@@ -3,6 +3,7 @@
 
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/Mesh.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -139,11 +140,10 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
   if (!arena) return arena.takeError();
   t->arena_ = *arena;
-  int64_t meshRanks = 1;
-  for (const plan::MeshAxis &a : plan.plan.mesh()) {
-    meshRanks *= a.size();
-    if (a.name() == "dp") t->dpSize_ = a.size();
-  }
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan.plan, plan.path);
+  if (!mesh) return mesh.takeError();
+  const int64_t meshRanks = mesh->size();
+  t->dpSize_ = mesh->dataSize();
   if (meshRanks > 1) {
     if (!comm || comm->worldSize() != meshRanks)
       return fail(plan.path + ": the plan's mesh has " + llvm::Twine(meshRanks) +
@@ -151,11 +151,11 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
     if (plan.rank != comm->rank())
       return fail(plan.path + ": the plan's shards are sliced for rank " + llvm::Twine(plan.rank) +
                   " but this is rank " + llvm::Twine(comm->rank()) + " (selectRank)");
-    // Data rows and the loss reductions follow the rank's coordinate on 'dp' alone: the ranks of
-    // one dp coordinate (the other axes: tensor parallelism) see the same rows and compute the
-    // same loss (docs/parallelism.md).
+    // Data rows and the loss reductions follow the rank's coordinate on the data axes alone: the
+    // ranks of one data coordinate (the other axes: tensor parallelism) see the same rows and
+    // compute the same loss (docs/parallelism.md).
     if (t->dpSize_ > 1) {
-      llvm::Expected<Communicator *> group = comm->axes("dp");
+      llvm::Expected<Communicator *> group = comm->axes(mesh->dataAxes());
       if (!group) return group.takeError();
       t->dp_ = *group;
       t->dpRank_ = t->dp_->rank();

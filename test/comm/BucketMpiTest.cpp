@@ -97,6 +97,7 @@ plan::Plan makePlan(int n, const std::vector<Tensor1> &tensors, const std::vecto
   plan::MeshAxis *m = p.add_mesh();
   m->set_name("dp");
   m->set_size(n);
+  m->set_role(plan::MeshAxis::DATA);
   plan::Program &prog = *p.add_programs();
   prog.set_name("forward");
   prog.set_device(plan::CPU);

@@ -19,6 +19,7 @@ plan::Plan makeCollectivePlan(const std::vector<MeshAxis> &mesh, DType dtype,
     plan::MeshAxis *m = p.add_mesh();
     m->set_name(a.name);
     m->set_size(a.size);
+    m->set_role(static_cast<plan::MeshAxis::Role>(a.role));
   }
   plan::Program &prog = *p.add_programs();
   prog.set_name("forward");

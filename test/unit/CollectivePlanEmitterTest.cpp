@@ -1,8 +1,9 @@
 //===- CollectivePlanEmitterTest.cpp - lowering of the tensor-parallel collectives -------------===//
 //
 // The collectives of ColossalParallelOps.td lowered to plan instructions (lib/Target/Plan), the
-// plan's mesh taken from the module (docs/parallelism.md "Tensor parallelism ... the contract"),
-// and the data-parallel gradient all_reduce under a mesh with more axes than dp. Emitted plans
+// plan's mesh (names, sizes, roles) taken from the module's colossal.mesh, and the data-parallel
+// gradient all_reduce_in_place (one per gradient, or one bucket) under a mesh with more axes
+// than dp. Emitted plans
 // are loaded by the runtime's loader (which validates collectives against the mesh) and, on a
 // one-rank mesh, run by the executor against values computed here.
 //
@@ -24,10 +25,10 @@ namespace rt = colossal::runtime;
 namespace plan = colossal::plan;
 using CollectivePlanTest = colossal::test::PlanEmitterFixture;
 
-/// `x` [4, 6] through every collective on the mesh given by `meshAttrs`.
-std::string collectiveModule(const std::string &meshAttrs, int64_t tp, int64_t dp) {
+/// `x` [4, 6] through every collective on the mesh `meshOp` (a colossal.mesh op).
+std::string collectiveModule(const std::string &meshOp, int64_t tp, int64_t dp) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  return "module attributes {" + meshAttrs + R"mlir(} {
+  return "module {\n" + meshOp + R"mlir(
 func.func @forward(%x: tensor<4x6xf32> {colossal.input = "x"})
     -> (tensor<4x6xf32> {colossal.output = "ar"}, tensor<4x)mlir" + s(6 * tp * dp) +
          R"mlir(xf32> {colossal.output = "ag"},
@@ -51,8 +52,8 @@ func.func @forward(%x: tensor<4x6xf32> {colossal.input = "x"})
 }
 
 std::string meshAttrs(int64_t dp, int64_t tp) {
-  return "colossal.mesh_axes = [\"dp\", \"tp\"], colossal.mesh_shape = array<i64: " +
-         std::to_string(dp) + ", " + std::to_string(tp) + ">";
+  return "colossal.mesh @mesh axes = [\"dp\", \"tp\"] shape = [" + std::to_string(dp) + ", " +
+         std::to_string(tp) + "] roles = [\"data\", \"tensor\"]";
 }
 
 std::map<std::string, std::string> stringAttrs(const plan::Instruction &inst) {
@@ -68,8 +69,10 @@ TEST_F(CollectivePlanTest, OneToOneWithJoinedAxes) {
   ASSERT_EQ(p.mesh_size(), 2);
   EXPECT_EQ(p.mesh(0).name(), "dp");
   EXPECT_EQ(p.mesh(0).size(), 2);
+  EXPECT_EQ(p.mesh(0).role(), plan::MeshAxis::DATA);
   EXPECT_EQ(p.mesh(1).name(), "tp");
   EXPECT_EQ(p.mesh(1).size(), 2);
+  EXPECT_EQ(p.mesh(1).role(), plan::MeshAxis::TENSOR);
   const plan::Program &prog = p.programs(0);
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> got;
   for (const plan::Instruction &inst : prog.instructions())
@@ -122,39 +125,26 @@ TEST_F(CollectivePlanTest, OneRankMeshRuns) {
   EXPECT_EQ(*idx->as<int64_t>(), 0);
 }
 
-TEST_F(CollectivePlanTest, ModuleMeshAgainstOptions) {
-  colossal::PlanOptions options;
-  options.mesh = {{"dp", 2}, {"tp", 2}};
-  EXPECT_TRUE(succeeded(emit(collectiveModule(meshAttrs(2, 2), 2, 2), nullptr, options)))
-      << diagnostics;
-  options.mesh = {{"tp", 2}, {"dp", 2}};
-  EXPECT_TRUE(failed(emit(collectiveModule(meshAttrs(2, 2), 2, 2), nullptr, options)));
-  EXPECT_NE(diagnostics.find("the module's mesh (dp=2 x tp=2) differs from the spec's (tp=2 x "
-                             "dp=2)"),
-            std::string::npos)
-      << diagnostics;
-  options.mesh = {{"dp", 4}};
-  EXPECT_TRUE(failed(emit(collectiveModule(meshAttrs(2, 2), 2, 2), nullptr, options)));
-  EXPECT_NE(diagnostics.find("differs from the spec's (dp=4)"), std::string::npos) << diagnostics;
-
-  EXPECT_TRUE(failed(emit(
-      collectiveModule("colossal.mesh_axes = [\"dp\", \"tp\"]", 1, 1))));
-  EXPECT_NE(diagnostics.find("the module has 'colossal.mesh_axes' but not 'colossal.mesh_shape'"),
-            std::string::npos)
-      << diagnostics;
-  EXPECT_TRUE(failed(emit(collectiveModule(
-      "colossal.mesh_axes = [\"dp\", \"tp\"], colossal.mesh_shape = array<i64: 1>", 1, 1))));
-  EXPECT_NE(diagnostics.find("'colossal.mesh_axes' names 2 axes but 'colossal.mesh_shape' gives 1 "
-                             "sizes"),
-            std::string::npos)
-      << diagnostics;
+/// Without a colossal.mesh the plan has no mesh (one rank); a collective then names no axis the
+/// plan knows, which the dialect cannot check but the runtime's loader refuses.
+TEST_F(CollectivePlanTest, NoMeshIsOneRank) {
+  constexpr const char *kModule = R"mlir(
+func.func @forward(%x: tensor<4x6xf32> {colossal.input = "x"}) -> (tensor<4x6xf32> {colossal.output = "y"}) {
+  %y = colossal.relu %x : tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+)mlir";
+  ASSERT_TRUE(succeeded(emit(kModule))) << diagnostics;
+  EXPECT_EQ(readPlan().mesh_size(), 0);
 }
 
-/// A train module on mesh dp=2 x tp=2 given through PlanOptions (the spec's mesh) gets the data
-/// parallel gradient all_reduce over 'dp' only, one per gradient, before anything else.
+/// A train module on mesh dp=2 x tp=2 whose optimizer_step starts with the data-parallel
+/// gradient sum over 'dp' (colossal-data-parallel's output): GRADIENT_SUMS is replaced by one
+/// all_reduce_in_place per gradient or by one bucket of both.
 constexpr const char *kTrainModule = R"mlir(
 module attributes {colossal.train = {tokens_input = "tokens", labels_input = "labels",
                                      optimizer = "sgd", lr = 1.0e-2 : f64}} {
+colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
 func.func @forward(%tok: tensor<4x3xi64> {colossal.input = "tokens"},
     %w: tensor<2x2xf32> {colossal.param = "w", colossal.value = dense<1.0> : tensor<2x2xf32>},
     %b: tensor<2xf32> {colossal.param = "b", colossal.value = dense<0.5> : tensor<2xf32>})
@@ -182,6 +172,7 @@ func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor
     %gw: tensor<2x2xf32> {colossal.state = "w.grad"}, %gb: tensor<2xf32> {colossal.state = "b.grad"},
     %lr: tensor<f32> {colossal.input = "lr"}, %step: tensor<i64> {colossal.input = "step"})
     -> (tensor<f32> {colossal.output = "grad_norm"}) {
+GRADIENT_SUMS
   %n = colossal.global_norm %gw, %gb : tensor<2x2xf32>, tensor<2xf32>
   colossal.sgd_update %w, %gw, %lr, %step, %n {momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, max_grad_norm = 0.0 : f64} : tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
   colossal.sgd_update %b, %gb, %lr, %step, %n {momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, max_grad_norm = 0.0 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
@@ -190,13 +181,20 @@ func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"}, %b: tensor
 }
 )mlir";
 
+std::string trainModule(const std::string &sums) {
+  std::string m = kTrainModule;
+  return m.replace(m.find("GRADIENT_SUMS"), std::string("GRADIENT_SUMS").size(), sums);
+}
+
 TEST_F(CollectivePlanTest, DataParallelGradientsOverDpOnlyOnDpTpMesh) {
   colossal::PlanOptions options;
   options.mode = "train";
-  options.mesh = {{"dp", 2}, {"tp", 2}};
-  options.allReduceBucketBytes = 0;  // one all_reduce per gradient (buckets: the test below)
   std::string report;
-  ASSERT_TRUE(succeeded(emit(kTrainModule, &report, options))) << diagnostics;
+  ASSERT_TRUE(succeeded(emit(trainModule(R"mlir(
+  colossal.all_reduce_in_place %gw {axes = ["dp"]} : tensor<2x2xf32>
+  colossal.all_reduce_in_place %gb {axes = ["dp"]} : tensor<2xf32>)mlir"),
+                             &report, options)))
+      << diagnostics;
   plan::Plan p = readPlan();
   ASSERT_EQ(p.programs_size(), 4);
   const plan::Program &opt = p.programs(3);
@@ -225,14 +223,17 @@ TEST_F(CollectivePlanTest, DataParallelGradientsOverDpOnlyOnDpTpMesh) {
   EXPECT_NE(report.find("  total: 24 bytes\n"), std::string::npos) << report;
 }
 
-/// The same module with the default gradient bucket (25 MiB): both gradients in one in-place
-/// all_reduce (w.grad, b.grad), first in optimizer_step; the report counts one call of 24 bytes.
-TEST_F(CollectivePlanTest, DataParallelGradientsInOneBucketByDefault) {
+/// The same module with one gradient bucket (colossal-bucket-gradients' output): both gradients
+/// in one in-place all_reduce (w.grad, b.grad), first in optimizer_step; the report counts one
+/// call of 24 bytes.
+TEST_F(CollectivePlanTest, DataParallelGradientBucketIsOneInstruction) {
   colossal::PlanOptions options;
   options.mode = "train";
-  options.mesh = {{"dp", 2}, {"tp", 2}};
   std::string report;
-  ASSERT_TRUE(succeeded(emit(kTrainModule, &report, options))) << diagnostics;
+  ASSERT_TRUE(succeeded(emit(trainModule(R"mlir(
+  colossal.all_reduce_in_place %gw, %gb {axes = ["dp"]} : tensor<2x2xf32>, tensor<2xf32>)mlir"),
+                             &report, options)))
+      << diagnostics;
   plan::Plan p = readPlan();
   const plan::Program &opt = p.programs(3);
   ASSERT_EQ(opt.name(), "optimizer_step");

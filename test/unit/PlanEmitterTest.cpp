@@ -67,7 +67,7 @@ TEST_F(PlanEmitterTest, MlpPlanAndWeights) {
   ASSERT_TRUE(succeeded(emit(kMlp, &report))) << diagnostics;
   EXPECT_EQ(files(), (std::vector<std::string>{"model.cplan", "model.safetensors"}));
   plan::Plan p = readPlan();
-  EXPECT_EQ(p.version(), 1u);
+  EXPECT_EQ(p.version(), 2u);
   EXPECT_EQ(p.mode(), "inference");
   EXPECT_EQ(p.producer(), "colossal-opt");
   EXPECT_EQ(p.weights_file(), "model.safetensors");

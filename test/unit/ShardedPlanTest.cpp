@@ -44,7 +44,7 @@ std::string denseRows(int rows, int cols, int rowScale) {
 
 std::string module(llvm::StringRef wSharding = R"([["tp"], []])",
                    llvm::StringRef wValueType = "tensor<8x4xf32>",
-                   llvm::StringRef meshAttrs = R"(colossal.mesh_axes = ["tp"], colossal.mesh_shape = array<i64: 2>,)") {
+                   llvm::StringRef meshOp = R"(colossal.mesh @mesh axes = ["tp"] shape = [2] roles = ["tensor"])") {
   int rows = 0, cols = 0;  // of wValueType, "tensor<RxCxf32>"
   std::sscanf(wValueType.str().c_str(), "tensor<%dx%dx", &rows, &cols);
   std::string w = "{colossal.param = \"w\", colossal.sharding = " + wSharding.str() +
@@ -52,9 +52,10 @@ std::string module(llvm::StringRef wSharding = R"([["tp"], []])",
   std::string qkv = "{colossal.param = \"qkv\", colossal.sharding = [[], [\"tp\"]], "
                     "colossal.shard_blocks = array<i64: 1, 3>, colossal.value = " +
                     denseRows(2, 12, 100) + " : tensor<2x12xf32>}";
-  return R"(module attributes {)" + meshAttrs.str() + R"(
+  return R"(module attributes {
   colossal.train = {tokens_input = "tokens", labels_input = "labels", logits_output = "logits",
                     optimizer = "adamw", lr = 1.0e-3 : f64, trainable = ["w"]}} {
+)" + meshOp.str() + R"(
 func.func @forward(%tok: tensor<2x3xi64> {colossal.input = "tokens"}, %w: tensor<4x4xf32> )" + w +
          R"(, %q: tensor<2x6xf32> )" + qkv + R"()
     -> (tensor<2x3x4xf32> {colossal.output = "logits"}, tensor<3x4xf32> {colossal.output = "qv"}) {

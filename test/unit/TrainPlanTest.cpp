@@ -112,6 +112,7 @@ TEST_F(TrainPlanTest, InPlaceAllReduceWritesState) {
   plan::MeshAxis *axis = model.add_mesh();
   axis->set_name("dp");
   axis->set_size(1);
+  axis->set_role(plan::MeshAxis::DATA);
   plan::Plan good = model;
   plan::Program &ts = prog("train_step");
   uint32_t w = ts.instructions(instIndex(ts, "gather")).inputs(0);

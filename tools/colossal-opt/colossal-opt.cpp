@@ -45,17 +45,14 @@ static llvm::cl::opt<bool> report("report",
 
 static llvm::cl::opt<double> bucketCapMb(
     "bucket-cap-mb",
-    llvm::cl::desc("Gradient buckets: fuse consecutive in-place all_reduces into collectives of at "
-                   "most this many MiB (default 25; 0: one collective per tensor)"),
+    llvm::cl::desc("Gradient buckets: overrides the spec's zero.bucket_mb (default 25 MiB; 0: one "
+                   "collective per gradient)"),
     llvm::cl::init(25.0), llvm::cl::value_desc("MiB"), llvm::cl::cat(category));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "error: " << msg << "\n";
   return 1;
 }
-
-/// --bucket-cap-mb in bytes (MiB = 2^20 bytes, rounded down); checked in main().
-static uint64_t bucketBytes() { return static_cast<uint64_t>(bucketCapMb * double(1 << 20)); }
 
 static int compileONNX(StringRef input, StringRef output, DialectRegistry &registry) {
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
@@ -68,6 +65,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     }
     spec = std::move(*parsed);
   }
+  if (bucketCapMb.getNumOccurrences() > 0)
+    spec.bucketMb = bucketCapMb;
   if (emitKind != "plan" && emitKind != "mlir")
     return fail("--emit must be 'plan' or 'mlir', got '" + emitKind + "'");
   if (emitKind == "plan" && (output.empty() || output == "-"))
@@ -148,10 +147,6 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
-  planOptions.allReduceBucketBytes = bucketBytes();
-  // The partitioner records the mesh it used (2d/2.5d/3d split `tp` into grid axes) on the module.
-  if (!(*module)->hasAttr("colossal.mesh_axes"))
-    planOptions.mesh = spec.mesh;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).
@@ -207,7 +202,6 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
       return 1;
   }
   colossal::PlanOptions planOptions;
-  planOptions.allReduceBucketBytes = bucketBytes();
   if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
     return 1;
   return 0;

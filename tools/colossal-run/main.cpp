@@ -33,6 +33,7 @@
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
+#include "colossal/runtime/Mesh.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/OnnxExport.h"
 #include "colossal/runtime/Plan.h"
@@ -448,15 +449,17 @@ int runMain(int argc, char **argv) {
   // the outputs are gathered along dim 0 over 'dp' and rank 0 writes them whole.
   int64_t dpSize = 1, dpRank = 0;
   Communicator *dpGroup = nullptr;
-  if ((*loaded)->plan.mode() != "train")
-    for (const auto &a : (*loaded)->plan.mesh())
-      if (a.name() == "dp" && a.size() > 1) {
-        auto group = (*comm)->axes("dp");
-        if (!group) return fail(group.takeError());
-        dpGroup = *group;
-        dpSize = a.size();
-        dpRank = dpGroup->rank();
-      }
+  if ((*loaded)->plan.mode() != "train") {
+    llvm::Expected<Mesh> mesh = Mesh::fromPlan((*loaded)->plan, (*loaded)->path);
+    if (!mesh) return fail(mesh.takeError());
+    if (mesh->dataSize() > 1) {
+      auto group = (*comm)->axes(mesh->dataAxes());
+      if (!group) return fail(group.takeError());
+      dpGroup = *group;
+      dpSize = mesh->dataSize();
+      dpRank = dpGroup->rank();
+    }
+  }
   std::map<std::string, const BindingInfo *> bindings;
   for (const BindingInfo &b : ex.inputs()) bindings[b.name] = &b;
   std::vector<InputData> inputs;

@@ -42,7 +42,10 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> values;          // NAME -> .npy path
   std::string passes;                                               // replaces the pipeline
   std::optional<TrainSpec> train;                                   // set iff mode == "train"
-  /// `mesh:` axes and sizes (sorted by name). Only `dp` and `tp` may exceed 1.
+  /// `zero.bucket_mb`: the largest gradient bucket in MiB (plain data parallelism too; 0: one
+  /// collective per gradient). colossal-opt's --bucket-cap-mb overrides it.
+  double bucketMb = 25;
+  /// `mesh:` axes and sizes as written (meshAxes() orders them). Only `dp` and `tp` may exceed 1.
   std::vector<std::pair<std::string, int64_t>> mesh;
   /// `parallel.tensor` (docs/parallelism.md "Tensor parallelism"): style 1d | 2d | 2.5d | 3d,
   /// Megatron sequence parallelism, the 2.5d depth, and per-parameter hints (regex -> per-dim
@@ -54,9 +57,18 @@ struct Spec {
     std::vector<std::pair<std::string, std::string>> hints;
   } tensor;
 
-  /// The mesh the partitioner works on, in rank-layout order: `dp`, then `tp` (1d) or its grid
-  /// axes `tp_depth`, `tp_row`, `tp_col` (2d: q x q, 2.5d: d x q x q, 3d: q x q x q).
-  std::vector<std::pair<std::string, int64_t>> partitionMesh() const;
+  /// One axis of the compiled mesh: its name, size and role (`colossal.mesh` roles: data,
+  /// tensor, pipeline, grid_row, grid_col, grid_depth).
+  struct MeshAxis {
+    std::string name;
+    int64_t size = 1;
+    std::string role;
+  };
+  /// The mesh the plan runs on, in rank-layout order (Megatron's: `pp` slowest, then `dp`, then
+  /// `tp` fastest, so tp groups are consecutive ranks and stay inside a node): the spec's axes,
+  /// with a `tp` > 1 of a grid style replaced by its grid axes `tp_depth`, `tp_row`, `tp_col`
+  /// (2d: q x q, 2.5d: d x q x q, 3d: q x q x q). The one place where axis names get roles.
+  std::vector<MeshAxis> meshAxes() const;
   /// The tensor-parallel degree (mesh axis `tp`, 1 when absent).
   int64_t tensorParallel() const {
     for (auto &[axis, size] : mesh)

@@ -15,14 +15,6 @@ struct PlanOptions {
   std::string sourceModel;        // absolute path
   uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
   uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
-  // The spec's mesh (Plan.mesh, in this order). A train plan with an axis `dp` of size D > 1 is
-  // data parallel (docs/parallelism.md "Data parallelism"): optimizer_step starts with one in-place
-  // `all_reduce` (sum over `dp`) of every gradient accumulator.
-  std::vector<std::pair<std::string, int64_t>> mesh;
-  // Gradient buckets (docs/parallelism.md "Gradient buckets"): consecutive in-place all_reduces
-  // (same axes, reduction, dtype) are fused into `all_reduce` instructions of several tensors of at
-  // most this many bytes each (colossal-opt --bucket-cap-mb; 0: one instruction per tensor).
-  uint64_t allReduceBucketBytes = uint64_t(25) << 20;
 };
 
 /// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module

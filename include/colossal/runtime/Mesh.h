@@ -29,10 +29,15 @@ class Plan;
 
 namespace colossal::runtime {
 
+/// What a mesh axis does (plan.proto MeshAxis.Role). Data axes split the batch: the runtime
+/// scatters inputs, gathers outputs and reduces the loss over them.
+enum class AxisRole { Unspecified, Data, Tensor, Pipeline, GridRow, GridCol, GridDepth };
+
 /// One named axis of a mesh.
 struct MeshAxis {
   std::string name;
   int64_t size = 1;
+  AxisRole role = AxisRole::Unspecified;
 };
 
 /// The largest number of ranks a mesh may have (MPI ranks are `int`).
@@ -54,6 +59,10 @@ public:
   int64_t size() const { return size_; }
   /// Index of the axis named `name`, or -1.
   int axisIndex(llvm::StringRef name) const;
+  /// The data-parallel axes (role Data): their names joined with "," (for Communicator::axes;
+  /// empty without one) and the product of their sizes (1 without one).
+  std::string dataAxes() const;
+  int64_t dataSize() const;
   /// "dp=2 x tp=2" (or "one rank" for an empty mesh), for messages.
   std::string toString() const;
 

@@ -26,7 +26,7 @@
 namespace colossal::runtime {
 
 /// The plan format version this runtime reads (plan.proto's `version`).
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;  // 2: MeshAxis.role
 
 /// Arena offsets are multiples of this.
 constexpr uint64_t kArenaAlignment = 64;

@@ -173,6 +173,9 @@ const OpLowering kTable[] = {
     // parallelism"): one instruction each, of the same name. all_reduce may write its input's
     // bytes (the communicator reduces in place); the others change the shape.
     KERNEL("all_reduce", true, kAllReduce),
+    // A gradient bucket (colossal-data-parallel, colossal-bucket-gradients): one all_reduce
+    // instruction whose outputs are its inputs, the STATE buffers it reduces in place.
+    {"colossal.all_reduce_in_place", Kind::Update, "all_reduce", false, kAllReduce, false, 0},
     KERNEL("all_gather", false, kAxesDim),
     KERNEL("reduce_scatter", false, kReduceScatter),
     KERNEL("shard_slice", false, kAxesDim),

@@ -4,7 +4,7 @@
 #include "OpTable.h"
 
 #include "colossal/runtime/DType.h"
-#include "dialects/Colossal/ColossalDialect.h"
+#include "dialects/Colossal/ColossalOps.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -144,8 +144,6 @@ constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argum
 // Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition").
 constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";      // ArrayAttr of ArrayAttr
 constexpr llvm::StringLiteral kShardBlocksAttr = "colossal.shard_blocks"; // DenseI64ArrayAttr
-constexpr llvm::StringLiteral kMeshAxesAttr = "colossal.mesh_axes";     // module: ArrayAttr
-constexpr llvm::StringLiteral kMeshShapeAttr = "colossal.mesh_shape";   // module: DenseI64ArrayAttr
 
 /// The module's mesh (name, size) in order, empty without one.
 using MeshTable = std::vector<std::pair<std::string, int64_t>>;
@@ -175,8 +173,7 @@ FailureOr<std::optional<plan::Sharding>> argSharding(func::FuncOp func, unsigned
     return where() << "'" << kShardBlocksAttr << "' must be array<i64> with one entry per dim; got "
                    << blocksAttr;
   if (mesh.empty())
-    return where() << "'" << kShardingAttr << "' needs the module's mesh ('" << kMeshAxesAttr
-                   << "' and '" << kMeshShapeAttr << "')";
+    return where() << "'" << kShardingAttr << "' needs the module's mesh (colossal.mesh)";
   plan::Sharding out;
   llvm::StringSet<> used;
   for (unsigned d = 0; d < dims.size(); ++d) {
@@ -853,8 +850,8 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
 } // namespace
 
 llvm::ArrayRef<llvm::StringLiteral> programNames(bool train) {
-  static constexpr llvm::StringLiteral kTrain[] = {"forward", "eval", "train_step",
-                                                   "optimizer_step"};
+  static constexpr llvm::StringLiteral kTrain[] = {kForwardFunction, kEvalFunction,
+                                                   kTrainStepFunction, kOptimizerStepFunction};
   return train ? llvm::ArrayRef<llvm::StringLiteral>(kTrain)
                : llvm::ArrayRef<llvm::StringLiteral>(kTrain).take_front(1);
 }
@@ -862,12 +859,9 @@ llvm::ArrayRef<llvm::StringLiteral> programNames(bool train) {
 LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
   ModuleTables tables;
   tables.train = out.train = moduleOp->hasAttr(kTrainAttr);
-  auto meshAxes = moduleOp->getAttrOfType<ArrayAttr>(kMeshAxesAttr);
-  auto meshShape = moduleOp->getAttrOfType<DenseI64ArrayAttr>(kMeshShapeAttr);
-  if (meshAxes && meshShape && meshAxes.size() == static_cast<size_t>(meshShape.size()))
-    for (auto [axis, size] : llvm::zip(meshAxes, meshShape.asArrayRef()))
-      if (auto name = llvm::dyn_cast<StringAttr>(axis))
-        tables.mesh.push_back({name.getValue().str(), size});
+  if (MeshOp mesh = lookupMesh(moduleOp))
+    for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getShape()))
+      tables.mesh.push_back({llvm::cast<StringAttr>(axis).getValue().str(), size});
   llvm::SmallVector<func::FuncOp, 4> funcs;
   for (llvm::StringRef name : programNames(out.train)) {
     auto func = moduleOp.lookupSymbol<func::FuncOp>(name);

@@ -13,7 +13,6 @@
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/Target/Plan.h"
 
-#include "AllReduceBuckets.h"
 #include "MemoryPlanner.h"
 #include "PlanCollector.h"
 #include "PlanReport.h"
@@ -27,6 +26,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "dialects/Colossal/ColossalOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
@@ -220,39 +220,6 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   return success();
 }
 
-/// Data parallelism (docs/parallelism.md "Data parallelism"): prepends to optimizer_step one
-/// in-place `all_reduce` (sum over `dp`) per GRAD state buffer, in Plan.states order, so that
-/// global_norm and the updates see the sum over the ranks of the accumulators — each holds
-/// 1/(D·grad_accum) · Σ of its rank's microbatch gradients, so the sum is the global mean.
-/// bucketAllReduces() then fuses them into buckets of at most PlanOptions::allReduceBucketBytes.
-void addDataParallelReductions(plan::Plan &planMsg) {
-  llvm::StringSet<> grads;
-  for (const plan::StateTensor &st : planMsg.states())
-    if (st.role() == plan::StateTensor::GRAD)
-      grads.insert(st.name());
-  for (plan::Program &program : *planMsg.mutable_programs()) {
-    if (program.name() != "optimizer_step")
-      continue;
-    google::protobuf::RepeatedPtrField<plan::Instruction> reduced;
-    llvm::StringSet<> seen;
-    for (const plan::Buffer &b : program.buffers()) {
-      if (b.storage() != plan::STATE || !grads.contains(b.state_name()) ||
-          !seen.insert(b.state_name()).second)
-        continue;
-      plan::Instruction *inst = reduced.Add();
-      inst->set_op("all_reduce");
-      inst->add_inputs(b.id());
-      inst->add_outputs(b.id());
-      (*inst->mutable_attrs())["axes"].set_s("dp");
-      (*inst->mutable_attrs())["reduction"].set_s("sum");
-      inst->set_loc("data parallelism: the gradient " + b.state_name());
-    }
-    for (const plan::Instruction &inst : program.instructions())
-      *reduced.Add() = inst;
-    program.mutable_instructions()->Swap(&reduced);
-  }
-}
-
 /// The plan instructions that move data between ranks (docs/plan.md "Collective instructions").
 /// `shard_slice` and `axis_index` name mesh axes too but communicate nothing.
 bool isCommunicating(llvm::StringRef op) {
@@ -289,16 +256,38 @@ CollectiveTally tallyCollectives(const plan::Program &program) {
 /// grad_accum/dp times per rank per step, optimizer_step once; eval is not counted) or per run
 /// (inference: forward once). Bytes = the size of each call's input buffer, summed.
 void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) {
-  std::string mesh;
-  int64_t dp = 1;
+  std::string mesh, roles, data;
+  int64_t dp = 1, ranks = 1;
   for (const plan::MeshAxis &a : planMsg.mesh()) {
     mesh += (mesh.empty() ? "" : " x ") + a.name() + "=" + std::to_string(a.size());
-    if (a.name() == "dp")
-      dp = a.size();
+    roles += (roles.empty() ? "" : ", ") + a.name() + " " +
+             llvm::StringRef(plan::MeshAxis::Role_Name(a.role())).lower();
+    ranks *= a.size();
+    if (a.role() == plan::MeshAxis::DATA) {
+      dp *= a.size();
+      data += (data.empty() ? "'" : ", '") + a.name() + "'";
+    }
   }
   os << "mesh: " << (mesh.empty() ? "one rank" : mesh)
      << " (per-rank figures: the plan's buffers and states hold each rank's local shapes, "
         "replicated or sharded, so the memory above is per rank)\n";
+  // The axes' roles and each rank's coordinates, row-major over the axes (the last fastest).
+  if (ranks > 1) {
+    os << "axis roles: " << roles << "\n";
+    constexpr int64_t kListed = 16;
+    os << "ranks (coordinates, row-major over the axes in order, the last fastest):\n";
+    for (int64_t r = 0; r < std::min(ranks, kListed); ++r) {
+      os << "  rank " << r << ":";
+      int64_t stride = ranks;
+      for (const plan::MeshAxis &a : planMsg.mesh()) {
+        stride /= a.size();
+        os << " " << a.name() << "=" << (r / stride) % a.size();
+      }
+      os << "\n";
+    }
+    if (ranks > kListed)
+      os << "  ... (" << ranks - kListed << " more)\n";
+  }
   const bool train = planMsg.mode() == "train";
   const int64_t accum = train ? planMsg.train().grad_accum() : 1;
   auto runsPerStep = [&](const plan::Program &program) -> int64_t {
@@ -342,56 +331,28 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
     os << "  none\n";
   os << "  total: " << total << " bytes\n";
   if (train && dp > 1)
-    os << "  (plus the runtime's all_reduce of the step's loss over 'dp': 8 bytes)\n";
+    os << "  (plus the runtime's all_reduce of the step's loss over " << data << ": 8 bytes)\n";
 }
 
-/// The plan's mesh (docs/parallelism.md "Tensor parallelism ... the contract"): the module's
-/// `colossal.mesh_axes` (ArrayAttr of StringAttr, the axis names in order) with
-/// `colossal.mesh_shape` (DenseI64ArrayAttr, the sizes) when it has them, else `options.mesh` (the
-/// spec's). Errors (on the module): only one of the two attributes, wrong attribute kinds,
-/// different lengths, a size < 1, and a module mesh that differs from a non-empty `options.mesh`
-/// (names, sizes or order). Names are checked further by the runtime's Mesh::create.
-LogicalResult resolveMesh(ModuleOp module, const PlanOptions &options,
-                          std::vector<std::pair<std::string, int64_t>> &mesh) {
-  constexpr llvm::StringLiteral kAxesAttr = "colossal.mesh_axes", kShapeAttr = "colossal.mesh_shape";
-  Attribute axesAttr = module->getAttr(kAxesAttr), shapeAttr = module->getAttr(kShapeAttr);
-  mesh = options.mesh;
-  if (!axesAttr && !shapeAttr)
-    return success();
-  if (!axesAttr || !shapeAttr)
-    return module.emitError() << "the module has '" << (axesAttr ? kAxesAttr : kShapeAttr)
-                              << "' but not '" << (axesAttr ? kShapeAttr : kAxesAttr)
-                              << "'; a mesh needs both (axis names and sizes)";
-  auto names = llvm::dyn_cast<ArrayAttr>(axesAttr);
-  auto sizes = llvm::dyn_cast<DenseI64ArrayAttr>(shapeAttr);
-  if (!names || !llvm::all_of(names, [](Attribute a) { return llvm::isa<StringAttr>(a); }))
-    return module.emitError() << "'" << kAxesAttr << "' must be an array of axis names, got "
-                              << axesAttr;
-  if (!sizes)
-    return module.emitError() << "'" << kShapeAttr << "' must be array<i64: ...>, got "
-                              << shapeAttr;
-  if (names.size() != static_cast<size_t>(sizes.size()))
-    return module.emitError() << "'" << kAxesAttr << "' names " << names.size() << " axes but '"
-                              << kShapeAttr << "' gives " << sizes.size() << " sizes";
-  std::vector<std::pair<std::string, int64_t>> fromModule;
-  for (size_t i = 0; i < names.size(); ++i) {
-    llvm::StringRef name = llvm::cast<StringAttr>(names[i]).getValue();
-    if (sizes[i] < 1)
-      return module.emitError() << "mesh axis '" << name << "' has size " << sizes[i]
-                                << " (must be >= 1)";
-    fromModule.emplace_back(name.str(), sizes[i]);
+/// The plan's mesh: the module's `colossal.mesh` (names, sizes and roles, in rank-layout order);
+/// none (one rank) without one. The dialect verified it.
+void emitMesh(ModuleOp module, plan::Plan &planMsg) {
+  MeshOp mesh = lookupMesh(module);
+  if (!mesh)
+    return;
+  for (auto [name, size, role] : llvm::zip(mesh.getAxes(), mesh.getShape(), mesh.getRoles())) {
+    plan::MeshAxis *a = planMsg.add_mesh();
+    a->set_name(llvm::cast<StringAttr>(name).getValue().str());
+    a->set_size(size);
+    switch (*parseAxisRole(llvm::cast<StringAttr>(role).getValue())) {
+    case AxisRole::Data: a->set_role(plan::MeshAxis::DATA); break;
+    case AxisRole::Tensor: a->set_role(plan::MeshAxis::TENSOR); break;
+    case AxisRole::Pipeline: a->set_role(plan::MeshAxis::PIPELINE); break;
+    case AxisRole::GridRow: a->set_role(plan::MeshAxis::GRID_ROW); break;
+    case AxisRole::GridCol: a->set_role(plan::MeshAxis::GRID_COL); break;
+    case AxisRole::GridDepth: a->set_role(plan::MeshAxis::GRID_DEPTH); break;
+    }
   }
-  auto str = [](const std::vector<std::pair<std::string, int64_t>> &m) {
-    std::string s;
-    for (const auto &[name, size] : m)
-      s += (s.empty() ? "" : " x ") + name + "=" + std::to_string(size);
-    return s;
-  };
-  if (!options.mesh.empty() && options.mesh != fromModule)
-    return module.emitError() << "the module's mesh (" << str(fromModule)
-                              << ") differs from the spec's (" << str(options.mesh) << ")";
-  mesh = std::move(fromModule);
-  return success();
 }
 
 } // namespace
@@ -420,21 +381,7 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
-  std::vector<std::pair<std::string, int64_t>> mesh;
-  if (failed(resolveMesh(module, options, mesh)))
-    return failure();
-  int64_t dataParallel = 1;
-  for (const auto &[axis, size] : mesh) {
-    plan::MeshAxis *a = planMsg.add_mesh();
-    a->set_name(axis);
-    a->set_size(size);
-    if (axis == "dp")
-      dataParallel = size;
-  }
-  if (collected.train && dataParallel > 1)
-    addDataParallelReductions(planMsg);
-  for (plan::Program &program : *planMsg.mutable_programs())
-    bucketAllReduces(program, options.allReduceBucketBytes);
+  emitMesh(module, planMsg);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
       return failure();

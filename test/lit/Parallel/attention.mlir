@@ -2,9 +2,9 @@
 // head dim 8) under tp=2: q/k/v projections column-parallel, heads split (each rank keeps 2 query
 // heads and their 1 key/value head), out-projection row-parallel with one all_reduce. At tp=4
 // the 2 key/value heads cannot be split and the compiler says so, naming the size.
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2 stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2})' | FileCheck %s --check-prefix=PARTITION
-// RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=4})' 2>&1 | FileCheck %s --check-prefix=TP4
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition{stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition)' | FileCheck %s --check-prefix=PARTITION
+// RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=4:tensor}, colossal-spmd-partition)' 2>&1 | FileCheck %s --check-prefix=TP4
 
 module {
   func.func @forward(%x: tensor<2x8x32xf32> {colossal.input = "x"},

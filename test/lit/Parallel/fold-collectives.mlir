@@ -1,7 +1,8 @@
 // Redundant collectives removed by canonicalize: all_gather then the matching shard_slice is
 // nothing; all_reduce then shard_slice over the same axes is one reduce_scatter.
 // RUN: colossal-opt %s --canonicalize | FileCheck %s
-module attributes {colossal.mesh_axes = ["dp", "tp"], colossal.mesh_shape = array<i64: 2, 2>} {
+module {
+colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
   // CHECK-LABEL: func.func @gather_slice
   // CHECK-NEXT: return %arg0
   func.func @gather_slice(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {

@@ -3,8 +3,8 @@
 // gather: only a gather whose gathered axis is split is vocab-parallel (masked ids, axis_index).
 // Regression (5cef528): the vocab-parallel masking used to key on dim 0 of the data (here the batch split
 // over tp_row), so grid rank rows > 0 read zeros (found by e2e.tp.infer.*).
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp_row=2,tp_col=2 style=2d stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp_row=2,tp_col=2 style=2d})' | FileCheck %s --check-prefix=PARTITION
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp_row=2:grid_row,tp_col=2:grid_col}, colossal-spmd-partition{style=2d stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp_row=2:grid_row,tp_col=2:grid_col}, colossal-spmd-partition{style=2d})' | FileCheck %s --check-prefix=PARTITION
 
 module {
   func.func @forward(%ids: tensor<4x8xi64> {colossal.input = "input_ids"},

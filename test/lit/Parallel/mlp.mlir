@@ -3,11 +3,11 @@
 // propagation (the sharding of every value; "partial(tp)" = a sum still to be reduced) and the
 // per-rank program (local shapes and collectives). Sequence parallelism turns the all_reduce
 // into reduce_scatter + all_gather along the sequence.
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2 stage=strategy})' | FileCheck %s --check-prefix=STRATEGY
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2 stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2})' | FileCheck %s --check-prefix=PARTITION
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=tp=2 sequence-parallel=true})' | FileCheck %s --check-prefix=SP
-// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-spmd-partition{mesh=dp=2,tp=2 hints="fc1\.weight=-/-"})' | FileCheck %s --check-prefix=HINT
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition{stage=strategy})' | FileCheck %s --check-prefix=STRATEGY
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition{stage=propagate})' | FileCheck %s --check-prefix=PROPAGATE
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition)' | FileCheck %s --check-prefix=PARTITION
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition{sequence-parallel=true})' | FileCheck %s --check-prefix=SP
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-define-mesh{axes=dp=2:data,tp=2:tensor}, colossal-spmd-partition{hints="fc1\.weight=-/-"})' | FileCheck %s --check-prefix=HINT
 
 module {
   func.func @forward(%x: tensor<4x8x16xf32> {colossal.input = "x"},
@@ -26,7 +26,7 @@ module {
 }
 
 // Column-parallel fc1 (and its bias), row-parallel fc2, fc2's bias whole.
-// STRATEGY: module attributes {colossal.mesh_axes = ["tp"], colossal.mesh_shape = array<i64: 2>}
+// STRATEGY: colossal.mesh @mesh axes = ["tp"] shape = [2] roles = ["tensor"]
 // STRATEGY: %arg1: tensor<16x64xf32> {colossal.param = "fc1.weight", colossal.sharding = "[-, tp]"}
 // STRATEGY-SAME: %arg2: tensor<64xf32> {colossal.param = "fc1.bias", colossal.sharding = "[tp]"}
 // STRATEGY-SAME: %arg3: tensor<64x16xf32> {colossal.param = "fc2.weight", colossal.sharding = "[tp, -]"}
@@ -62,7 +62,7 @@ module {
 
 // A hint keeps fc1 whole; fc2 then has a whole input and is column-parallel, gathered at the end.
 // `dp` is on the mesh but never in a sharding.
-// HINT: module attributes {colossal.mesh_axes = ["dp", "tp"], colossal.mesh_shape = array<i64: 2, 2>}
+// HINT: colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
 // HINT: %arg1: tensor<16x64xf32> {colossal.param = "fc1.weight"}
 // HINT-SAME: %arg3: tensor<64x8xf32> {colossal.param = "fc2.weight", colossal.sharding = {{\[\[\], \["tp"\]\]}}}
 // HINT: colossal.all_gather %{{.*}} {axes = ["tp"], dim = 2 : i64} : tensor<4x8x8xf32> -> tensor<4x8x16xf32>

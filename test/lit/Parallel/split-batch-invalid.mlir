@@ -1,6 +1,6 @@
 // colossal-split-batch errors: a batch dp x grad_accum does not divide, an op that mixes rows of
 // the batch, a constant whose row blocks differ. Each names the input or node, dp and grad_accum.
-// RUN: colossal-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(colossal-split-batch{dp=2 grad-accum=3})'
+// RUN: colossal-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(colossal-define-mesh{axes=dp=2:data}, colossal-split-batch{grad-accum=3})'
 
 // expected-error @below {{input 'ids': the batch (dim 0 = 8) is not divisible by dp=2 x train.grad_accum=3 = 6 row blocks}}
 func.func @forward(%ids: tensor<8x6xi64> {colossal.input = "ids"},

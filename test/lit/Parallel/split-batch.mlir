@@ -3,8 +3,8 @@
 // to the batch folded at 8) becomes the program of 8 / (dp x grad_accum) rows: the reshapes keep
 // their trailing dims, the constant is resliced, the broadcast re-expanded. Inference (into =
 // forward) rewrites @forward; train mode adds @forward_microbatch and keeps @forward whole.
-// RUN: colossal-opt %s --split-input-file --pass-pipeline='builtin.module(colossal-split-batch{dp=2 into=forward})' | FileCheck %s --check-prefix=DP2
-// RUN: colossal-opt %s --split-input-file --pass-pipeline='builtin.module(colossal-split-batch{dp=2 grad-accum=2})' | FileCheck %s --check-prefix=TRAIN
+// RUN: colossal-opt %s --split-input-file --pass-pipeline='builtin.module(colossal-define-mesh{axes=dp=2:data}, colossal-split-batch{into=forward})' | FileCheck %s --check-prefix=DP2
+// RUN: colossal-opt %s --split-input-file --pass-pipeline='builtin.module(colossal-define-mesh{axes=dp=2:data}, colossal-split-batch{grad-accum=2})' | FileCheck %s --check-prefix=TRAIN
 
 // DP2-LABEL: func.func @forward
 // DP2-SAME: %arg0: tensor<4x6xi64> {colossal.input = "ids"}

@@ -1,7 +1,7 @@
 // The collectives of a per-rank program (dialects/Colossal/ColossalParallelOps.td) lower one to
 // one onto plan instructions of the same name (docs/plan.md "Collective instructions"): `axes`
 // joined with ",", in the listed order; `dim` and `reduction` as attributes. The plan's mesh is the
-// module's colossal.mesh_axes / colossal.mesh_shape, in that order.
+// module's colossal.mesh: names, sizes and roles, in that order.
 // Report bytes, by hand (bytes = each call's input buffer, f32 = 4 bytes):
 //   all_reduce over 'tp'     x [4, 6]          96 bytes
 //   all_gather over 'tp,dp'  a [4, 6]          96 bytes   (output [4, 24])
@@ -12,7 +12,8 @@
 // RUN: protoc --decode=colossal.plan.Plan -I %src/runtime/plan %src/runtime/plan/plan.proto < %t/m.cplan | FileCheck %s
 
 // REPORT:      mesh: dp=2 x tp=2 (per-rank figures
-// REPORT-NEXT: collectives per program call (bytes = each call's input buffer on one rank):
+// REPORT-NEXT: axis roles: dp data, tp tensor
+// REPORT:      collectives per program call (bytes = each call's input buffer on one rank):
 // REPORT-NEXT:   forward (1 call per run):
 // REPORT-NEXT:     all_gather over 'tp,dp': 1 call, 96 bytes
 // REPORT-NEXT:     all_reduce over 'tp': 1 call, 96 bytes
@@ -76,13 +77,16 @@
 // CHECK:      mesh {
 // CHECK-NEXT:   name: "dp"
 // CHECK-NEXT:   size: 2
+// CHECK-NEXT:   role: DATA
 // CHECK-NEXT: }
 // CHECK-NEXT: mesh {
 // CHECK-NEXT:   name: "tp"
 // CHECK-NEXT:   size: 2
+// CHECK-NEXT:   role: TENSOR
 // CHECK-NEXT: }
 
-module attributes {colossal.mesh_axes = ["dp", "tp"], colossal.mesh_shape = array<i64: 2, 2>} {
+module {
+colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
 func.func @forward(%x: tensor<4x6xf32> {colossal.input = "x"})
     -> (tensor<2x12xf32> {colossal.output = "s"}, tensor<i64> {colossal.output = "index"}) {
   %a = colossal.all_reduce %x {axes = ["tp"], reduction = "max"} : tensor<4x6xf32> -> tensor<4x6xf32>

@@ -1,6 +1,6 @@
-// A train-mode per-rank module on mesh dp=2 x tp=2 (colossal.mesh_axes / colossal.mesh_shape):
-// the partitioner's collectives lower one to one, and the plan lowering still adds the data
-// parallel gradient all_reduce over 'dp' only (not 'tp') at the start of optimizer_step.
+// A train-mode per-rank module on mesh dp=2 x tp=2 (colossal.mesh): the partitioner's collectives
+// and the data-parallel gradient sum over 'dp' only (colossal.all_reduce_in_place at the start of
+// optimizer_step, as colossal-data-parallel writes it) lower one to one.
 // Report, by hand: global batch 4 (@forward's tokens), train_step takes 1 row, so grad_accum = 4
 // and train_step runs 4 / dp = 2 times per rank per optimizer step; optimizer_step once; eval and
 // forward are not part of a step. Bytes = each call's input buffer:
@@ -14,6 +14,12 @@
 // RUN: protoc --decode=colossal.plan.Plan -I %src/runtime/plan %src/runtime/plan/plan.proto < %t/m.cplan | FileCheck %s
 
 // REPORT:      mesh: dp=2 x tp=2 (per-rank figures
+// REPORT-NEXT: axis roles: dp data, tp tensor
+// REPORT-NEXT: ranks (coordinates, row-major over the axes in order, the last fastest):
+// REPORT-NEXT:   rank 0: dp=0 tp=0
+// REPORT-NEXT:   rank 1: dp=0 tp=1
+// REPORT-NEXT:   rank 2: dp=1 tp=0
+// REPORT-NEXT:   rank 3: dp=1 tp=1
 // REPORT-NEXT: collectives per program call (bytes = each call's input buffer on one rank):
 // REPORT-NEXT:   forward (not part of a step):
 // REPORT-NEXT:     all_reduce over 'tp': 1 call, 96 bytes
@@ -56,19 +62,21 @@
 // CHECK:      mesh {
 // CHECK-NEXT:   name: "dp"
 // CHECK-NEXT:   size: 2
+// CHECK-NEXT:   role: DATA
 // CHECK-NEXT: }
 // CHECK-NEXT: mesh {
 // CHECK-NEXT:   name: "tp"
 // CHECK-NEXT:   size: 2
+// CHECK-NEXT:   role: TENSOR
 // CHECK-NEXT: }
 // CHECK:        global_batch: 4
 // CHECK-NEXT:   seq_len: 3
 // CHECK-NEXT:   grad_accum: 4
 
-module attributes {colossal.mesh_axes = ["dp", "tp"], colossal.mesh_shape = array<i64: 2, 2>,
-                   colossal.train = {tokens_input = "tokens", labels_input = "labels",
+module attributes {colossal.train = {tokens_input = "tokens", labels_input = "labels",
                                      logits_output = "logits", optimizer = "adamw",
                                      lr = 1.0e-2 : f64, lr_schedule = "constant"}} {
+colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
 func.func @forward(%tok: tensor<4x3xi64> {colossal.input = "tokens"},
     %w: tensor<2x2xf32> {colossal.param = "w",
                          colossal.value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>})
@@ -102,6 +110,7 @@ func.func @optimizer_step(%w: tensor<2x2xf32> {colossal.param = "w"},
     %m: tensor<2x2xf32> {colossal.state = "w.exp_avg"}, %v: tensor<2x2xf32> {colossal.state = "w.exp_avg_sq"},
     %lr: tensor<f32> {colossal.input = "lr"}, %step: tensor<i64> {colossal.input = "step"})
     -> (tensor<f32> {colossal.output = "grad_norm"}) {
+  colossal.all_reduce_in_place %gw {axes = ["dp"]} : tensor<2x2xf32>
   %n = colossal.global_norm %gw : tensor<2x2xf32>
   colossal.adamw_update %w, %gw, %m, %v, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>, tensor<i64>, tensor<f32>
   return %n : tensor<f32>
