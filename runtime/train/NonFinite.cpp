@@ -3,6 +3,7 @@
 
 #include "colossal/runtime/Communicator.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -90,11 +91,20 @@ std::string describeNonFinite(const NonFiniteState &s) {
   return describeState(*s.entry) + " (" + where + ": " + s.value + ")";
 }
 
-llvm::Expected<bool> anyRank(bool local, CommContext *comm) {
-  if (!comm || comm->worldSize() < 2) return local;
-  int32_t in = local ? 1 : 0, out = 0;
-  if (llvm::Error e = comm->world().allReduce(&in, &out, 1, DType::I32, ReduceOp::Max)) return std::move(e);
-  return out != 0;
+llvm::Expected<std::optional<NonFiniteValue>> firstNonFiniteRank(double local, CommContext *comm) {
+  const bool bad = !std::isfinite(local);
+  const int64_t code = std::isnan(local) ? 0 : local > 0 ? 1 : 2;
+  if (!comm || comm->worldSize() < 2) {
+    if (!bad) return std::nullopt;
+    return NonFiniteValue{0, codeText(code)};
+  }
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  int64_t mine = bad ? comm->rank() : none, first = none;
+  if (llvm::Error e = comm->world().allReduce(&mine, &first, 1, DType::I64, ReduceOp::Min)) return std::move(e);
+  if (first == none) return std::nullopt;
+  int64_t mineCode = first == comm->rank() ? code : 0, shared = 0;
+  if (llvm::Error e = comm->world().allReduce(&mineCode, &shared, 1, DType::I64, ReduceOp::Sum)) return std::move(e);
+  return NonFiniteValue{static_cast<int>(first), codeText(shared)};
 }
 
 llvm::Expected<std::optional<NonFiniteState>> findNonFiniteState(const StateStore &store,

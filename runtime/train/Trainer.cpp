@@ -83,11 +83,9 @@ double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
 /// "step 2: the gradient norm is not finite (inf); the first non-finite tensor is the gradient of
 /// 'W' (element 3: inf)": what made step `s` non-finite.
 static std::string nonFiniteSummary(int64_t s, const StepResult &r) {
-  auto text = [](double v) { return std::isnan(v) ? std::string("nan") : v > 0 ? "inf" : "-inf"; };
   std::string out = "step " + std::to_string(s) + ": the " +
-                    (r.nonFinite == NonFiniteCause::Loss ? "loss is not finite (" + text(r.loss)
-                                                         : "gradient norm is not finite (" + text(r.gradNorm)) +
-                    ")";
+                    (r.nonFinite == NonFiniteCause::Loss ? "loss" : "gradient norm") + " is not finite (" +
+                    r.nonFiniteValue + ")";
   out += r.firstNonFinite.empty() ? std::string("; every parameter, gradient and optimizer state is finite")
                                   : "; the first non-finite tensor is " + r.firstNonFinite;
   return out;
@@ -290,10 +288,11 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   r.loss = *allLosses / static_cast<double>(tc.grad_accum());
   r.lr = scheduledLearningRate(tc, step);
   // The ranks agree before optimizer_step, whose collectives all of them must run or none.
-  llvm::Expected<bool> lossBad = anyRank(!std::isfinite(r.loss), comm_);
+  llvm::Expected<std::optional<NonFiniteValue>> lossBad = firstNonFiniteRank(r.loss, comm_);
   if (!lossBad) return lossBad.takeError();
   NonFiniteCause cause = NonFiniteCause::None;
-  if (*lossBad) {
+  std::optional<NonFiniteValue> bad = *lossBad;
+  if (bad) {
     cause = NonFiniteCause::Loss;
     r.gradNorm = NAN;
   } else {
@@ -308,12 +307,13 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     r.gradNorm = *gn;
     // grad_norm is replicated by construction (global_norm), so the updates skipped on every rank
     // alike; the agreement only guards the decision that follows.
-    llvm::Expected<bool> normBad = anyRank(!std::isfinite(r.gradNorm), comm_);
+    llvm::Expected<std::optional<NonFiniteValue>> normBad = firstNonFiniteRank(r.gradNorm, comm_);
     if (!normBad) return normBad.takeError();
-    if (*normBad) cause = NonFiniteCause::GradNorm;
+    bad = *normBad;
+    if (bad) cause = NonFiniteCause::GradNorm;
   }
-  if (cause != NonFiniteCause::None) {
-    if (llvm::Error e = skipStep(r, cause)) return std::move(e);
+  if (bad) {
+    if (llvm::Error e = skipStep(r, cause, *bad)) return std::move(e);
   } else {
     ++updates_;
   }
@@ -327,9 +327,10 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   return r;
 }
 
-llvm::Error Trainer::skipStep(StepResult &r, NonFiniteCause cause) {
+llvm::Error Trainer::skipStep(StepResult &r, NonFiniteCause cause, const NonFiniteValue &value) {
   using Role = plan::StateTensor::Role;
   r.nonFinite = cause;
+  r.nonFiniteValue = value.text + (value.rank != 0 ? " on rank " + std::to_string(value.rank) : "");
   // Parameters first: a non-finite one is the cause of everything after it.
   llvm::Expected<std::optional<NonFiniteState>> first =
       findNonFiniteState(*states_, {plan::StateTensor::PARAM, plan::StateTensor::OPTIMIZER, plan::StateTensor::GRAD},

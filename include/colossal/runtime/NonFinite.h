@@ -57,9 +57,17 @@ llvm::Expected<std::optional<NonFiniteState>> findNonFiniteState(const StateStor
                                                                  llvm::ArrayRef<plan::StateTensor::Role> roles,
                                                                  CommContext *comm);
 
-/// Whether `local` holds on some rank of `comm` (a world all-reduce of one value; `local` itself
-/// without `comm` or with one rank).
-llvm::Expected<bool> anyRank(bool local, CommContext *comm);
+/// Where a scalar that every rank computes (a loss, a norm) is not finite.
+struct NonFiniteValue {
+  int rank = 0;      // the lowest world rank where it is not finite
+  std::string text;  // its value there: "nan", "inf" or "-inf"
+};
+
+/// The lowest world rank of `comm` whose `local` is NaN or ±inf, or nullopt when it is finite on
+/// every rank: every rank gets the same answer. A collective over the world (one all-reduce; a
+/// second one when some rank's value is not finite); without `comm` or with one rank, `local`
+/// alone. Errors: the collectives'.
+llvm::Expected<std::optional<NonFiniteValue>> firstNonFiniteRank(double local, CommContext *comm);
 
 /// An error every rank of the job met alike, after agreeing on it (a non-finite step, a checkpoint
 /// with non-finite values): the message is the same on every rank, so rank 0 prints it and every

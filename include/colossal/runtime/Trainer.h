@@ -23,6 +23,7 @@
 #define COLOSSAL_RUNTIME_TRAINER_H
 
 #include "colossal/runtime/Executor.h"
+#include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TokenData.h"
 
@@ -64,6 +65,9 @@ struct StepResult {
   /// step count unchanged; gradients zeroed). Every rank reports the same.
   NonFiniteCause nonFinite = NonFiniteCause::None;
   bool skipped() const { return nonFinite != NonFiniteCause::None; }
+  /// When skipped: the non-finite value, "nan", "inf" or "-inf", with " on rank R" when the lowest
+  /// rank where it is not finite is not rank 0 (whose values the metrics line reports).
+  std::string nonFiniteValue;
   /// When skipped: the first non-finite state before the gradients were zeroed (parameters, then
   /// optimizer state, then gradients; describeNonFinite), "" when every state is finite.
   std::string firstNonFinite;
@@ -131,8 +135,9 @@ private:
   llvm::Expected<double> sumOverRanks(double local);
   /// Applies the test hook of kind `kind` at step `step`, if it is due on this rank.
   bool hookDue(llvm::StringRef kind, int64_t step) const;
-  /// A non-finite step: names the first non-finite state, zeroes the gradients, counts the skip.
-  llvm::Error skipStep(StepResult &r, NonFiniteCause cause);
+  /// A non-finite step (`value` of the loss or norm): names the first non-finite state, zeroes the
+  /// gradients, counts the skip.
+  llvm::Error skipStep(StepResult &r, NonFiniteCause cause, const NonFiniteValue &value);
 };
 
 /// `--on-nonfinite`: what a non-finite step does to the run.
