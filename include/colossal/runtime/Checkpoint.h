@@ -42,7 +42,7 @@ class CommContext;
 
 /// What a checkpoint records besides the tensors.
 struct CheckpointInfo {
-  int64_t step = 0;          // optimizer steps done: training continues at step `step`
+  int64_t step = 0;          // steps done (skipped ones included): training continues at step `step`
   int64_t dataPosition = 0;  // the next row index of the data order (step · global batch)
   uint64_t seed = 0;         // --seed of the run that wrote it
   uint64_t specHash = 0;     // TrainConfig.spec_hash of the plan that wrote it
