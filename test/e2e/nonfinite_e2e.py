@@ -85,6 +85,8 @@ def train_cmd(s, plan, metrics, steps, extra=(), fresh=True):
 
 
 def read_lines(path):
+    if not os.path.exists(path):
+        return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
