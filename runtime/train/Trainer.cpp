@@ -361,6 +361,38 @@ llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalStep
   return *all / static_cast<double>(evalSteps * tc.grad_accum());
 }
 
+/// `--resume`: loads the checkpoint into `tr`'s states and counters, checks it against the plan and
+/// --steps, prints the mesh note or the other-spec warning and cuts the metrics file at its step.
+static llvm::Expected<CheckpointInfo> resumeTraining(const LoadedPlan &plan, Trainer &tr, const TrainOptions &o,
+                                                     bool writer, llvm::raw_ostream &log) {
+  const plan::TrainConfig &tc = tr.config();
+  llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states(), o.allowNonFiniteCheckpoint);
+  if (!info) return info.takeError();
+  tr.setCounts(info->step - info->skippedTotal, info->skippedTotal);
+  if (info->dataPosition != info->step * tc.global_batch())
+    return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
+                llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
+                " (the checkpoint was written for another batch size)");
+  // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
+  // its hash: then a note, not the warning about another spec.
+  std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
+  if (mesh != info->mesh) {
+    if (writer)
+      log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
+          << meshText(mesh) << " (supported: checkpoints hold global shapes)"
+          << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
+  } else if (info->specHash != tc.spec_hash()) {
+    log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
+        << "training continues with this plan's hyperparameters\n";
+  }
+  if (o.steps <= info->step)
+    return fail("checkpoint is at step " + llvm::Twine(info->step) + "; --steps " + llvm::Twine(o.steps) +
+                " is the total step count, so nothing to do (pass --steps > " + llvm::Twine(info->step) + ")");
+  if (writer)
+    if (llvm::Error e = truncateMetrics(o.metricsPath, info->step)) return std::move(e);
+  return info;
+}
+
 llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
                         const TrainOptions &o, llvm::raw_ostream &log) {
   if (o.steps < 0) return fail("--steps must be >= 0");
@@ -388,33 +420,11 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
   int64_t start = 0;
   std::string newest;  // the newest checkpoint of the run (resumed from or saved), for messages
   if (!o.resumeDir.empty()) {
-    llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states(), o.allowNonFiniteCheckpoint);
+    llvm::Expected<CheckpointInfo> info = resumeTraining(plan, tr, o, writer, log);
     if (!info) return info.takeError();
-    tr.setCounts(info->step - info->skippedTotal, info->skippedTotal);
+    start = info->step;
     if (llvm::Expected<std::string> dir = checkpointStepDir(o.resumeDir)) newest = *dir;
     else llvm::consumeError(dir.takeError());
-    if (info->dataPosition != info->step * tc.global_batch())
-      return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
-                  llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
-                  " (the checkpoint was written for another batch size)");
-    // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
-    // its hash: then a note, not the warning about another spec.
-    std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
-    if (mesh != info->mesh) {
-      if (writer)
-        log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
-            << meshText(mesh) << " (supported: checkpoints hold global shapes)"
-            << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
-    } else if (info->specHash != tc.spec_hash()) {
-      log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
-          << "training continues with this plan's hyperparameters\n";
-    }
-    start = info->step;
-    if (o.steps <= start)
-      return fail("checkpoint is at step " + llvm::Twine(start) + "; --steps " + llvm::Twine(o.steps) +
-                  " is the total step count, so nothing to do (pass --steps > " + llvm::Twine(start) + ")");
-    if (writer)
-      if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
   }
   std::error_code ec;
   llvm::raw_fd_ostream metrics(writer ? llvm::StringRef(o.metricsPath) : llvm::StringRef("-"), ec,
@@ -450,7 +460,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       std::string what = nonFiniteSummary(s, *r);
       if (stop) return llvm::make_error<NonFiniteError>(stopMessage(what, *r, o.onNonFinite, newest));
       if (writer)
-        log << "warning: " << what << "; the step was skipped (" << r->skippedTotal << " skipped so far)\n";
+        log << (o.progressBar ? "\r\x1b[K" : "") << "warning: " << what << "; the step was skipped (" << r->skippedTotal << " skipped so far)\n";
     }
     // Every rank takes part in a save (sharded states are gathered); rank 0 writes.
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
