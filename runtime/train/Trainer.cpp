@@ -240,8 +240,18 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   return t;
 }
 
-bool Trainer::hookDue(llvm::StringRef kind, int64_t step) const {
-  return hookKind_ == kind && hookStep_ == step && (hookRank_ < 0 || (comm_ ? comm_->rank() : 0) == hookRank_);
+void Trainer::applyTestHook(int64_t step, double &lossSum) {
+  if (hookStep_ != step || (hookRank_ >= 0 && (comm_ ? comm_->rank() : 0) != hookRank_)) return;
+  if (hookKind_ == "loss") {
+    lossSum = NAN;
+    return;
+  }
+  for (const StateEntry &e : states_->entries())
+    if (e.role() == plan::StateTensor::GRAD && e.tensor.dtype == DType::F32 && e.tensor.numel() > 0) {
+      const float nan = NAN;
+      device_->copyFromHost(e.tensor.data, &nan, sizeof nan);
+      return;
+    }
 }
 
 llvm::Expected<double> Trainer::sumOverRanks(double local) {
@@ -275,14 +285,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
                            llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
     lossSum += *loss;
   }
-  if (hookDue("loss", step)) lossSum = NAN;
-  if (hookDue("grad", step))
-    for (const StateEntry &e : states_->entries())
-      if (e.role() == plan::StateTensor::GRAD && e.tensor.dtype == DType::F32 && e.tensor.numel() > 0) {
-        const float nan = NAN;
-        device_->copyFromHost(e.tensor.data, &nan, sizeof nan);
-        break;
-      }
+  applyTestHook(step, lossSum);
   llvm::Expected<double> allLosses = sumOverRanks(lossSum);
   if (!allLosses) return allLosses.takeError();
   r.loss = *allLosses / static_cast<double>(tc.grad_accum());

@@ -133,8 +133,8 @@ private:
   int64_t hookStep_ = -1, hookRank_ = -1;
   /// Sum over the dp group of `local` (itself for one rank).
   llvm::Expected<double> sumOverRanks(double local);
-  /// Applies the test hook of kind `kind` at step `step`, if it is due on this rank.
-  bool hookDue(llvm::StringRef kind, int64_t step) const;
+  /// The test hook, when it is due at `step` on this rank: `lossSum` or a gradient made NaN.
+  void applyTestHook(int64_t step, double &lossSum);
   /// A non-finite step (`value` of the loss or norm): names the first non-finite state, zeroes the
   /// gradients, counts the skip.
   llvm::Error skipStep(StepResult &r, NonFiniteCause cause, const NonFiniteValue &value);
