@@ -3,7 +3,7 @@
 
     /usr/bin/python3 examples/train/torch_reference.py --model-dir DIR --spec SPEC.yaml \\
         --data TOKENS.bin [--token-dtype uint8|uint16] --steps N --metrics M.jsonl [--threads N] \\
-        [--logits-input IDS.npy --logits-output OUT.npy]
+        [--logits-input IDS.npy --logits-output OUT.npy] [--skip-steps S1,S2,...]
 
 DIR is what examples/models/export.py wrote (config.json: the model configuration; state_dict.pt: the
 exact weights traced into model.onnx), so this run starts from the weights colossal-opt compiled.
@@ -21,9 +21,10 @@ What it does, step s = 0 .. N-1 (docs/training.md, DESIGN.md "Training data orde
     with grad_clip > 0, clip_grad_norm_(params, grad_clip) scales them;
   - lr from the schedule (constant, or linear warm-up then cosine to min_lr, computed in double),
     set on the optimizer's param group; then optimizer.step() with torch.optim.AdamW / Adam / SGD
-    (PyTorch's own implementations: the definition colossal's update kernels follow);
-  - one JSON line {"step", "loss", "lr", "grad_norm", "tokens_per_s"} to --metrics, the format of
-    colossal-run's metrics (tokens_per_s = B*T / the step's wall time).
+    (PyTorch's own implementations: the definition colossal's update kernels follow), except for
+    the steps of --skip-steps (colossal-run's skipped non-finite steps: no optimizer.step());
+  - one JSON line {"step", "loss", "lr", "grad_norm", "tokens_per_s", "skipped", "skipped_total"}
+    to --metrics, the format of colossal-run's metrics (tokens_per_s = B*T / the step's wall time).
 
 Every parameter is in one group (weight decay on all of them, as the spec's empty `no_decay`);
 `frozen` and `no_decay` regexes name ONNX parameters, which this script cannot map to PyTorch's, so
@@ -171,6 +172,9 @@ def main():
     p.add_argument("--print-every", type=int, default=0, help="print a progress line every K steps")
     p.add_argument("--logits-input", help="after training: int64 ids .npy to run the trained model on")
     p.add_argument("--logits-output", help="with --logits-input: where to save the float32 logits")
+    p.add_argument("--skip-steps", default="",
+                   help="comma-separated steps whose update is not applied (as colossal-run --on-nonfinite skip "
+                        "does: no optimizer.step(), so its step count does not advance; gradients zeroed)")
     args = p.parse_args()
     if args.steps < 1:
         die("--steps must be >= 1")
@@ -197,6 +201,10 @@ def main():
     base_lr = float(opt_cfg["lr"])
     tokens = load_tokens(args.data, args.token_dtype, vocab, T)
     mb = B // accum
+    try:
+        skip = {int(x) for x in args.skip_steps.split(",") if x.strip()}
+    except ValueError:
+        die(f"--skip-steps: expected comma-separated step numbers, got '{args.skip_steps}'")
 
     model.train()
     out = open(args.metrics, "w") if args.metrics else None
@@ -217,11 +225,13 @@ def main():
         lr = lr_at(step, base_lr, train.get("lr_schedule"))
         for g in opt.param_groups:
             g["lr"] = lr
-        opt.step()
+        if step not in skip:
+            opt.step()
         opt.zero_grad(set_to_none=False)
         dt = time.perf_counter() - t0
         rec = {"step": step, "loss": sum(losses) / accum, "lr": lr, "grad_norm": grad_norm,
-               "tokens_per_s": B * T / dt}
+               "tokens_per_s": B * T / dt, "skipped": step in skip,
+               "skipped_total": sum(1 for s in skip if s <= step)}
         if out:
             out.write(json.dumps(rec) + "\n")
             out.flush()

@@ -2,6 +2,7 @@
 #include "colossal/runtime/Checkpoint.h"
 
 #include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/Safetensors.h"
 #include "colossal/runtime/Sharding.h"
 
@@ -145,6 +146,13 @@ llvm::Expected<AlignedBuffer> gatherState(const StateStore &store, const StateEn
 llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore &store, const CheckpointInfo &info,
                                            unsigned keep, CommContext *comm) {
   if (keep < 1) keep = 1;
+  // Never from a non-finite state (every rank checks its part; all agree on the first such tensor).
+  llvm::Expected<std::optional<NonFiniteState>> bad =
+      findNonFiniteState(store, {plan::StateTensor::PARAM, plan::StateTensor::OPTIMIZER}, comm);
+  if (!bad) return bad.takeError();
+  if (*bad)
+    return llvm::make_error<NonFiniteError>(describeNonFinite(**bad) + " is not finite, so no checkpoint was written to " +
+                                            dir.str());
   // Whole tensors first (a collective for sharded states: every rank takes part), then rank 0
   // alone touches the file system.
   std::vector<AlignedBuffer> staging;
@@ -207,6 +215,7 @@ llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore
                               {"seed", hex16(info.seed)},
                               {"spec_hash", hex16(info.specHash)},
                               {"mesh", std::move(mesh)},
+                              {"skipped_total", info.skippedTotal},
                               {"files", std::move(fileInfo)},
                               {"tensors", std::move(tensors)}};
   std::string text;
@@ -265,7 +274,7 @@ llvm::Expected<std::string> checkpointStepDir(llvm::StringRef dir) {
   return step;
 }
 
-llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &store) {
+llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &store, bool allowNonFinite) {
   llvm::Expected<std::string> stepDir = checkpointStepDir(dir);
   if (!stepDir) return stepDir.takeError();
   std::string manifestPath = joinPath(*stepDir, kManifest);
@@ -287,6 +296,12 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
   if (!pos || *pos < 0) return fail(manifestPath + ": missing or negative \"data_position\"");
   info.step = *step;
   info.dataPosition = *pos;
+  if (const llvm::json::Value *skipped = m->get("skipped_total")) {
+    std::optional<int64_t> n = skipped->getAsInteger();
+    if (!n || *n < 0 || *n > info.step)
+      return fail(manifestPath + ": \"skipped_total\" must be an integer in [0, step " + llvm::Twine(info.step) + "]");
+    info.skippedTotal = *n;
+  }
   auto readHex = [&](llvm::StringRef key, uint64_t &out) -> llvm::Error {
     std::optional<llvm::StringRef> s = m->getString(key);
     if (!s || s->getAsInteger(16, out)) return fail(manifestPath + ": missing or malformed \"" + key + "\"");
@@ -351,6 +366,14 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
       return fail(sf.path() + ": tensor '" + e.name() + "' is " + dtypeName(t->dtype) + " " + shapeToString(t->shape) +
                   ", the plan " + store.plan().path + " has " + dtypeName(e.tensor.dtype) + " " +
                   shapeToString(shape));
+    if (!allowNonFinite) {
+      int64_t at = firstNonFiniteElement(t->dtype, t->data, numElements(t->shape));
+      if (at >= 0)
+        return llvm::make_error<NonFiniteError>(
+            sf.path() + ": tensor '" + e.name() + "' is not finite (element " + std::to_string(at) + ": " +
+            nonFiniteText(t->dtype, t->data, at) +
+            "): the checkpoint was saved from a diverged state; pass --allow-nonfinite-checkpoint to load it anyway");
+    }
     copies.push_back({&e, t});
   }
   for (auto &[file, sf] : opened) {

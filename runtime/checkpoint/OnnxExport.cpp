@@ -362,7 +362,7 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir) {
 }
 
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
-                              llvm::StringRef outPath) {
+                              llvm::StringRef outPath, bool allowNonFinite) {
   llvm::StringMap<std::string> initWeight;
   for (const plan::StateTensor &s : plan.plan.states())
     if (s.role() == plan::StateTensor::PARAM) initWeight[s.name()] = s.init_weight();
@@ -400,7 +400,7 @@ llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpoint
   std::unique_ptr<Device> device = createCpuDevice();
   auto store = StateStore::create(plan, *device, /*globalShapes=*/true);
   if (!store) return store.takeError();
-  llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **store);
+  llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **store, allowNonFinite);
   if (!info) return info.takeError();
   std::map<std::string, std::vector<char>> host;
   auto lookup = [&](llvm::StringRef param) -> llvm::Expected<ParamValue> {

@@ -10,6 +10,25 @@ namespace {
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
 }
+/// An error when `logits` cannot be sampled from: a NaN or +inf, or no finite logit at all (−inf
+/// alone is a masked token and stays allowed).
+llvm::Error checkLogits(llvm::ArrayRef<float> logits, const LoadedPlan &plan, int64_t token, int64_t position) {
+  bool anyFinite = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    anyFinite |= std::isfinite(v);
+    if (std::isnan(v) || v == INFINITY)
+      return fail(plan.path + ": program 'forward': the logits of generated token " + llvm::Twine(token) +
+                  " (context position " + llvm::Twine(position) + ") are not finite (id " + llvm::Twine(i) + ": " +
+                  (std::isnan(v) ? "nan" : "inf") +
+                  "); the weights hold non-finite values or overflow (a diverged checkpoint?), nothing is sampled");
+  }
+  if (!anyFinite)
+    return fail(plan.path + ": program 'forward': every logit of generated token " + llvm::Twine(token) +
+                " (context position " + llvm::Twine(position) + ") is -inf; nothing is sampled");
+  return llvm::Error::success();
+}
+
 }  // namespace
 
 int64_t pickToken(llvm::ArrayRef<float> logits, double temperature, std::mt19937_64 &rng) {
@@ -66,8 +85,8 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
   std::vector<char> tokens(B * T * dtypeSize(tokensDType), 0);
   std::vector<float> logits(V);
   std::mt19937_64 rng(o.seed);
-  out << o.prompt;
-  out.flush();
+  // The prompt is printed once the first token's logits are known to be usable.
+  if (o.tokens == 0) out << o.prompt;
   for (int64_t n = 0; n < o.tokens; ++n) {
     const int64_t len = std::min<int64_t>(T, context.size());
     const int64_t *window = context.data() + context.size() - len;
@@ -80,8 +99,10 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
     if (llvm::Error e = (*ex)->run()) return fail(plan.path + ": program 'forward': " + llvm::toString(std::move(e)));
     // Row 0, position len − 1 of the [B, T, V] logits.
     device.copyToHost(logits.data(), logitsRef->as<float>() + (len - 1) * V, V * sizeof(float));
+    if (llvm::Error e = checkLogits(logits, plan, n, len - 1)) return e;
     int64_t next = pickToken(logits, o.temperature, rng);
     context.push_back(next);
+    if (n == 0) out << o.prompt;
     out << static_cast<char>(next);
     out.flush();
   }

@@ -4,6 +4,7 @@
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/NonFinite.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -14,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 namespace colossal::runtime {
@@ -79,6 +81,42 @@ double scheduledLearningRate(const plan::TrainConfig &tc, int64_t step) {
   return tc.min_lr() + 0.5 * (tc.lr() - tc.min_lr()) * (1.0 + std::cos(M_PI * progress));
 }
 
+/// "step 2: the gradient norm is not finite (inf); the first non-finite tensor is the gradient of
+/// 'W' (element 3: inf)": what made step `s` non-finite.
+static std::string nonFiniteSummary(int64_t s, const StepResult &r) {
+  std::string out = "step " + std::to_string(s) + ": the " +
+                    (r.nonFinite == NonFiniteCause::Loss ? "loss" : "gradient norm") + " is not finite (" +
+                    r.nonFiniteValue + ")";
+  out += r.firstNonFinite.empty() ? std::string("; every parameter, gradient and optimizer state is finite")
+                                  : "; the first non-finite tensor is " + r.firstNonFinite;
+  return out;
+}
+
+/// Where to go back to: "the newest checkpoint is DIR/step-N" or "no checkpoint was written".
+static std::string newestText(const std::string &newest) {
+  return newest.empty() ? "no checkpoint was written" : "the newest checkpoint is " + newest;
+}
+
+/// The error that ends a run at a non-finite step.
+static std::string stopMessage(const std::string &what, const StepResult &r, NonFinitePolicy policy,
+                               const std::string &newest) {
+  std::string out = what + "; its update was not applied";
+  if (policy == NonFinitePolicy::Skip)
+    out += ", and skipping steps cannot recover (a parameter or optimizer state is itself not finite)";
+  out += "; training stopped (" + newestText(newest) + ")";
+  if (policy == NonFinitePolicy::Stop && !r.stateNonFinite) out += "; --on-nonfinite skip skips such steps";
+  return out;
+}
+
+/// A save refused for non-finite values becomes the run's NonFiniteError naming step `s`.
+static llvm::Error refusedSave(int64_t s, llvm::Error err, const std::string &newest) {
+  return llvm::handleErrors(std::move(err), [&](const NonFiniteError &e) -> llvm::Error {
+    return llvm::make_error<NonFiniteError>("step " + std::to_string(s) + ": after its update, " + e.text() +
+                                            "; training stopped (" +
+                                            newestText(newest) + ")");
+  });
+}
+
 /// The plan's mesh axes with size > 1 as (name, size), sorted by name (as a manifest stores them).
 static std::vector<std::pair<std::string, int64_t>> planMesh(const LoadedPlan &plan) {
   std::vector<std::pair<std::string, int64_t>> mesh;
@@ -114,6 +152,8 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   number("grad_norm", r.gradNorm);
   number("tokens_per_s", tokensPerS);
   if (evalLoss) number("eval_loss", *evalLoss);
+  out += r.skipped() ? ",\"skipped\":true" : ",\"skipped\":false";
+  out += ",\"skipped_total\":" + std::to_string(r.skippedTotal);
   if (r.commSeconds >= 0) number("comm_s", r.commSeconds);
   return out + "}";
 }
@@ -145,6 +185,7 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   const int64_t meshRanks = mesh->size();
   t->dpSize_ = mesh->dataSize();
   if (meshRanks > 1) {
+    t->comm_ = comm;
     if (!comm || comm->worldSize() != meshRanks)
       return fail(plan.path + ": the plan's mesh has " + llvm::Twine(meshRanks) +
                   " ranks; train it under mpirun (colossal-run --nproc " + llvm::Twine(meshRanks) + ")");
@@ -188,7 +229,29 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   const int64_t rows = tc.global_batch() / tc.grad_accum();
   t->tokens_.resize(rows * tc.seq_len() * dtypeSize(t->tokensDType_));
   t->labels_.resize(rows * tc.seq_len());
+  if (const char *hook = std::getenv("COLOSSAL_TEST_NONFINITE")) {
+    llvm::SmallVector<llvm::StringRef, 3> parts;
+    llvm::StringRef(hook).split(parts, ':');
+    if (parts.size() < 2 || (parts[0] != "loss" && parts[0] != "grad") || parts[1].getAsInteger(10, t->hookStep_) ||
+        (parts.size() == 3 && parts[2].getAsInteger(10, t->hookRank_)) || parts.size() > 3)
+      return fail(llvm::Twine("COLOSSAL_TEST_NONFINITE='") + hook + "': expected loss|grad:STEP[:RANK]");
+    t->hookKind_ = parts[0].str();
+  }
   return t;
+}
+
+void Trainer::applyTestHook(int64_t step, double &lossSum) {
+  if (hookStep_ != step || (hookRank_ >= 0 && (comm_ ? comm_->rank() : 0) != hookRank_)) return;
+  if (hookKind_ == "loss") {
+    lossSum = NAN;
+    return;
+  }
+  for (const StateEntry &e : states_->entries())
+    if (e.role() == plan::StateTensor::GRAD && e.tensor.dtype == DType::F32 && e.tensor.numel() > 0) {
+      const float nan = NAN;
+      device_->copyFromHost(e.tensor.data, &nan, sizeof nan);
+      return;
+    }
 }
 
 llvm::Expected<double> Trainer::sumOverRanks(double local) {
@@ -222,19 +285,42 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
                            llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
     lossSum += *loss;
   }
+  applyTestHook(step, lossSum);
   llvm::Expected<double> allLosses = sumOverRanks(lossSum);
   if (!allLosses) return allLosses.takeError();
   r.loss = *allLosses / static_cast<double>(tc.grad_accum());
   r.lr = scheduledLearningRate(tc, step);
-  float lr = static_cast<float>(r.lr);
-  int64_t stepNumber = step + 1;
-  if (llvm::Error e = optimizerStep_->setInput("lr", DType::F32, {}, &lr)) return std::move(e);
-  if (llvm::Error e = optimizerStep_->setInput("step", DType::I64, {}, &stepNumber)) return std::move(e);
-  if (llvm::Error e = optimizerStep_->run())
-    return fail(plan_->path + ": program 'optimizer_step' (step " + llvm::Twine(step) + "): " + llvm::toString(std::move(e)));
-  llvm::Expected<double> gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
-  if (!gn) return gn.takeError();
-  r.gradNorm = *gn;
+  // The ranks agree before optimizer_step, whose collectives all of them must run or none.
+  llvm::Expected<std::optional<NonFiniteValue>> lossBad = firstNonFiniteRank(r.loss, comm_);
+  if (!lossBad) return lossBad.takeError();
+  NonFiniteCause cause = NonFiniteCause::None;
+  std::optional<NonFiniteValue> bad = *lossBad;
+  if (bad) {
+    cause = NonFiniteCause::Loss;
+    r.gradNorm = NAN;
+  } else {
+    float lr = static_cast<float>(r.lr);
+    int64_t stepNumber = updates_ + 1;
+    if (llvm::Error e = optimizerStep_->setInput("lr", DType::F32, {}, &lr)) return std::move(e);
+    if (llvm::Error e = optimizerStep_->setInput("step", DType::I64, {}, &stepNumber)) return std::move(e);
+    if (llvm::Error e = optimizerStep_->run())
+      return fail(plan_->path + ": program 'optimizer_step' (step " + llvm::Twine(step) + "): " + llvm::toString(std::move(e)));
+    llvm::Expected<double> gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
+    if (!gn) return gn.takeError();
+    r.gradNorm = *gn;
+    // grad_norm is replicated by construction (global_norm), so the updates skipped on every rank
+    // alike; the agreement only guards the decision that follows.
+    llvm::Expected<std::optional<NonFiniteValue>> normBad = firstNonFiniteRank(r.gradNorm, comm_);
+    if (!normBad) return normBad.takeError();
+    bad = *normBad;
+    if (bad) cause = NonFiniteCause::GradNorm;
+  }
+  if (bad) {
+    if (llvm::Error e = skipStep(r, cause, *bad)) return std::move(e);
+  } else {
+    ++updates_;
+  }
+  r.skippedTotal = skipped_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).
@@ -242,6 +328,25 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   for (const plan::MeshAxis &a : plan_->plan.mesh()) meshRanks *= a.size();
   if (meshRanks > 1) r.commSeconds = commSecondsTotal() - comm0;
   return r;
+}
+
+llvm::Error Trainer::skipStep(StepResult &r, NonFiniteCause cause, const NonFiniteValue &value) {
+  using Role = plan::StateTensor::Role;
+  r.nonFinite = cause;
+  r.nonFiniteValue = value.text + (value.rank != 0 ? " on rank " + std::to_string(value.rank) : "");
+  // Parameters first: a non-finite one is the cause of everything after it.
+  llvm::Expected<std::optional<NonFiniteState>> first =
+      findNonFiniteState(*states_, {plan::StateTensor::PARAM, plan::StateTensor::OPTIMIZER, plan::StateTensor::GRAD},
+                         comm_);
+  if (!first) return first.takeError();
+  if (*first) {
+    r.firstNonFinite = describeNonFinite(**first);
+    const Role role = (*first)->entry->role();
+    r.stateNonFinite = role == plan::StateTensor::PARAM || role == plan::StateTensor::OPTIMIZER;
+  }
+  states_->zero(plan::StateTensor::GRAD);
+  ++skipped_;
+  return llvm::Error::success();
 }
 
 llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalSteps) {
@@ -257,6 +362,38 @@ llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalStep
   llvm::Expected<double> all = sumOverRanks(sum);
   if (!all) return all.takeError();
   return *all / static_cast<double>(evalSteps * tc.grad_accum());
+}
+
+/// `--resume`: loads the checkpoint into `tr`'s states and counters, checks it against the plan and
+/// --steps, prints the mesh note or the other-spec warning and cuts the metrics file at its step.
+static llvm::Expected<CheckpointInfo> resumeTraining(const LoadedPlan &plan, Trainer &tr, const TrainOptions &o,
+                                                     bool writer, llvm::raw_ostream &log) {
+  const plan::TrainConfig &tc = tr.config();
+  llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states(), o.allowNonFiniteCheckpoint);
+  if (!info) return info.takeError();
+  tr.setCounts(info->step - info->skippedTotal, info->skippedTotal);
+  if (info->dataPosition != info->step * tc.global_batch())
+    return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
+                llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
+                " (the checkpoint was written for another batch size)");
+  // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
+  // its hash: then a note, not the warning about another spec.
+  std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
+  if (mesh != info->mesh) {
+    if (writer)
+      log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
+          << meshText(mesh) << " (supported: checkpoints hold global shapes)"
+          << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
+  } else if (info->specHash != tc.spec_hash()) {
+    log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
+        << "training continues with this plan's hyperparameters\n";
+  }
+  if (o.steps <= info->step)
+    return fail("checkpoint is at step " + llvm::Twine(info->step) + "; --steps " + llvm::Twine(o.steps) +
+                " is the total step count, so nothing to do (pass --steps > " + llvm::Twine(info->step) + ")");
+  if (writer)
+    if (llvm::Error e = truncateMetrics(o.metricsPath, info->step)) return std::move(e);
+  return info;
 }
 
 llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
@@ -284,31 +421,13 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
   }
 
   int64_t start = 0;
+  std::string newest;  // the newest checkpoint of the run (resumed from or saved), for messages
   if (!o.resumeDir.empty()) {
-    llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states());
+    llvm::Expected<CheckpointInfo> info = resumeTraining(plan, tr, o, writer, log);
     if (!info) return info.takeError();
-    if (info->dataPosition != info->step * tc.global_batch())
-      return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
-                  llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
-                  " (the checkpoint was written for another batch size)");
-    // A mesh change is supported (checkpoints hold global shapes) and changes the spec file, so
-    // its hash: then a note, not the warning about another spec.
-    std::vector<std::pair<std::string, int64_t>> mesh = planMesh(plan);
-    if (mesh != info->mesh) {
-      if (writer)
-        log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
-            << meshText(mesh) << " (supported: checkpoints hold global shapes)"
-            << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
-    } else if (info->specHash != tc.spec_hash()) {
-      log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
-          << "training continues with this plan's hyperparameters\n";
-    }
     start = info->step;
-    if (o.steps <= start)
-      return fail("checkpoint is at step " + llvm::Twine(start) + "; --steps " + llvm::Twine(o.steps) +
-                  " is the total step count, so nothing to do (pass --steps > " + llvm::Twine(start) + ")");
-    if (writer)
-      if (llvm::Error e = truncateMetrics(o.metricsPath, start)) return e;
+    if (llvm::Expected<std::string> dir = checkpointStepDir(o.resumeDir)) newest = *dir;
+    else llvm::consumeError(dir.takeError());
   }
   std::error_code ec;
   llvm::raw_fd_ostream metrics(writer ? llvm::StringRef(o.metricsPath) : llvm::StringRef("-"), ec,
@@ -321,8 +440,11 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     llvm::Expected<StepResult> r = tr.step(**data, s);
     if (!r) return r.takeError();
     trainSeconds += r->seconds;
+    // Under precision.compute: fp16 (a later issue) a GradNorm cause goes to the loss scaler
+    // (back off, skip) before the policy below sees it.
+    const bool stop = r->skipped() && (o.onNonFinite == NonFinitePolicy::Stop || r->stateNonFinite);
     std::optional<double> evalLoss;
-    if (evalData && (s + 1) % o.evalEvery == 0) {
+    if (!stop && evalData && (s + 1) % o.evalEvery == 0) {
       llvm::Expected<double> el = tr.evaluate(*evalData, o.evalSteps);
       if (!el) return el.takeError();
       evalLoss = *el;
@@ -337,11 +459,19 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
         return fail(o.metricsPath + ": write failed: " + werr.message());
       }
     }
+    if (r->skipped()) {
+      std::string what = nonFiniteSummary(s, *r);
+      if (stop) return llvm::make_error<NonFiniteError>(stopMessage(what, *r, o.onNonFinite, newest));
+      if (writer)
+        log << (o.progressBar ? "\r\x1b[K" : "") << "warning: " << what << "; the step was skipped (" << r->skippedTotal << " skipped so far)\n";
+    }
     // Every rank takes part in a save (sharded states are gathered); rank 0 writes.
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
       CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash(), planMesh(plan)};
+      info.skippedTotal = tr.skippedTotal();
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
-      if (!saved) return saved.takeError();
+      if (!saved) return refusedSave(s, saved.takeError(), newest);
+      newest = *saved;
     }
     if (!writer) continue;
     if (o.progressBar) {
@@ -354,6 +484,8 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     }
   }
   if (o.progressBar && start < o.steps) log << "\n";
+  if (writer && tr.skippedTotal() > 0)
+    log << "note: " << tr.skippedTotal() << " of " << o.steps << " steps were skipped (non-finite loss or gradients)\n";
   return llvm::Error::success();
 }
 

@@ -245,6 +245,36 @@ TEST(OptimKernels, SeparateOutputBuffersGetTheUpdatedState) {
   expectAllZero(g, "g output");
 }
 
+TEST(OptimKernels, NonFiniteGradNormSkipsTheUpdate) {
+  // A NaN or infinite grad_norm leaves p, g and the optimizer state bit for bit as they were (the
+  // caller names the gradient, then stops or skips the step); a finite one updates them.
+  std::mt19937 rng(9);
+  std::vector<Opt> opts = {Opt{"adamw"}, Opt{"adam"}, Opt{"sgd"}, Opt{"sgd"}};
+  opts[0].wd = 0.1;
+  opts[0].maxNorm = 1.0;
+  opts[3].momentum = 0.9;
+  for (const Opt &o : opts)
+    for (float norm : {NAN, INFINITY, -INFINITY}) {
+      SCOPED_TRACE(o.describe() + " grad_norm " + std::to_string(norm));
+      ParamState s{randomF32({40}, rng), randomF32({40}, rng), randomF32({40}, rng, -0.1f, 0.1f),
+                   randomF32({40}, rng, 0, 0.01f), randomF32({40}, rng)};
+      s.g.data<float>()[7] = norm;  // the element that made the norm non-finite
+      ParamState before{copyOf(s.p), copyOf(s.g), copyOf(s.m), copyOf(s.v), copyOf(s.buf)};
+      ASSERT_NO_ERR(runUpdate(o, s, 0.01f, 3, norm));
+      const HostTensor *now[] = {&s.p, &s.g, &s.m, &s.v, &s.buf}, *was[] = {&before.p, &before.g, &before.m,
+                                                                           &before.v, &before.buf};
+      for (int k = 0; k < 5; ++k)
+        EXPECT_EQ(std::memcmp(now[k]->buf.data(), was[k]->buf.data(), now[k]->buf.size()), 0) << "state " << k;
+    }
+  // The same state with a finite norm is updated (the check above is not vacuous).
+  ParamState s{randomF32({40}, rng), randomF32({40}, rng), randomF32({40}, rng, -0.1f, 0.1f),
+               randomF32({40}, rng, 0, 0.01f), {}};
+  HostTensor p0 = copyOf(s.p);
+  ASSERT_NO_ERR(runUpdate(Opt{"adamw"}, s, 0.01f, 3, 2.0f));
+  EXPECT_NE(std::memcmp(s.p.buf.data(), p0.buf.data(), p0.buf.size()), 0);
+  expectAllZero(s.g, "g after a finite update");
+}
+
 TEST(OptimKernels, AccumulateGrad) {
   std::mt19937 rng(3);
   for (int64_t n : {17, 50000}) {

@@ -167,6 +167,55 @@ TEST_F(TrainCliTest, Errors) {
   EXPECT_EQ(err, "error: " + path("none") + ": no such checkpoint folder\n");
 }
 
+TEST_F(TrainCliTest, NonFiniteStepsStopOrSkip) {
+  std::string out, err;
+  EXPECT_EQ(run(trainArgs(2) + " --on-nonfinite ignore", out, &err), 1);
+  EXPECT_EQ(err, "error: --on-nonfinite must be stop or skip, not 'ignore'\n");
+  EXPECT_EQ(run(planPath + " sample --checkpoint " + path("ck") + " --prompt a --tokens 1 --on-nonfinite skip", out,
+                &err),
+            1);
+  EXPECT_EQ(err, "error: --on-nonfinite is not an option of 'sample' (it belongs to 'train')\n");
+  EXPECT_EQ(run(trainArgs(2) + " --allow-nonfinite-checkpoint", out, &err), 1);
+  EXPECT_EQ(err, "error: --allow-nonfinite-checkpoint needs the checkpoint it applies to (--checkpoint DIR, or "
+                 "--resume DIR in train)\n");
+  // A NaN gradient at step 1 (Trainer's test hook): one error line naming the step, exit 1, the
+  // metrics line of step 1 written, no checkpoint of step 2.
+  setenv("COLOSSAL_TEST_NONFINITE", "grad:1", 1);
+  int status = run(trainArgs(4) + " --save " + path("ck") + " --save-every 1", out, &err);
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(err, "error: step 1: the gradient norm is not finite (nan); the first non-finite tensor is the gradient "
+                 "of 'W' (element 0: nan); its update was not applied; training stopped (the newest checkpoint is " +
+                     path("ck/step-00000001") + "); --on-nonfinite skip skips such steps\n");
+  auto lines = [&] {
+    auto text = llvm::MemoryBuffer::getFile(path("m.jsonl"));
+    llvm::SmallVector<llvm::StringRef, 0> l;
+    if (text) (*text)->getBuffer().split(l, '\n', -1, false);
+    std::vector<std::string> out(l.begin(), l.end());
+    return out;
+  };
+  std::vector<std::string> stopped = lines();
+  ASSERT_EQ(stopped.size(), 2u);
+  EXPECT_NE(stopped[0].find("\"skipped\":false,\"skipped_total\":0"), std::string::npos) << stopped[0];
+  EXPECT_NE(stopped[1].find("\"grad_norm\":null,"), std::string::npos) << stopped[1];
+  EXPECT_NE(stopped[1].find("\"skipped\":true,\"skipped_total\":1"), std::string::npos) << stopped[1];
+  EXPECT_FALSE(llvm::sys::fs::exists(path("ck/step-00000002")));
+  // --on-nonfinite skip: the run goes on (exit 0); a warning for the step and a note at the end.
+  status = run(trainArgs(4) + " --on-nonfinite skip", out, &err);
+  unsetenv("COLOSSAL_TEST_NONFINITE");
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_EQ(err, "warning: step 1: the gradient norm is not finite (nan); the first non-finite tensor is the gradient "
+                 "of 'W' (element 0: nan); the step was skipped (1 skipped so far)\n"
+                 "note: 1 of 4 steps were skipped (non-finite loss or gradients)\n");
+  std::vector<std::string> skipped = lines();
+  ASSERT_EQ(skipped.size(), 4u);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_NE(skipped[s].find(s == 1 ? "\"skipped\":true,\"skipped_total\":1"
+                                     : s == 0 ? "\"skipped\":false,\"skipped_total\":0"
+                                              : "\"skipped\":false,\"skipped_total\":1"),
+              std::string::npos)
+        << skipped[s];
+}
+
 /// The FNV-1a 64 of a file, or 0 when unreadable (to see that a refused run left it alone).
 uint64_t fileHash(const std::string &p) {
   auto h = fnv1a64File(p);

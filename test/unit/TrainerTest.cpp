@@ -8,6 +8,7 @@
 #include "TrainPlans.h"
 
 #include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/Sampler.h"
 #include "colossal/runtime/Safetensors.h"
 #include "colossal/runtime/TokenData.h"
@@ -365,7 +366,9 @@ TEST_F(RunTrainingTest, MetricsLinesAndEvaluation) {
     EXPECT_GT(*m.getNumber("tokens_per_s"), 0);
     bool evalStep = (s + 1) % 3 == 0;
     EXPECT_EQ(m.getNumber("eval_loss").has_value(), evalStep) << "step " << s;
-    EXPECT_EQ(m.size(), evalStep ? 6u : 5u);
+    EXPECT_EQ(m.getBoolean("skipped"), false);
+    EXPECT_EQ(m.getInteger("skipped_total"), 0);
+    EXPECT_EQ(m.size(), evalStep ? 8u : 7u);
   }
   // Key order is DESIGN.md's.
   std::string text = readBytes(o.metricsPath);
@@ -578,6 +581,322 @@ TEST_F(RunTrainingTest, OptionErrors) {
   EXPECT_NE(errorMessage(run(o)).find("nothing: no such checkpoint folder"), std::string::npos);
 }
 
+// ---------------------------------------------------------------- non-finite steps and checkpoints
+
+/// Sets COLOSSAL_TEST_NONFINITE (Trainer's test hook) for the lifetime of the guard.
+struct NonFiniteHook {
+  explicit NonFiniteHook(const char *value) { setenv("COLOSSAL_TEST_NONFINITE", value, 1); }
+  ~NonFiniteHook() { unsetenv("COLOSSAL_TEST_NONFINITE"); }
+};
+
+/// The message of `err` when it is a NonFiniteError (what every rank agrees on), else a failure.
+std::string nonFiniteMessage(llvm::Error err) {
+  std::string msg;
+  llvm::Error rest = llvm::handleErrors(std::move(err), [&](const NonFiniteError &e) { msg = e.text(); });
+  EXPECT_FALSE(static_cast<bool>(rest)) << "not a NonFiniteError: " << llvm::toString(std::move(rest));
+  EXPECT_FALSE(msg.empty()) << "no error";
+  return msg;
+}
+
+/// The folder names in `d`, sorted.
+std::vector<std::string> folderNames(const std::string &d) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(d, ec), end; it != end && !ec; it.increment(ec))
+    names.push_back(llvm::sys::path::filename(it->path()).str());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(RunTrainingTest, NonFiniteGradientStopsNamingTheStepAndKeepsFiniteCheckpoints) {
+  // Reference: 3 clean steps.
+  TrainOptions clean = options("clean.jsonl", 3);
+  clean.saveDir = path("clean");
+  ASSERT_NO_ERR(run(clean));
+  NonFiniteHook hook("grad:3");  // step 3's W.grad[0] becomes NaN after train_step
+  TrainOptions o = options("m.jsonl", 6);
+  o.saveDir = path("ck");
+  o.saveEvery = 1;
+  std::string log;
+  EXPECT_EQ(nonFiniteMessage(run(o, &log)),
+            "step 3: the gradient norm is not finite (nan); the first non-finite tensor is the gradient of 'W' "
+            "(element 0: nan); its update was not applied; training stopped (the newest checkpoint is " +
+                path("ck/step-00000003") + "); --on-nonfinite skip skips such steps");
+  EXPECT_EQ(log, "");
+  // One line per step that ran, the last one marked.
+  std::vector<llvm::json::Object> lines = readMetrics(o.metricsPath);
+  ASSERT_EQ(lines.size(), 4u);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(lines[s].getBoolean("skipped"), s == 3) << s;
+    EXPECT_EQ(lines[s].getInteger("skipped_total"), s == 3 ? 1 : 0) << s;
+    EXPECT_TRUE(lines[s].getNumber("loss")) << s;
+    EXPECT_EQ(lines[s].getNumber("grad_norm").has_value(), s != 3) << s;  // null at step 3
+  }
+  // No checkpoint of step 4; the kept ones are the newest finite ones, step 3 = the clean run's.
+  EXPECT_EQ(folderNames(path("ck")), std::vector<std::string>({"latest", "step-00000002", "step-00000003"}));
+  EXPECT_EQ(readBytes(path("ck/latest")), "step-00000003\n");
+  auto got = checkpointTensors(path("ck")), want = checkpointTensors(path("clean"));
+  ASSERT_EQ(got.size(), 6u);
+  for (auto &[name, bytes] : want) EXPECT_TRUE(got.count(name) && got[name] == bytes) << name;
+}
+
+/// The plan's initial W and U.
+void initialParams(const LoadedPlan &plan, std::vector<float> &W, std::vector<float> &U) {
+  auto device = createCpuDevice();
+  auto store = StateStore::create(plan, *device);
+  ASSERT_TRUE(static_cast<bool>(store));
+  for (auto [name, out] : {std::pair<const char *, std::vector<float> *>{"W", &W}, {"U", &U}}) {
+    const StateEntry *e = (*store)->find(name);
+    ASSERT_TRUE(e);
+    out->assign(e->tensor.as<float>(), e->tensor.as<float>() + e->tensor.numel());
+  }
+}
+
+TEST_F(RunTrainingTest, SkipLeavesParametersOptimizerStateAndStepCountUntouched) {
+  std::vector<float> W0, U0;
+  initialParams(*loaded, W0, U0);
+  TrainReference ref(cfg, W0, U0);
+  std::string log;
+  {
+    NonFiniteHook hook("grad:3");
+    TrainOptions o = options("m.jsonl", 7);
+    o.onNonFinite = NonFinitePolicy::Skip;
+    o.saveDir = path("ck");
+    ASSERT_NO_ERR(run(o, &log));
+  }
+  EXPECT_EQ(log, "warning: step 3: the gradient norm is not finite (nan); the first non-finite tensor is the gradient "
+                 "of 'W' (element 0: nan); the step was skipped (1 skipped so far)\n"
+                 "note: 1 of 7 steps were skipped (non-finite loss or gradients)\n");
+  // The float64 reference skips step 3's update: its step count t does not advance either.
+  std::vector<llvm::json::Object> lines = readMetrics(path("m.jsonl"));
+  ASSERT_EQ(lines.size(), 7u);
+  int64_t t = 0;
+  for (int s = 0; s < 7; ++s) {
+    std::vector<int64_t> tok, lab;
+    referenceBatch(data, s, cfg.B, cfg.T, tok, lab);
+    double norm = 0, loss = s == 3 ? ref.loss(tok, lab) : ref.step(tok, lab, referenceLr(cfg, s), ++t, norm);
+    EXPECT_NEAR(*lines[s].getNumber("loss"), loss, 1e-5 * loss) << "step " << s;
+    EXPECT_EQ(lines[s].getBoolean("skipped"), s == 3);
+    EXPECT_EQ(lines[s].getInteger("skipped_total"), s >= 3 ? 1 : 0);
+    if (s != 3) EXPECT_NEAR(*lines[s].getNumber("grad_norm"), norm, 1e-5 * norm) << "step " << s;
+  }
+  auto tensors = checkpointTensors(path("ck"));
+  const float *W = reinterpret_cast<const float *>(tensors["W"].data());
+  ASSERT_EQ(tensors["W"].size(), ref.W().size() * 4);
+  for (size_t i = 0; i < ref.W().size(); ++i) ASSERT_NEAR(W[i], ref.W()[i], 1e-4 * (1 + std::abs(ref.W()[i]))) << i;
+  auto m = llvm::json::parse(readBytes(path("ck/step-00000007/manifest.json")));
+  ASSERT_TRUE(static_cast<bool>(m));
+  EXPECT_EQ(m->getAsObject()->getInteger("skipped_total"), 1);
+
+  // Resumed after the skip, the run continues the optimizer's step count: bit for bit the same.
+  {
+    NonFiniteHook hook("grad:3");
+    TrainOptions first = options("r.jsonl", 5);
+    first.onNonFinite = NonFinitePolicy::Skip;
+    first.saveDir = path("ck2");
+    ASSERT_NO_ERR(run(first));
+  }
+  TrainOptions second = options("r.jsonl", 7);
+  second.saveDir = path("ck2");
+  second.resumeDir = path("ck2");
+  ASSERT_NO_ERR(run(second));
+  std::vector<llvm::json::Object> resumed = readMetrics(path("r.jsonl"));
+  ASSERT_EQ(resumed.size(), 7u);
+  EXPECT_EQ(resumed[6].getInteger("skipped_total"), 1);
+  auto again = checkpointTensors(path("ck2"));
+  for (auto &[name, bytes] : tensors) EXPECT_TRUE(again.count(name) && again[name] == bytes) << name;
+}
+
+TEST_F(RunTrainingTest, NonFiniteLossSkipsTheOptimizerStep) {
+  std::vector<float> W0, U0;
+  initialParams(*loaded, W0, U0);
+  NonFiniteHook hook("loss:1");
+  auto td = TokenData::open(path("data.bin"), DType::U8, cfg.V, cfg.T);
+  ASSERT_TRUE(static_cast<bool>(td));
+  auto device = createCpuDevice();
+  auto trainer = Trainer::create(*loaded, KernelRegistry::cpu(), *device);
+  ASSERT_TRUE(static_cast<bool>(trainer)) << llvm::toString(trainer.takeError());
+  StateStore &st = (*trainer)->states();
+  auto r0 = (*trainer)->step(**td, 0);
+  ASSERT_TRUE(static_cast<bool>(r0)) << llvm::toString(r0.takeError());
+  EXPECT_FALSE(r0->skipped());
+  std::map<std::string, std::vector<float>> before;
+  for (const char *name : {"W", "U", "W.exp_avg", "W.exp_avg_sq", "U.exp_avg", "U.exp_avg_sq"})
+    before[name] = stateValues(st, name);
+  auto r1 = (*trainer)->step(**td, 1);
+  ASSERT_TRUE(static_cast<bool>(r1)) << llvm::toString(r1.takeError());
+  EXPECT_EQ(r1->nonFinite, NonFiniteCause::Loss);
+  EXPECT_TRUE(std::isnan(r1->loss));
+  EXPECT_TRUE(std::isnan(r1->gradNorm));  // optimizer_step did not run
+  EXPECT_EQ(r1->firstNonFinite, "");
+  EXPECT_FALSE(r1->stateNonFinite);
+  EXPECT_EQ(r1->skippedTotal, 1);
+  for (auto &[name, values] : before) EXPECT_EQ(stateValues(st, name), values) << name << " changed";
+  for (const char *g : {"W.grad", "U.grad"})
+    for (float v : stateValues(st, g)) ASSERT_EQ(v, 0.f) << g << " not zeroed";
+  // Step 2 is the optimizer's second update (t = 2), as in the reference without step 1.
+  auto r2 = (*trainer)->step(**td, 2);
+  ASSERT_TRUE(static_cast<bool>(r2)) << llvm::toString(r2.takeError());
+  TrainReference ref(cfg, W0, U0);
+  for (auto [s, t] : {std::pair<int, int>{0, 1}, {2, 2}}) {
+    std::vector<int64_t> tok, lab;
+    referenceBatch(data, s, cfg.B, cfg.T, tok, lab);
+    double norm = 0, loss = ref.step(tok, lab, referenceLr(cfg, s), t, norm);
+    EXPECT_NEAR((s == 0 ? r0 : r2)->loss, loss, 1e-5 * loss) << s;
+  }
+  std::vector<float> W = stateValues(st, "W");
+  for (size_t i = 0; i < W.size(); ++i) ASSERT_NEAR(W[i], ref.W()[i], 1e-4 * (1 + std::abs(ref.W()[i]))) << i;
+}
+
+TEST_F(RunTrainingTest, DivergingSgdStopsBeforeANonFiniteCheckpoint) {
+  // SGD at a huge rate (issue 11's `sgd, lr: 1000` on the GPT example): the loss explodes within a
+  // few steps. Whatever step turns non-finite first, the run must stop there, naming it, with one
+  // metrics line per step and only finite checkpoints, the newest of them kept.
+  TrainPlanConfig c = cfg;
+  c.optimizer = "sgd";
+  c.lr = 1e6;
+  c.schedule = "constant";
+  c.weightDecay = 0;
+  llvm::SmallString<128> other;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-trainer-sgd", other));
+  auto sgd = loadPlan(writeTrainPlan(other, c), KernelRegistry::cpu());
+  ASSERT_TRUE(static_cast<bool>(sgd)) << llvm::toString(sgd.takeError());
+  loaded = std::move(*sgd);
+  for (NonFinitePolicy policy : {NonFinitePolicy::Stop, NonFinitePolicy::Skip}) {
+    SCOPED_TRACE(policy == NonFinitePolicy::Stop ? "stop" : "skip");
+    const std::string ck = path(policy == NonFinitePolicy::Stop ? "ck_stop" : "ck_skip");
+    TrainOptions o = options("m.jsonl", 30);
+    o.saveDir = ck;
+    o.saveEvery = 1;
+    o.onNonFinite = policy;
+    std::string log;
+    llvm::Error e = run(o, &log);
+    std::vector<llvm::json::Object> lines = readMetrics(o.metricsPath);
+    ASSERT_FALSE(lines.empty());
+    const int64_t last = static_cast<int64_t>(lines.size()) - 1;
+    int64_t skipped = 0;
+    for (int64_t s = 0; s <= last; ++s) {
+      const bool sk = lines[s].getBoolean("skipped") == true;
+      skipped += sk;
+      EXPECT_EQ(lines[s].getInteger("skipped_total"), skipped) << s;
+      // A step that was applied had a finite loss and gradient norm.
+      if (!sk) EXPECT_TRUE(lines[s].getNumber("loss") && lines[s].getNumber("grad_norm")) << s;
+    }
+    std::string msg;
+    if (policy == NonFinitePolicy::Stop) {
+      // The step that stopped the run is named; it is the last line, the only one skipped.
+      ASSERT_TRUE(static_cast<bool>(e)) << "the run did not stop";
+      msg = nonFiniteMessage(std::move(e));
+      EXPECT_EQ(msg.rfind("step " + std::to_string(last) + ": ", 0), 0u) << msg;
+      if (msg.find("so no checkpoint was written") == std::string::npos) EXPECT_EQ(skipped, 1) << msg;
+      EXPECT_LT(last, 29) << "lr 1e6 did not diverge";
+    } else if (e) {
+      // Skipping ends only when a parameter itself is no longer finite.
+      msg = nonFiniteMessage(std::move(e));
+      EXPECT_NE(msg.find("skipping steps cannot recover"), std::string::npos) << msg;
+    } else {
+      EXPECT_EQ(last, 29);
+      EXPECT_GT(skipped, 0) << "lr 1e6 never gave a non-finite step";
+      EXPECT_NE(log.find("note: " + std::to_string(skipped) + " of 30 steps were skipped"), std::string::npos) << log;
+    }
+    // Every checkpoint left loads (the loader refuses non-finite tensors) and latest is the newest.
+    auto device = createCpuDevice();
+    auto store = StateStore::create(*loaded, *device);
+    ASSERT_TRUE(static_cast<bool>(store));
+    std::vector<std::string> names = folderNames(ck);  // "latest", then the step folders
+    ASSERT_GE(names.size(), 2u) << msg;
+    for (size_t i = 1; i < names.size(); ++i) {
+      auto info = loadCheckpoint(ck + "/" + names[i], **store);
+      EXPECT_TRUE(static_cast<bool>(info)) << names[i] << ": " << (info ? "" : llvm::toString(info.takeError()));
+    }
+    EXPECT_EQ(readBytes(ck + "/latest"), names.back() + "\n");
+    if (!msg.empty()) EXPECT_NE(msg.find("the newest checkpoint is " + ck + "/" + names.back()), std::string::npos) << msg;
+  }
+  llvm::sys::fs::remove_directories(other);
+}
+
+/// Overwrites element `element` of tensor `name` (f32) in `file` of checkpoint step folder `step`
+/// with NaN and updates the manifest's size and hash, as a checkpoint written from a diverged
+/// state by an older runtime would be.
+void poisonCheckpoint(const std::string &step, const std::string &file, const std::string &name, int64_t element) {
+  const std::string p = step + "/" + file;
+  auto buf = llvm::MemoryBuffer::getFile(p, false, false);
+  ASSERT_TRUE(static_cast<bool>(buf));
+  std::string bytes = (*buf)->getBuffer().str();
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  auto header = llvm::json::parse(llvm::StringRef(bytes).substr(8, n));
+  ASSERT_TRUE(static_cast<bool>(header));
+  const llvm::json::Array *offsets = header->getAsObject()->getObject(name)->getArray("data_offsets");
+  const int64_t at = 8 + static_cast<int64_t>(n) + *(*offsets)[0].getAsInteger() + element * 4;
+  const float nan = NAN;
+  std::memcpy(&bytes[at], &nan, 4);
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+  auto hash = fnv1a64File(p);
+  ASSERT_TRUE(static_cast<bool>(hash));
+  auto manifestBuf = llvm::MemoryBuffer::getFile(step + "/manifest.json");
+  ASSERT_TRUE(static_cast<bool>(manifestBuf));
+  auto manifest = llvm::json::parse((*manifestBuf)->getBuffer());
+  ASSERT_TRUE(static_cast<bool>(manifest));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(*hash));
+  (*manifest->getAsObject()->getObject("files")->getObject(file))["fnv1a64"] = std::string(hex);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", *manifest);
+  std::ofstream(step + "/manifest.json", std::ios::trunc) << os.str();
+}
+
+TEST_F(RunTrainingTest, NonFiniteCheckpointIsRefusedUnlessAllowed) {
+  TrainOptions o = options("m.jsonl", 1);
+  o.saveDir = path("ck");
+  ASSERT_NO_ERR(run(o));
+  const std::string step = path("ck/step-00000001");
+  poisonCheckpoint(step, "model.safetensors", "U", 5);
+  auto device = createCpuDevice();
+  auto store = StateStore::create(*loaded, *device);
+  ASSERT_TRUE(static_cast<bool>(store));
+  std::vector<float> U0 = stateValues(**store, "U");
+  EXPECT_EQ(nonFiniteMessage(loadCheckpoint(path("ck"), **store).takeError()),
+            step + "/model.safetensors: tensor 'U' is not finite (element 5: nan): the checkpoint was saved from a "
+                   "diverged state; pass --allow-nonfinite-checkpoint to load it anyway");
+  EXPECT_EQ(stateValues(**store, "U"), U0) << "a refused load changed the store";
+  // Asked for, it loads as it is.
+  auto info = loadCheckpoint(path("ck"), **store, /*allowNonFinite=*/true);
+  ASSERT_TRUE(static_cast<bool>(info)) << llvm::toString(info.takeError());
+  EXPECT_TRUE(std::isnan(stateValues(**store, "U")[5]));
+  // Such a state is never saved: an error naming the tensor, and no folder written.
+  EXPECT_EQ(nonFiniteMessage(saveCheckpoint(path("ck2"), **store, CheckpointInfo{1, cfg.B, 0, 0}).takeError()),
+            "parameter 'U' (element 5: nan) is not finite, so no checkpoint was written to " + path("ck2"));
+  EXPECT_FALSE(llvm::sys::fs::exists(path("ck2/step-00000001")));
+  // Sampling from it is an error, not bytes from NaN logits.
+  SampleOptions so;
+  so.prompt = std::string("\x01", 1);
+  so.tokens = 3;
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  EXPECT_EQ(errorMessage(sampleText(*loaded, KernelRegistry::cpu(), *device, **store, so, os)),
+            loaded->path + ": program 'forward': the logits of generated token 0 (context position 0) are not finite "
+                           "(id 5: nan); the weights hold non-finite values or overflow (a diverged checkpoint?), "
+                           "nothing is sampled");
+  EXPECT_EQ(os.str(), "") << "nothing printed, not even the prompt";
+  // Training resumed from it (when allowed) stops at once, naming the parameter; skipping cannot help.
+  for (NonFinitePolicy policy : {NonFinitePolicy::Stop, NonFinitePolicy::Skip}) {
+    TrainOptions r = options("r.jsonl", 3);
+    r.resumeDir = path("ck");
+    r.allowNonFiniteCheckpoint = true;
+    r.onNonFinite = policy;
+    EXPECT_EQ(nonFiniteMessage(run(r)),
+              "step 1: the loss is not finite (nan); the first non-finite tensor is parameter 'U' (element 5: nan); "
+              "its update was not applied" +
+                  std::string(policy == NonFinitePolicy::Skip
+                                  ? ", and skipping steps cannot recover (a parameter or optimizer state is itself "
+                                    "not finite)"
+                                  : "") +
+                  "; training stopped (the newest checkpoint is " + step + ")");
+  }
+}
+
 TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   StepResult r;
   r.loss = double(2.5f);
@@ -585,15 +904,19 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   r.gradNorm = 1e-7;
   double eval = 1.25;
   EXPECT_EQ(metricsLine(3, r, 1024.5, nullptr),
-            "{\"step\":3,\"loss\":2.5,\"lr\":0.05,\"grad_norm\":1e-07,\"tokens_per_s\":1024.5}");
+            "{\"step\":3,\"loss\":2.5,\"lr\":0.05,\"grad_norm\":1e-07,\"tokens_per_s\":1024.5,"
+            "\"skipped\":false,\"skipped_total\":0}");
   r.loss = NAN;
   r.gradNorm = INFINITY;
-  EXPECT_EQ(metricsLine(0, r, 7, &eval),
-            "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,\"eval_loss\":1.25}");
-  // comm_s appears only for a plan with a mesh (commSeconds >= 0), after eval_loss.
+  r.nonFinite = NonFiniteCause::Loss;
+  r.skippedTotal = 2;
+  EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,"
+                                         "\"eval_loss\":1.25,\"skipped\":true,\"skipped_total\":2}");
+  // comm_s appears only for a plan with a mesh (commSeconds >= 0), last.
   r.commSeconds = 0.125;
   EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,"
-                                         "\"tokens_per_s\":7,\"eval_loss\":1.25,\"comm_s\":0.125}");
+                                         "\"tokens_per_s\":7,\"eval_loss\":1.25,\"skipped\":true,"
+                                         "\"skipped_total\":2,\"comm_s\":0.125}");
   r.commSeconds = -1;
   // Round trip: the written text parses back to the same double.
   r.loss = 2.9286656379699707;

@@ -2,13 +2,14 @@
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
-//                [--nproc N] [--comm-timeout S]
+//                [--nproc N] [--comm-timeout S] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan train --data TOKENS.bin [--token-dtype uint8|uint16] --steps N
 //                --metrics M.jsonl [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
+//                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
-//                [--temperature X --seed S] [--threads N]
-//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR]
+//                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
+//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--allow-nonfinite-checkpoint]
 //
 // `train`, `sample` and `export` are docs/training.md's subcommands; their logic lives in the
 // runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/). The generic mode:
@@ -34,6 +35,7 @@
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/Npy.h"
 #include "colossal/runtime/OnnxExport.h"
 #include "colossal/runtime/Plan.h"
@@ -87,6 +89,10 @@ cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write
                                    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<int> nproc("nproc", cl::desc("Run on N ranks: re-executes this command under mpirun -np N"),
                    cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<bool> allowNonFiniteCheckpoint(
+    "allow-nonfinite-checkpoint",
+    cl::desc("Load a checkpoint (--checkpoint, --resume) even when a tensor holds NaN or infinity"),
+    cl::init(false), cl::cat(category));
 cl::opt<double> commTimeout("comm-timeout",
                             cl::desc("Seconds a collective may take before the job is aborted"),
                             cl::value_desc("S"), cl::init(300.0), cl::cat(category));
@@ -108,6 +114,10 @@ cl::opt<std::string> evalDataPath("eval-data", cl::desc("Evaluation tokens"), cl
                                   cl::cat(trainCategory));
 cl::opt<int64_t> evalEvery("eval-every", cl::desc("Evaluate after every K steps (K >= 1, with --eval-data)"), cl::init(0), cl::cat(trainCategory));
 cl::opt<int64_t> evalSteps("eval-steps", cl::desc("Batches per evaluation"), cl::init(1), cl::cat(trainCategory));
+cl::opt<std::string> onNonFinite("on-nonfinite",
+                                 cl::desc("A step whose loss or gradient norm is NaN or infinite: stop (default: "
+                                          "an error naming the step) or skip (leave the state as it was, go on)"),
+                                 cl::value_desc("stop|skip"), cl::init("stop"), cl::cat(trainCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("sample: seeds temperature sampling; train: only recorded in checkpoints"), cl::init(0),
                        cl::cat(trainCategory));
 
@@ -173,6 +183,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&metricsPath, {"train"}},    {&saveDir, {"train"}},          {&saveEvery, {"train"}},
       {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
       {&evalSteps, {"train"}},      {&seed, {"train", "sample"}},   {&prompt, {"sample"}},
+      {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
       {&sampleTokens, {"sample"}},  {&temperature, {"sample"}},     {&onnxOut, {"export"}}};
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
@@ -277,6 +288,8 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   std::optional<DType> tokenDType = parseTokenDType(tokenDTypeName);
   if (!tokenDType) return fail("--token-dtype must be uint8 or uint16, not '" + tokenDTypeName + "'");
   if (saveEvery.getNumOccurrences() && saveDir.empty()) return fail("--save-every needs --save DIR");
+  if (onNonFinite != "stop" && onNonFinite != "skip")
+    return fail("--on-nonfinite must be stop or skip, not '" + onNonFinite + "'");
   // Every rank checks alike (rank 0 prints), so that no rank waits for one that left.
   if (llvm::Error e = checkTrainPaths(plan)) return fail(std::move(e));
   TrainOptions o;
@@ -291,11 +304,17 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   o.evalEvery = evalEvery;
   o.evalSteps = evalSteps;
   o.seed = seed;
+  o.onNonFinite = onNonFinite == "skip" ? NonFinitePolicy::Skip : NonFinitePolicy::Stop;
+  o.allowNonFiniteCheckpoint = allowNonFiniteCheckpoint;
   o.progressBar = isatty(STDERR_FILENO) && comm.rank() == 0;
   o.comm = &comm;
   LineTrackingStream log(llvm::errs());
   llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, log);
   log.closeLine();  // the progress bar's line ends before an error message or the shell prompt
+  // A non-finite step or a refused checkpoint: every rank agreed on it and leaves here together.
+  std::optional<std::string> agreed;
+  e = llvm::handleErrors(std::move(e), [&](const NonFiniteError &n) { agreed = n.text(); });
+  if (agreed) return fail(*agreed);
   if (e) {
     if (comm.worldSize() == 1) return fail(std::move(e));
     // Under data parallelism an error may be this rank's alone (its rows, its files): name the
@@ -313,7 +332,7 @@ llvm::Expected<std::unique_ptr<StateStore>> openStates(const LoadedPlan &plan, D
   if (!checkpointDir.empty()) {
     if (plan.plan.states().empty())
       return llvm::createStringError(plan.path + ": --checkpoint given, but the plan has no persistent state");
-    llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **states);
+    llvm::Expected<CheckpointInfo> info = loadCheckpoint(checkpointDir, **states, allowNonFiniteCheckpoint);
     if (!info) return info.takeError();
   }
   return states;
@@ -341,7 +360,7 @@ int sampleMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
 
 int exportMain(const LoadedPlan &plan) {
   if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
-  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut)) return fail(std::move(e));
+  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut, allowNonFiniteCheckpoint)) return fail(std::move(e));
   return 0;
 }
 
@@ -402,6 +421,9 @@ int runMain(int argc, char **argv) {
   }
   if (positionals.size() > 2) return fail("unexpected argument '" + positionals[2] + "'");
   if (llvm::Error e = checkModeOptions(mode)) return fail(std::move(e));
+  if (allowNonFiniteCheckpoint && checkpointDir.empty() && resumeDir.empty())
+    return fail("--allow-nonfinite-checkpoint needs the checkpoint it applies to (--checkpoint DIR, or --resume DIR "
+                "in train)");
   if (threads < 0) return fail("--threads must be >= 0");
   // More threads than this only oversubscribes the machine (and exhausts OpenMP's thread limits).
   constexpr int kMaxThreads = 1024;

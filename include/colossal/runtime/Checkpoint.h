@@ -6,8 +6,9 @@
 //                          optimizer steps and are not saved)
 //   manifest.json          {"format": "colossal-checkpoint", "version": 1, "step", "data_position",
 //                          "seed", "spec_hash" (16 hex digits), "mesh": {axis: size} ({} for
-//                          one rank), "files": {name: {"bytes",
-//                          "fnv1a64"}}, "tensors": {name: {"file", "role", "dtype", "shape"}}}
+//                          one rank), "skipped_total" (non-finite steps skipped before `step`),
+//                          "files": {name: {"bytes", "fnv1a64"}},
+//                          "tensors": {name: {"file", "role", "dtype", "shape"}}}
 // and DIR/latest holds one line naming the newest complete step folder.
 //
 // A save is atomic: everything is written into DIR/step-N.tmp/, fsynced, the folder renamed to
@@ -41,7 +42,7 @@ class CommContext;
 
 /// What a checkpoint records besides the tensors.
 struct CheckpointInfo {
-  int64_t step = 0;          // optimizer steps done: training continues at step `step`
+  int64_t step = 0;          // steps done (skipped ones included): training continues at step `step`
   int64_t dataPosition = 0;  // the next row index of the data order (step · global batch)
   uint64_t seed = 0;         // --seed of the run that wrote it
   uint64_t specHash = 0;     // TrainConfig.spec_hash of the plan that wrote it
@@ -49,12 +50,18 @@ struct CheckpointInfo {
   /// tensors are saved with global shapes, so any mesh can resume a checkpoint. The manifest keeps
   /// it as a JSON object (keys sorted), so the axes' rank-layout order is not recorded.
   std::vector<std::pair<std::string, int64_t>> mesh;
+  /// Steps of the `step` done that were skipped as non-finite (their update not applied): the
+  /// optimizer's step count is step − skippedTotal. Absent in older manifests: 0.
+  int64_t skippedTotal = 0;
 };
 
 /// Writes `store`'s PARAM and OPTIMIZER states and `info` as DIR/step-NNNNNNNN (N = info.step),
 /// atomically (header comment), points DIR/latest at it and keeps the newest `keep` (>= 1) step
 /// folders. Creates DIR when missing. Returns the step folder's path. Errors name the path that
-/// failed (create, write, fsync, rename).
+/// failed (create, write, fsync, rename). A PARAM or OPTIMIZER state holding NaN or ±inf is
+/// refused before anything is written (a NonFiniteError naming the tensor; with `comm`, every
+/// rank gets it alike): a checkpoint is never written from a non-finite state, so the step folder
+/// a save keeps is always finite and the pruning never removes the newest finite checkpoint.
 /// With `comm` (the job's context; needed when the store holds shards), EVERY rank must call it:
 /// the sharded states are gathered (gatherState), then rank 0 alone writes; the others return
 /// the same path without touching the file system.
@@ -77,9 +84,11 @@ llvm::Expected<std::string> checkpointStepDir(llvm::StringRef dir);
 /// the manifest (a truncated or corrupt file is an error naming it), opens the safetensors files,
 /// requires exactly the store's PARAM states in model.safetensors and its OPTIMIZER states in
 /// optimizer.safetensors with the plan's dtypes and GLOBAL shapes (an error names the tensor),
-/// copies them in (a sharded state: this rank's shard of the tensor) and zeroes the GRAD states. Everything is checked before the first copy: on error the
-/// store is unchanged.
-llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &store);
+/// copies them in (a sharded state: this rank's shard of the tensor) and zeroes the GRAD states.
+/// A tensor holding NaN or ±inf is an error (a NonFiniteError naming the file, the tensor and the
+/// first such element) unless `allowNonFinite` (colossal-run --allow-nonfinite-checkpoint).
+/// Everything is checked before the first copy: on error the store is unchanged.
+llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &store, bool allowNonFinite = false);
 
 }  // namespace colossal::runtime
 

@@ -81,9 +81,10 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir);
 /// those of the checkpoint, loaded through loadCheckpoint() (Checkpoint.h: manifest sizes and
 /// FNV-1a hashes, tensor names, dtypes and shapes verified, with its error messages). Refuses an
 /// `outPath` that is a file of the checkpoint (its step folder's files or DIR/latest); exportOnnx()
-/// also refuses the plan, its weights file and an existing directory.
+/// also refuses the plan, its weights file and an existing directory. A checkpoint tensor holding
+/// NaN or ±inf is refused unless `allowNonFinite` (loadCheckpoint).
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
-                              llvm::StringRef outPath);
+                              llvm::StringRef outPath, bool allowNonFinite = false);
 
 }  // namespace colossal::runtime
 

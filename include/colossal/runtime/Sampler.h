@@ -46,7 +46,9 @@ int64_t pickToken(llvm::ArrayRef<float> logits, double temperature, std::mt19937
 /// loaded into it, or the initial values). Errors: not a training plan (no TrainConfig naming
 /// the tokens input and logits output); a vocabulary above 256 ids (not byte-level); an empty
 /// prompt, or a prompt byte >= the vocabulary size (names the byte and its offset); a negative
-/// temperature or token count; kernel errors.
+/// temperature or token count; kernel errors; logits holding NaN or +inf, or only −inf (names the
+/// generated token, its position and the id: weights that diverged give this, not NUL bytes).
+/// The prompt is written once the first token's logits passed that check.
 llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, const StateStore &states,
                        const SampleOptions &options, llvm::raw_ostream &out);
 

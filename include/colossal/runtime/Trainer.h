@@ -12,11 +12,18 @@
 // i.e. rows [i·B/D, (i+1)·B/D) (DESIGN.md); optimizer_step all-reduces the accumulators over `dp`
 // itself, and the reported loss is the mean over every rank's microbatches (an all_reduce).
 //
+// Non-finite steps (docs/training.md "Non-finite values"): a loss or grad_norm that is NaN or
+// infinite on any rank (the ranks agree by an all-reduce over the world) leaves the parameters,
+// the optimizer state and its step count as they were: a non-finite loss skips optimizer_step, a
+// non-finite grad_norm makes its updates skip themselves (runtime/kernels/cpu/optim.cpp); then the
+// gradients are zeroed. runTraining stops there (--on-nonfinite stop) or goes on (skip).
+//
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_TRAINER_H
 #define COLOSSAL_RUNTIME_TRAINER_H
 
 #include "colossal/runtime/Executor.h"
+#include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TokenData.h"
 
@@ -37,14 +44,36 @@ class Communicator;
 /// p = min(1, (s − warmup) / max(1, total − warmup)). Computed in double.
 double scheduledLearningRate(const plan::TrainConfig &train, int64_t step);
 
+/// What made a step non-finite (its update not applied).
+enum class NonFiniteCause : uint8_t {
+  None,
+  Loss,      // the loss (optimizer_step did not run)
+  GradNorm,  // the global gradient norm (optimizer_step's updates skipped themselves). Under
+             // fp16 (a later issue) this cause goes to the loss scaler (back off), not to the
+             // --on-nonfinite policy.
+};
+
 /// What one optimizer step reports.
 struct StepResult {
   double loss = 0;      // mean of the microbatch losses
   double lr = 0;        // the scheduled rate passed to optimizer_step
-  double gradNorm = 0;  // optimizer_step's grad_norm (before clipping)
+  double gradNorm = 0;  // optimizer_step's grad_norm (before clipping); NaN when it did not run
   double seconds = 0;   // wall time of the step (data, train_step runs, optimizer_step)
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
+  /// Non-finite step: the update was not applied (parameters, optimizer state and the optimizer's
+  /// step count unchanged; gradients zeroed). Every rank reports the same.
+  NonFiniteCause nonFinite = NonFiniteCause::None;
+  bool skipped() const { return nonFinite != NonFiniteCause::None; }
+  /// When skipped: the non-finite value, "nan", "inf" or "-inf", with " on rank R" when the lowest
+  /// rank where it is not finite is not rank 0 (whose values the metrics line reports).
+  std::string nonFiniteValue;
+  /// When skipped: the first non-finite state before the gradients were zeroed (parameters, then
+  /// optimizer state, then gradients; describeNonFinite), "" when every state is finite.
+  std::string firstNonFinite;
+  /// When skipped: a PARAM or OPTIMIZER state is not finite, so skipping cannot recover.
+  bool stateNonFinite = false;
+  int64_t skippedTotal = 0;  // skipped steps of the run so far (this one included)
 };
 
 class Trainer {
@@ -61,9 +90,18 @@ public:
   StateStore &states() { return *states_; }
   const plan::TrainConfig &config() const { return plan_->plan.train(); }
 
-  /// Optimizer step `step` on `data` (header comment). Errors: a kernel's data-dependent error
-  /// (names the program and instruction).
+  /// Optimizer step `step` on `data` (header comment): `optimizer_step` gets `step` = the updates
+  /// applied so far + 1 (skipped steps do not count). A non-finite step is not an error here: the
+  /// result says so (StepResult::nonFinite). Errors: a kernel's data-dependent error (names the
+  /// program and instruction); the collectives'.
   llvm::Expected<StepResult> step(const TokenData &data, int64_t step);
+
+  /// Sets the counters a resumed run continues from: `updates` applied, `skipped` skipped.
+  void setCounts(int64_t updates, int64_t skipped) {
+    updates_ = updates;
+    skipped_ = skipped;
+  }
+  int64_t skippedTotal() const { return skipped_; }
 
   /// The mean loss of `eval` over the batches of steps 0..evalSteps−1 of `data` (each B rows in
   /// A microbatches: the mean of all evalSteps·A microbatch losses). Changes no state.
@@ -85,8 +123,27 @@ private:
   /// Data parallelism: the `dp` group (null for one rank), its size and this rank's index in it.
   Communicator *dp_ = nullptr;
   int64_t dpSize_ = 1, dpRank_ = 0;
+  /// The job's communicators (null for one rank): the non-finite agreement spans the world.
+  CommContext *comm_ = nullptr;
+  /// Updates applied and steps skipped so far (the optimizer's step count is updates_ + 1).
+  int64_t updates_ = 0, skipped_ = 0;
+  /// Test hook (COLOSSAL_TEST_NONFINITE="loss|grad:STEP[:RANK]"): makes this rank's loss, or its
+  /// first gradient accumulator's element 0, NaN at step `hookStep_` (all ranks when hookRank_ < 0).
+  std::string hookKind_;
+  int64_t hookStep_ = -1, hookRank_ = -1;
   /// Sum over the dp group of `local` (itself for one rank).
   llvm::Expected<double> sumOverRanks(double local);
+  /// The test hook, when it is due at `step` on this rank: `lossSum` or a gradient made NaN.
+  void applyTestHook(int64_t step, double &lossSum);
+  /// A non-finite step (`value` of the loss or norm): names the first non-finite state, zeroes the
+  /// gradients, counts the skip.
+  llvm::Error skipStep(StepResult &r, NonFiniteCause cause, const NonFiniteValue &value);
+};
+
+/// `--on-nonfinite`: what a non-finite step does to the run.
+enum class NonFinitePolicy : uint8_t {
+  Stop,  // an error naming the step (the default)
+  Skip,  // go on with the next step (the skipped one is counted in the metrics)
 };
 
 /// `colossal-run M.cplan train` (docs/training.md "Runtime").
@@ -103,6 +160,8 @@ struct TrainOptions {
   int64_t evalSteps = 1;         // --eval-steps
   uint64_t seed = 0;             // --seed (recorded in checkpoints)
   bool progressBar = false;      // draw a progress bar on `log` (a terminal)
+  NonFinitePolicy onNonFinite = NonFinitePolicy::Stop;  // --on-nonfinite
+  bool allowNonFiniteCheckpoint = false;                // --allow-nonfinite-checkpoint (--resume)
   CommContext *comm = nullptr;   // several ranks: only rank 0 writes metrics and checkpoints
 };
 
@@ -112,11 +171,17 @@ struct TrainOptions {
 /// metrics line per step (flushed; a fresh run truncates the file), evaluates after steps with
 /// (s + 1) % evalEvery == 0 and saves checkpoints. Warnings (a checkpoint from another spec) and
 /// the progress bar go to `log`. Every error names its file, tensor or program.
+/// A non-finite step (StepResult::nonFinite) still writes its metrics line; then, under
+/// NonFinitePolicy::Stop, or when a parameter or optimizer state is itself not finite (skipping
+/// cannot recover), the run ends with a NonFiniteError naming the step, what was not finite, the
+/// first non-finite state and the newest checkpoint; under Skip a warning goes to `log`. A save
+/// never writes non-finite values (saveCheckpoint refuses them: a NonFiniteError naming the step).
 llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
                         const TrainOptions &options, llvm::raw_ostream &log);
 
-/// One metrics line (DESIGN.md): {"step", "loss", "lr", "grad_norm", "tokens_per_s"[, "eval_loss"]}
-/// without the newline; a non-finite number is written as null (JSON has no NaN).
+/// One metrics line (DESIGN.md): {"step", "loss", "lr", "grad_norm", "tokens_per_s"[, "eval_loss"],
+/// "skipped" (bool), "skipped_total"[, "comm_s"]} without the newline; a non-finite number is
+/// written as null (JSON has no NaN).
 std::string metricsLine(int64_t step, const StepResult &result, double tokensPerS, const double *evalLoss);
 
 }  // namespace colossal::runtime

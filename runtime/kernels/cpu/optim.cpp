@@ -23,6 +23,13 @@
 // instruction must not overlap each other (checked at run time: the fused loops assume it).
 // Every update zeroes `g` after use.
 //
+// A NON-FINITE `grad_norm` (NaN or ±inf: some gradient element is not finite) skips the update:
+// p, g and the optimizer state are left exactly as they were, so the caller can name the
+// non-finite gradient and decide (docs/training.md "Non-finite values": stop, or skip the step
+// and zero the gradients; under fp16 the loss scaler backs off), as torch.cuda.amp.GradScaler
+// skips optimizer.step(). Every rank sees the same grad_norm (global_norm is replicated), so they
+// all skip together.
+//
 // Attributes (docs/plan.md): adam(w) `beta1 beta2 eps weight_decay max_grad_norm`, sgd `momentum
 // dampening nesterov weight_decay max_grad_norm`, accumulate_grad `scale`; an absent one takes
 // PyTorch's default (0.9, 0.999, 1e-8, weight decay 0.01 for AdamW and 0 otherwise, no momentum,
@@ -141,12 +148,12 @@ constexpr double kInf = HUGE_VAL;
 
 /// clip_grad_norm_'s factor, in float as PyTorch computes it on the f32 total norm
 /// (torch/nn/utils/clip_grad.py: clamp(max_norm / (total_norm + 1e-6), max=1)); 1 when off.
-/// A NaN norm gives NaN (clamp propagates it), as in PyTorch.
+/// Only called with a finite norm (a non-finite one skips the update).
 float clipCoefficient(const KernelCall &c, float gradNorm) {
   double maxNorm = c.attrFloat("max_grad_norm", 0);
   if (maxNorm <= 0) return 1.0f;
   float coef = static_cast<float>(maxNorm) / (gradNorm + 1e-6f);
-  return coef < 1.0f || coef != coef ? coef : 1.0f;
+  return coef < 1.0f ? coef : 1.0f;
 }
 
 /// Calls f(std::integral_constant<bool, b>) (a run-time flag made a template argument).
@@ -262,6 +269,7 @@ template <bool DECOUPLED> llvm::Error runAdam(const KernelCall &c) {
   if (llvm::Error e = prepareStates(c, 4)) return e;
   llvm::Expected<StepScalars> s = readScalars(c, 4);
   if (!s) return s.takeError();
+  if (!std::isfinite(s->gradNorm)) return llvm::Error::success();  // skipped (header comment)
   const double lr = s->lr, t = static_cast<double>(s->step);
   const double beta1 = c.attrFloat("beta1", 0.9), beta2 = c.attrFloat("beta2", 0.999);
   const double wd = c.attrFloat("weight_decay", DECOUPLED ? 1e-2 : 0.0);
@@ -344,6 +352,7 @@ llvm::Error runSgd(const KernelCall &c) {
   if (llvm::Error e = prepareStates(c, states)) return e;
   llvm::Expected<StepScalars> s = readScalars(c, states);
   if (!s) return s.takeError();
+  if (!std::isfinite(s->gradNorm)) return llvm::Error::success();  // skipped (header comment)
   SgdCoefs k;
   k.clip = clipCoefficient(c, s->gradNorm);
   k.wd = static_cast<float>(wd);
