@@ -8,6 +8,7 @@
 #include "ImporterImpl.h"
 #include "SchemaCheck.h"
 
+#include "colossal/runtime/ExternalData.h"
 #include "colossal/runtime/Npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -75,11 +76,7 @@ public:
   /// `batchDivisor` > 1 imports the microbatch form: dim 0 of every unbound input divided by it.
   GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx,
                 int64_t batchDivisor = 1)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {
-    SmallString<256> d(path);
-    llvm::sys::path::remove_filename(d);
-    dir = d.empty() ? "." : std::string(d);
-  }
+      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {}
 
   OwningOpRef<ModuleOp> run();
 
@@ -106,10 +103,12 @@ private:
   LogicalResult importInputs();
   LogicalResult importNode(const onnx::NodeProto &node);
   Value initializer(const std::string &name, bool asConstant);
-  FailureOr<std::string> readExternal(const onnx::TensorProto &t, const Twine &what);
+  /// The bytes of `t`'s external data (runtime/ExternalData.h: confined to the model's folder).
+  FailureOr<std::unique_ptr<llvm::MemoryBuffer>> readExternal(const onnx::TensorProto &t,
+                                                              const Twine &what);
   Location nodeLoc(const onnx::NodeProto &node);
 
-  std::string path, dir;
+  std::string path;
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
@@ -135,50 +134,21 @@ private:
   size_t anonymous = 0;
 };
 
-FailureOr<std::string> GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto &kv : t.external_data()) {
-    if (kv.key() == "location")
-      location = kv.value();
-    else if (kv.key() == "offset" || kv.key() == "length") {
-      int64_t v;
-      if (StringRef(kv.value()).getAsInteger(10, v) || v < 0) {
-        fileError(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
-        return failure();
-      }
-      (kv.key() == "offset" ? offset : length) = v;
-    }
-  }
-  if (location.empty()) {
-    fileError(what + ": external data without a location");
+FailureOr<std::unique_ptr<llvm::MemoryBuffer>> GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
+  SmallVector<std::pair<StringRef, StringRef>> entries;
+  for (const auto &kv : t.external_data())
+    entries.emplace_back(kv.key(), kv.value());
+  auto data = [&]() -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+    auto ref = runtime::parseExternalDataRef(entries);
+    if (!ref)
+      return ref.takeError();
+    return runtime::readExternalData(path, *ref);
+  }();
+  if (!data) {
+    fileError(what + ": " + llvm::toString(data.takeError()));
     return failure();
   }
-  // Only files inside the model's folder: a relative path without '..' components.
-  bool escapes = llvm::sys::path::is_absolute(location);
-  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e; ++it)
-    escapes |= *it == "..";
-  if (escapes) {
-    fileError(what + ": external data location '" + location +
-              "' must be a relative path inside the model's folder");
-    return failure();
-  }
-  SmallString<256> full(dir);
-  llvm::sys::path::append(full, location);
-  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf) {
-    fileError(what + ": cannot read external data '" + full + "': " + buf.getError().message());
-    return failure();
-  }
-  int64_t size = (*buf)->getBufferSize();
-  if (length < 0)
-    length = size - offset;
-  if (offset > size || length > size - offset) {
-    fileError(what + ": external data range [" + Twine(offset) + ", " + Twine(offset + length) +
-              ") exceeds '" + location + "' (" + Twine(size) + " bytes)");
-    return failure();
-  }
-  return std::string((*buf)->getBufferStart() + offset, length);
+  return std::move(*data);
 }
 
 FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &t,
@@ -195,17 +165,23 @@ FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &
       fileError(what + ": negative dimension " + Twine(d));
       return failure();
     }
+    if (d != 0 && numel > kMaxTensorElements / d) {
+      fileError(what + ": the dims hold more than 2^40 elements");
+      return failure();
+    }
     shape.push_back(d);
     numel *= d;
   }
   auto type = RankedTensorType::get(shape, et);
-  std::string raw;
+  StringRef raw;
   bool hasRaw = false;
+  std::unique_ptr<llvm::MemoryBuffer> external;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto data = readExternal(t, what);
     if (failed(data))
       return failure();
-    raw = std::move(*data);
+    external = std::move(*data);
+    raw = external->getBuffer();
     hasRaw = true;
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
