@@ -101,6 +101,30 @@ public:
 private:
   LogicalResult loadModel();
   LogicalResult importInputs();
+  /// Graph inputs that are also initializers (an exporter's keep_initializers_as_inputs, IR < 4):
+  /// the spec's `values:` overrides the initializer (ONNX: such an initializer is the input's
+  /// default), so the name leaves `initializers` and imports as a value-bound input; `inputs:` may
+  /// restate the initializer's shape only. Adds the names to `seen`.
+  LogicalResult bindInitializerInputs(llvm::StringSet<> &seen);
+  /// Reads the `values:` arrays of the graph's inputs into specValues.
+  LogicalResult readSpecValues();
+  /// ONNX IR: one dim_param is one size throughout a graph. Records the size of each dim_param of
+  /// an input the spec binds (`inputs:` shape, or the shape of its `values:` array) in dimParams;
+  /// inputShape gives those sizes to the inputs the spec leaves unbound. Two bindings that give
+  /// one dim_param different sizes are an error naming both inputs.
+  LogicalResult bindDimParams();
+  /// Input `name`'s import shape: declared dims, the spec's binding (or dimParams), dim 0 divided
+  /// for the microbatch import. Dims still dynamic stay kDynamic (importInputs reports them).
+  FailureOr<SmallVector<int64_t>> inputShape(const std::string &name,
+                                             const onnx::TypeProto::Tensor &tt);
+  /// The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
+  /// fills is the batch, divided into `batchDivisor` microbatches. Errors: a scalar input, a
+  /// batch the model fixes, a batch batchDivisor does not divide.
+  LogicalResult splitBatch(const std::string &name, const onnx::TypeProto::Tensor &tt,
+                           SmallVector<int64_t> &shape);
+  /// Input `name` as a constant of its `values:` array; errors name the .npy file.
+  LogicalResult bindSpecValue(const std::string &name, const onnx::TypeProto::Tensor &tt,
+                              ArrayRef<int64_t> shape);
   LogicalResult importNode(const onnx::NodeProto &node);
   Value initializer(const std::string &name, bool asConstant);
   /// The bytes of `t`'s external data (runtime/ExternalData.h: confined to the model's folder).
@@ -131,6 +155,10 @@ private:
   llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
   void markTrainedInitializers();
   llvm::StringSet<> graphOutputs;
+  /// The spec's `values:` arrays by input name (readSpecValues).
+  llvm::StringMap<runtime::NpyArray> specValues;
+  /// dim_param → (size, the input whose binding gave it) (bindDimParams).
+  llvm::StringMap<std::pair<int64_t, std::string>> dimParams;
   size_t anonymous = 0;
 };
 
@@ -375,6 +403,215 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   return v;
 }
 
+namespace {
+
+std::string dimsText(ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// The .npy dtype that holds values of an ONNX element type (the spec's `values:`).
+bool npyHolds(Type et, runtime::DType dtype) {
+  using runtime::DType;
+  static const std::pair<std::pair<unsigned, IntegerType::SignednessSemantics>, DType> ints[] = {
+      {{64, IntegerType::Signless}, DType::I64}, {{32, IntegerType::Signless}, DType::I32},
+      {{1, IntegerType::Signless}, DType::Bool}, {{8, IntegerType::Unsigned}, DType::U8},
+      {{16, IntegerType::Unsigned}, DType::U16}, {{32, IntegerType::Unsigned}, DType::U32},
+      {{64, IntegerType::Unsigned}, DType::U64}};
+  if (et.isF32())
+    return dtype == DType::F32;
+  auto it = llvm::dyn_cast<IntegerType>(et);
+  if (!it)
+    return false;
+  for (const auto &[key, d] : ints)
+    if (key.first == it.getWidth() && key.second == it.getSignedness())
+      return dtype == d;
+  return false;
+}
+
+} // namespace
+
+LogicalResult GraphImporter::bindInitializerInputs(llvm::StringSet<> &seen) {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    auto init = initializers.find(name);
+    if (init == initializers.end())
+      continue;
+    seen.insert(name);
+    if (options.inputValues.count(name)) {
+      initializers.erase(init); // imported below as an input bound to the spec's value
+      continue;
+    }
+    auto bound = options.inputShapes.find(name);
+    if (bound == options.inputShapes.end())
+      continue;
+    ArrayRef<int64_t> dims(init->second->dims().data(), init->second->dims_size());
+    if (ArrayRef<int64_t>(bound->second) != dims) {
+      fileError("input '" + name + "' is also an initializer (an exporter's "
+                "keep_initializers_as_inputs), of shape " + dimsText(dims) +
+                "; the spec's inputs give " + dimsText(bound->second) +
+                " (bind another value with the spec's values)");
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::readSpecValues() {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    auto vf = options.inputValues.find(name);
+    if (vf == options.inputValues.end() || initializers.count(name) || specValues.count(name))
+      continue;
+    auto arr = runtime::readNpy(vf->second);
+    if (!arr) {
+      fileError("input '" + name + "': spec values: " + llvm::toString(arr.takeError()));
+      return failure();
+    }
+    specValues.try_emplace(name, std::move(*arr));
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::bindDimParams() {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    if (initializers.count(name) || !input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    ArrayRef<int64_t> given;
+    if (auto s = options.inputShapes.find(name); s != options.inputShapes.end())
+      given = s->second;
+    else if (auto v = specValues.find(name); v != specValues.end())
+      given = v->second.shape;
+    else
+      continue;
+    const auto &shape = input.type().tensor_type().shape();
+    if (int64_t(given.size()) != shape.dim_size())
+      continue; // importInputs reports the rank
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      const auto &dim = shape.dim(i);
+      if (dim.has_dim_value() || dim.dim_param().empty())
+        continue;
+      auto [it, fresh] = dimParams.try_emplace(dim.dim_param(), given[i], name);
+      if (!fresh && it->second.first != given[i]) {
+        fileError("input '" + name + "': dim " + Twine(i) + " ('" + dim.dim_param() +
+                  "') is bound to " + Twine(given[i]) + ", but input '" + it->second.second +
+                  "' binds '" + dim.dim_param() + "' to " + Twine(it->second.first) +
+                  " (one dim_param is one size throughout the graph)");
+        return failure();
+      }
+    }
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::splitBatch(const std::string &name, const onnx::TypeProto::Tensor &tt,
+                                        SmallVector<int64_t> &shape) {
+  if (batchDivisor <= 1 || specValues.count(name) ||
+      (!shape.empty() && ShapedType::isDynamic(shape[0])))
+    return success();
+  if (shape.empty()) {
+    fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
+              Twine(batchDivisor) + " microbatches (train.grad_accum)");
+    return failure();
+  }
+  if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
+    fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
+              " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
+              " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
+              "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
+    return failure();
+  }
+  if (shape[0] % batchDivisor != 0) {
+    fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
+              ") is not divisible by train.grad_accum " + Twine(batchDivisor));
+    return failure();
+  }
+  shape[0] /= batchDivisor;
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>> GraphImporter::inputShape(const std::string &name,
+                                                         const onnx::TypeProto::Tensor &tt) {
+  SmallVector<int64_t> shape;
+  if (tt.has_shape())
+    for (const auto &dim : tt.shape().dim())
+      shape.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
+  auto bound = options.inputShapes.find(name);
+  if (bound != options.inputShapes.end()) {
+    const auto &want = bound->second;
+    if (tt.has_shape() && want.size() != shape.size()) {
+      fileError("input '" + name + "': the spec's inputs give rank " + Twine(want.size()) +
+                " but the model declares rank " + Twine(shape.size()));
+      return failure();
+    }
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (!ShapedType::isDynamic(shape[i]) && shape[i] != want[i]) {
+        fileError("input '" + name + "': the spec's inputs give dim " + Twine(i) + " = " +
+                  Twine(want[i]) + " but the model fixes it to " + Twine(shape[i]));
+        return failure();
+      }
+    shape.assign(want.begin(), want.end());
+  } else if (!specValues.count(name)) {
+    // Dims named like a dim the spec binds elsewhere (bindDimParams).
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (ShapedType::isDynamic(shape[i]))
+        if (auto it = dimParams.find(tt.shape().dim(i).dim_param()); it != dimParams.end())
+          shape[i] = it->second.first;
+  }
+  if (failed(splitBatch(name, tt, shape)))
+    return failure();
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (!ShapedType::isDynamic(d)) {
+      if (d != 0 && n > kMaxTensorElements / d) {
+        fileError("input '" + name + "': the shape has more than 2^40 elements");
+        return failure();
+      }
+      n *= d;
+    }
+  return shape;
+}
+
+LogicalResult GraphImporter::bindSpecValue(const std::string &name,
+                                           const onnx::TypeProto::Tensor &tt,
+                                           ArrayRef<int64_t> shape) {
+  const runtime::NpyArray &arr = specValues.find(name)->second;
+  const std::string &file = options.inputValues.find(name)->second;
+  Type aet = elementTypeFor(tt.elem_type(), &ctx);
+  if (!npyHolds(aet, arr.dtype)) {
+    fileError("input '" + name + "': spec values file '" + file + "' has dtype " +
+              runtime::dtypeName(arr.dtype) + ", the model expects " +
+              onnxTypeName(tt.elem_type()));
+    return failure();
+  }
+  SmallVector<int64_t> ashape(arr.shape.begin(), arr.shape.end());
+  bool fits = !tt.has_shape() || shape.size() == ashape.size();
+  for (size_t i = 0; fits && tt.has_shape() && i < shape.size(); ++i)
+    fits = ShapedType::isDynamic(shape[i]) || shape[i] == ashape[i];
+  if (!fits) {
+    fileError("input '" + name + "': spec values file '" + file + "' has shape " +
+              dimsText(ashape) + ", which does not match the input's shape");
+    return failure();
+  }
+  auto atype = RankedTensorType::get(ashape, aet);
+  const char *data = reinterpret_cast<const char *>(arr.data.data());
+  DenseElementsAttr attr;
+  if (aet.isInteger(1)) {
+    SmallVector<bool> v(atype.getNumElements());
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = data[k] != 0;
+    attr = DenseElementsAttr::get(atype, v);
+  } else {
+    attr = DenseElementsAttr::getFromRawBuffer(atype, ArrayRef<char>(data, arr.bytes()));
+  }
+  values[name] = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
+  return success();
+}
+
 LogicalResult GraphImporter::importInputs() {
   const auto &graph = model.graph();
   for (const auto &init : graph.initializer()) {
@@ -384,9 +621,13 @@ LogicalResult GraphImporter::importInputs() {
     }
     initializers[init.name()] = &init;
   }
+  llvm::StringSet<> seen;
+  if (failed(bindInitializerInputs(seen)))
+    return failure();
   if (options.trainParams)
     markTrainedInitializers();
-  llvm::StringSet<> seen;
+  if (failed(readSpecValues()) || failed(bindDimParams()))
+    return failure();
   for (const auto &input : graph.input()) {
     const std::string &name = input.name();
     if (initializers.count(name))
@@ -403,112 +644,19 @@ LogicalResult GraphImporter::importInputs() {
       fileError("input '" + name + "': unsupported data type " + onnxTypeName(tt.elem_type()));
       return failure();
     }
-    auto bound = options.inputShapes.find(name);
-    SmallVector<int64_t> shape;
-    if (tt.has_shape()) {
-      for (int i = 0; i < tt.shape().dim_size(); ++i) {
-        const auto &dim = tt.shape().dim(i);
-        shape.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
-      }
-    }
-    if (bound != options.inputShapes.end()) {
-      const auto &want = bound->second;
-      if (tt.has_shape() && want.size() != shape.size()) {
-        fileError("input '" + name + "': the spec's inputs give rank " + Twine(want.size()) +
-                  " but the model declares rank " + Twine(shape.size()));
+    auto shape = inputShape(name, tt);
+    if (failed(shape))
+      return failure();
+    if (specValues.count(name)) {
+      if (failed(bindSpecValue(name, tt, *shape)))
         return failure();
-      }
-      for (size_t i = 0; i < shape.size(); ++i)
-        if (!ShapedType::isDynamic(shape[i]) && shape[i] != want[i]) {
-          fileError("input '" + name + "': the spec's inputs give dim " + Twine(i) + " = " +
-                    Twine(want[i]) + " but the model fixes it to " + Twine(shape[i]));
-          return failure();
-        }
-      shape.assign(want.begin(), want.end());
-    }
-    // The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
-    // fills is the batch, split into `batchDivisor` microbatches.
-    if (batchDivisor > 1 && !options.inputValues.count(name) &&
-        (shape.empty() || !ShapedType::isDynamic(shape[0]))) {
-      if (shape.empty()) {
-        fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
-                  Twine(batchDivisor) + " microbatches (train.grad_accum)");
-        return failure();
-      }
-      if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
-        fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
-                  " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
-                  " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
-                  "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
-        return failure();
-      }
-      if (shape[0] % batchDivisor != 0) {
-        fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
-                  ") is not divisible by train.grad_accum " + Twine(batchDivisor));
-        return failure();
-      }
-      shape[0] /= batchDivisor;
-    }
-    {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        if (!ShapedType::isDynamic(d)) {
-          if (d != 0 && n > kMaxTensorElements / d) {
-            fileError("input '" + name + "': the shape has more than 2^40 elements");
-            return failure();
-          }
-          n *= d;
-        }
-    }
-    auto type = RankedTensorType::get(shape, et);
-    if (auto vf = options.inputValues.find(name); vf != options.inputValues.end()) {
-      auto arr = runtime::readNpy(vf->second);
-      if (!arr) {
-        fileError("input '" + name + "': spec values: " + llvm::toString(arr.takeError()));
-        return failure();
-      }
-      Type aet = elementTypeFor(tt.elem_type(), &ctx);
-      SmallVector<int64_t> ashape(arr->shape.begin(), arr->shape.end());
-      auto atype = RankedTensorType::get(ashape, aet);
-      size_t expectBytes = size_t(atype.getNumElements()) * runtime::dtypeSize(arr->dtype);
-      bool dtypeOk = (aet.isF32() && arr->dtype == runtime::DType::F32) ||
-                     (aet.isSignlessInteger(64) && arr->dtype == runtime::DType::I64) ||
-                     (aet.isSignlessInteger(32) && arr->dtype == runtime::DType::I32) ||
-                     (aet.isInteger(1) && arr->dtype == runtime::DType::Bool) ||
-                     (aet.isUnsignedInteger(8) && arr->dtype == runtime::DType::U8) ||
-                     (aet.isUnsignedInteger(16) && arr->dtype == runtime::DType::U16) ||
-                     (aet.isUnsignedInteger(32) && arr->dtype == runtime::DType::U32) ||
-                     (aet.isUnsignedInteger(64) && arr->dtype == runtime::DType::U64);
-      if (!dtypeOk) {
-        fileError("input '" + name + "': spec values file '" + vf->second + "' has dtype " +
-                  runtime::dtypeName(arr->dtype) + ", the model expects " +
-                  onnxTypeName(tt.elem_type()));
-        return failure();
-      }
-      for (size_t i = 0; i < shape.size() && tt.has_shape(); ++i)
-        if ((shape.size() != ashape.size()) ||
-            (!ShapedType::isDynamic(shape[i]) && shape[i] != ashape[i])) {
-          fileError("input '" + name + "': spec values file '" + vf->second +
-                    "' does not match the input's shape");
-          return failure();
-        }
-      const char *data = reinterpret_cast<const char *>(arr->data.data());
-      DenseElementsAttr attr;
-      if (aet.isInteger(1)) {
-        SmallVector<bool> v(atype.getNumElements());
-        for (size_t k = 0; k < v.size(); ++k)
-          v[k] = data[k] != 0;
-        attr = DenseElementsAttr::get(atype, v);
-      } else {
-        attr = DenseElementsAttr::getFromRawBuffer(atype, ArrayRef<char>(data, expectBytes));
-      }
-      values[name] = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
       continue;
     }
+    auto type = RankedTensorType::get(*shape, et);
     if (!type.hasStaticShape()) {
       std::string dims;
       for (int i = 0; i < tt.shape().dim_size(); ++i)
-        if (!tt.shape().dim(i).has_dim_value())
+        if (!tt.shape().dim(i).has_dim_value() && ShapedType::isDynamic((*shape)[i]))
           dims += (dims.empty() ? "'" : ", '") +
                   (tt.shape().dim(i).dim_param().empty() ? "?" : tt.shape().dim(i).dim_param()) +
                   "'";

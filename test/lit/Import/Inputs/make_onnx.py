@@ -75,6 +75,21 @@ def reshape_from_input():
     return model(nodes, [vi("x", F, [2, 6]), vi("shape", I64, [2])], [vi("y", F, None)])
 
 
+def reshape_from_initializer_input():
+    """keep_initializers_as_inputs: Reshape's target `shape` = [3, 4] is an initializer and an input."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    return model(nodes, [vi("x", F, [2, 6]), vi("shape", I64, [2])], [vi("y", F, None)],
+                 inits=[c_i64("shape", [3, 4])])
+
+
+def shared_dim_params():
+    """input_ids and attention_mask, both [batch, seq]; y = Cast(input_ids) * attention_mask."""
+    nodes = [helper.make_node("Cast", ["input_ids"], ["ids"], to=F, name="cast"),
+             helper.make_node("Mul", ["ids", "attention_mask"], ["y"], name="mul")]
+    return model(nodes, [vi("input_ids", I64, ["batch", "seq"]), vi("attention_mask", F, ["batch", "seq"])],
+                 [vi("y", F, ["batch", "seq"])])
+
+
 def external_data(location="weights.bin", offset="0", length=None):
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = numpy_helper.from_array(w, "w")
