@@ -381,8 +381,9 @@ def compile_and_run(args, work, model, inputs):
 
 
 def grad_key(name):
-    """The key of parameter NAME's gradient among colossal-run's output files (their stems)."""
-    return os.path.splitext(tensor_file_name("grad_" + name))[0]
+    """The key of parameter NAME's gradient among colossal-run's output files (their stems): the
+    output `grad:NAME` (colossal-test-gradients) as colossal-run names its file."""
+    return os.path.splitext(tensor_file_name("grad:" + name))[0]
 
 
 def compare(got, ref_loss, ref_grads):
