@@ -21,7 +21,7 @@
 // With --warmup/--repeat it runs the forward that
 // many times and prints "forward: median X ms, min Y ms over N runs" to stderr. A plan with
 // persistent state (a training plan) runs with its StateStore: initial values, or those of
-// --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/NAME.npy.
+// --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/FILE.npy (same names).
 // Any failure prints one line "error: ..." and exits with status 1.
 //
 // Several ranks (docs/parallelism.md): `mpirun -np N colossal-run ...`, or `--nproc N`, which
