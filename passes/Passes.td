@@ -200,6 +200,36 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
 // Parallelism (passes/Parallel, docs/parallelism.md "Tensor parallelism")
 //===----------------------------------------------------------------------===//
 
+def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
+  let summary = "Split the batch dim of @forward into the per-rank, per-microbatch program";
+  let description = [{
+    Data parallelism and gradient accumulation as a transformation of one static program
+    (docs/parallelism.md "Data parallelism"): every model input (`colossal.input`) of `@forward`,
+    imported at the global batch B, is split along dim 0 into `dp` · `grad-accum` equal row
+    blocks, and the SPMD partitioner's rules carry that split through the program, so the
+    result is the program of one block of B / (dp · grad-accum) rows. Reshape targets, masks
+    and other shapes folded at the global batch are rewritten by the same rules that serve
+    tensor parallelism, so a model exported with a fixed batch splits exactly as a dynamic one.
+
+    `into = forward` rewrites `@forward` itself (inference: each dp rank runs B / dp rows);
+    any other name leaves `@forward` whole and adds the split clone under that name
+    (train mode: `@forward_microbatch`, from which colossal-append-loss builds @train_step and
+    @eval). A constant with a batch dim is sliced when its row blocks are equal.
+
+    Errors: an input without a batch dim, a batch that dp · grad-accum does not divide, and an
+    op whose rows depend on other rows of the batch (the split would need an all_gather or an
+    all_reduce across row blocks), each naming the input or node, dp and grad_accum.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "data-parallel ranks (mesh axis dp)">,
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "microbatches per optimizer step (train.grad_accum)">,
+    Option<"into", "into", "std::string", /*default=*/"\"forward_microbatch\"",
+           "the split program's name; `forward` rewrites @forward in place">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
   let summary = "Shard parameters over the mesh and rewrite every function into its per-rank program";
   let description = [{

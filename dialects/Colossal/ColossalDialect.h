@@ -17,8 +17,9 @@ inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringA
 inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
 inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
 inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
-/// Train mode, grad_accum > 1: the model imported at B / grad_accum rows, which
-/// colossal-append-loss turns into @eval and @train_step (and then erases).
+/// Train mode, dp x grad_accum > 1: the program of one row block of B / (dp x grad_accum) rows
+/// (colossal-split-batch), which colossal-append-loss turns into @eval and @train_step (and
+/// then erases).
 inline constexpr llvm::StringLiteral kMicrobatchFunction = "forward_microbatch";
 } // namespace colossal
 

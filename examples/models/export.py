@@ -163,6 +163,10 @@ def main():
     if pre.preset:
         p.set_defaults(**PRESET_COMMON, **PRESETS[pre.preset])
     args = p.parse_args(argv)
+    # A preset's dynamic batch gives way to an explicit --static (fixed [batch, seq], as most
+    # published ONNX files are); both flags given explicitly are an error below.
+    if args.static and "--dynamic-batch" not in argv:
+        args.dynamic_batch = False
     if not args.arch:
         p.error("--arch is required unless --preset is given")
     if args.untied and args.arch != "gpt2":

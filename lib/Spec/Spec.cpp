@@ -632,20 +632,24 @@ Expected<Spec> parseSpecFile(StringRef path) {
       t.noDecay.push_back(p.value);
     spec.train = std::move(t);
   }
-  // Data parallelism: each of the D ranks takes B/D rows of every batch, in grad_accum
-  // microbatches in train mode, so D·grad_accum must divide the batch of every input.
+  // Data parallelism and grad_accum: each of the D ranks takes B/D rows of every batch, in
+  // grad_accum microbatches in train mode, so D·grad_accum must divide the batch of every input
+  // the spec gives (a batch the model fixes is checked by colossal-split-batch).
   const int64_t dp = spec.dataParallel();
   const int64_t accum = spec.train ? spec.train->gradAccum : 1;
-  if (dp > 1)
+  if (dp * accum > 1)
     for (auto &[name, shape] : spec.inputs)
       if (!shape.empty() && shape[0] % (dp * accum) != 0) {
-        std::string msg = path.str() + ": mesh dp=" + std::to_string(dp);
-        if (spec.train)
-          msg += " with train.grad_accum " + std::to_string(accum);
+        std::string by = dp > 1 && accum > 1 ? "dp x grad_accum = " + std::to_string(dp * accum)
+                         : dp > 1             ? "dp = " + std::to_string(dp)
+                                              : "grad_accum = " + std::to_string(accum);
+        std::string msg = path.str() + ": ";
+        if (dp > 1)
+          msg += "mesh dp=" + std::to_string(dp) + (accum > 1 ? " with " : "");
+        if (accum > 1)
+          msg += "train.grad_accum " + std::to_string(accum);
         msg += ": the batch (dim 0 of input '" + name + "', " + std::to_string(shape[0]) +
-               ") must be divisible by ";
-        msg += spec.train ? "dp x grad_accum = " + std::to_string(dp * accum)
-                          : "dp = " + std::to_string(dp);
+               ") must be divisible by " + by;
         return createStringError(inconvertibleErrorCode(), msg);
       }
   return spec;
@@ -720,9 +724,18 @@ std::string defaultPipeline(const Spec &spec) {
     }
     partition += "}, func.func(canonicalize, cse)";
   }
-  if (!spec.train)
-    return "builtin.module(" + fusion + partition + ")";
+  // Data parallelism and gradient accumulation: the program of one row block of the batch
+  // (docs/parallelism.md "Data parallelism"), before the loss so that @train_step is built on it.
+  const int64_t dp = spec.dataParallel();
+  if (!spec.train) {
+    std::string split =
+        dp > 1 ? ", colossal-split-batch{dp=" + std::to_string(dp) + " into=forward}" : "";
+    return "builtin.module(" + fusion + split + partition + ")";
+  }
   const TrainSpec &t = *spec.train;
+  if (dp * t.gradAccum > 1)
+    fusion += ", colossal-split-batch{dp=" + std::to_string(dp) +
+              " grad-accum=" + std::to_string(t.gradAccum) + "}";
   std::string s;
   raw_string_ostream os(s);
   os << "builtin.module(" << fusion << ", colossal-append-loss{kind=" << t.lossKind;

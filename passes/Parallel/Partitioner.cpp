@@ -49,6 +49,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       weights.insert(arg);
     if (f.getArgAttr(i, "colossal.input") && isa<IntegerType>(type.getElementType()))
       tokenDerived.insert(arg);
+    if (!strategy.localBatch.empty() && f.getArgAttr(i, "colossal.input") && type.getRank() >= 1)
+      s.dims[0] = strategy.localBatch;
     if (!name.empty()) {
       bool isParam = f.getArgAttr(i, "colossal.param") != nullptr;
       auto it = decided.find(name);
@@ -184,12 +186,21 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       s.setLimits(limits);
     }
   }
-  // Results whole.
+  // Results whole (split-batch: a result split along dim 0 over the local batch axes only stays
+  // split; that is the row block's result).
   Operation *ret = body.getTerminator();
   OpBuilder b(ret);
   for (unsigned i = 0; i < ret->getNumOperands(); ++i) {
     Value v = ret->getOperand(i);
-    Value w = reshard(b, ret->getLoc(), v, Sharding::replicated(tensorType(v).getRank()));
+    Sharding want = Sharding::replicated(tensorType(v).getRank());
+    if (!strategy.localBatch.empty()) {
+      const Sharding &have = shardings.lookup(v);
+      if (want.rank() >= 1 && have.dims[0] == strategy.localBatch)
+        want.dims[0] = strategy.localBatch;
+      if (strategy.localPartialResults && have.partial == strategy.localBatch)
+        want.partial = have.partial;
+    }
+    Value w = reshard(b, ret->getLoc(), v, want);
     if (w != v)
       ret->setOperand(i, w);
   }
@@ -198,7 +209,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
   // Arguments: local types and their shardings.
   for (BlockArgument arg : body.getArguments()) {
     const Sharding &s = shardings.lookup(arg);
-    if (!s.isSplit())
+    if (!s.isSplit() || !strategy.localBatch.empty())
       continue;
     SmallVector<Attribute> dims;
     bool blocked = false;

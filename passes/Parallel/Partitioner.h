@@ -40,6 +40,14 @@ struct Strategy {
   Axes row, col; // 2d/2.5d/3d: the q x q grid
   Axes depth;    // 2.5d/3d: the third axis
   Axes batch;    // 2d/2.5d/3d: the axes the batch (dim 0 of token inputs) is split over
+  /// colossal-split-batch: every function input (`colossal.input`) arrives split along dim 0
+  /// over these axes and results that keep that split stay split (the program of one row
+  /// block); split arguments carry no `colossal.sharding` (nothing is sharded across ranks).
+  Axes localBatch;
+  /// colossal-split-batch in train mode: a result that is a sum or mean over the rows (partial
+  /// over `localBatch`) stays the row block's value; the training loop combines the row blocks'
+  /// losses (their mean, as grad_accum always has).
+  bool localPartialResults = false;
   struct Hint {
     std::string pattern;
     llvm::Regex regex;

@@ -705,6 +705,9 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
     ArrayRef<int64_t> axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
     bool keepdims = op->getAttrOfType<BoolAttr>("keepdims").getValue();
     bool sum = isa<colossal::ReduceSumOp>(op);
+    // Row blocks (colossal-split-batch): a mean over the rows is the row block's mean, which the
+    // training loop averages (a partial over the row-block axes, legal only as a loss).
+    bool rowMean = isa<colossal::ReduceMeanOp>(op) && !strategy.localBatch.empty();
     Sharding want = in[0];
     if (!sum)
       want.partial.clear();
@@ -714,7 +717,8 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
     for (int64_t d = 0; d < want.rank(); ++d) {
       bool reduced = llvm::is_contained(axes, d);
       if (reduced) {
-        if (sum && want.blocks[d] == 1 && !want.dims[d].empty())
+        if ((sum || (rowMean && want.dims[d] == strategy.localBatch)) && want.blocks[d] == 1 &&
+            !want.dims[d].empty())
           out.partial.append(want.dims[d].begin(), want.dims[d].end());
         else {
           want.dims[d].clear();
@@ -774,6 +778,24 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
       return d;
     }
     return allReplicated(op);
+  }
+  if (auto nll = dyn_cast<colossal::NllLossOp>(op); nll && !strategy.localBatch.empty()) {
+    // Row blocks (colossal-split-batch): the loss of the row block's rows; "mean" and "sum" are
+    // partial over the row-block axes (combined by the training loop, as a model's own loss
+    // under grad_accum always was), "none" keeps the rows split.
+    const Axes &rows = strategy.localBatch;
+    Decision d;
+    for (Value v : op->getOperands())
+      d.operands.push_back(Sharding::replicated(tensorType(v).getRank()));
+    d.operands[0].dims[0] = rows;
+    d.operands[1].dims[0] = rows;
+    Sharding out = Sharding::replicated(tensorType(nll.getResult()).getRank());
+    if (nll.getReduction() == "none")
+      out.dims[0] = rows;
+    else
+      out.partial = rows;
+    d.results.push_back(out);
+    return d;
   }
   if (isa<colossal::AccumulateGradOp>(op)) {
     Sharding acc = in[0];

@@ -81,8 +81,8 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
              << "@train_step takes " << rows << " rows of '" << tokens.getValue()
              << "', but a global batch of " << batch << " in " << gradAccum
              << " microbatches needs " << batch / gradAccum
-             << " (the model must be imported at the microbatch size as @" << kMicrobatchFunction
-             << ", as colossal-opt does in train mode)";
+             << " (run colossal-split-batch before colossal-append-loss to build the microbatch "
+                "program @" << kMicrobatchFunction << ", as colossal-opt does in train mode)";
 
     Block &body = trainStep.getBody().front();
     Operation *ret = body.getTerminator();

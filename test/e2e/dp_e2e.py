@@ -2,7 +2,7 @@
 """End-to-end data parallelism (docs/parallelism.md "Data parallelism"): `mesh: {dp: D}` plans run
 under mpirun against the one-rank plan of the same spec.
 
-    dp_e2e.py --case train|resume|report|errors|inference|kill --workdir W [--opt PATH --run PATH]
+    dp_e2e.py --case train|resume|report|errors|inference|fixed|kill --workdir W [--opt PATH --run PATH]
               [--shared-dir DIR] [--steps N]
 
 The model is examples/models/export.py --preset gpt2-train; the spec is examples/train/train_gpt2.yaml
@@ -23,6 +23,12 @@ The model is examples/models/export.py --preset gpt2-train; the spec is examples
              a tp axis > 1; a dp=2 plan run on one rank or on 3 ranks.
   inference  the dp=2 inference plan of the GPT-2 preset (forward at B/2 rows per rank, colossal-run
              splits the inputs and gathers the outputs) == the one-rank plan within 1e-5 of max|output|.
+  fixed      the same model exported with a FIXED batch [8, 64] (export.py --static, no dynamic axes,
+             as most published ONNX files are), spec without `inputs:`: training under dp=2, dp=4,
+             dp=2 x tp=2, grad_accum 2 and dp=2 x grad_accum 2 == the dynamic export's one-rank plan
+             within 1e-5 per step; inference under dp=2, dp=4 and dp=2 x tp=2 == the one-rank plan
+             within 1e-5 of max|output| (the plans take the global 8 rows); a batch that dp and/or
+             grad_accum do not divide is one error naming them.
   kill       `colossal-run --nproc 2 ... train` (dp=2, a million steps); once rank 0 has written a
              metrics line, rank 1 gets SIGKILL (mid-step: a step is ~13 ms): the job must end within
              30 s with a non-zero exit and a message naming rank 1, and no process carrying the
@@ -236,6 +242,76 @@ def case_inference(args):
     return u.compare(ref, out2, 1e-5, label="dp2")
 
 
+def case_fixed(args):
+    """issue 10, done-when 1: a fixed-batch export behaves as the dynamic one under every mesh."""
+    s = t.Setup(args, need_shared=False)
+    static_dir = os.path.join(s.work, "model_static")
+    u.run([sys.executable, u.EXPORT_PY, "--preset", "gpt2-train", "--static", "--out", static_dir, "--quiet"],
+          "export.py --static", timeout=600)
+    static = os.path.join(static_dir, "model.onnx")
+    import onnx
+    dims = [d.dim_value for d in onnx.load(static).graph.input[0].type.tensor_type.shape.dim]
+    if dims != [8, 64]:
+        print(f"export.py --static wrote input dims {dims}, expected [8, 64]  MISMATCH")
+        return False
+    # The base spec without its `inputs:` line: the model fixes the shapes.
+    no_inputs = "".join(line for line in BASE_SPEC.splitlines(True) if not line.startswith("inputs:"))
+
+    def compile_static(name, text):
+        spec = s.spec(name, text)
+        plan = os.path.join(s.work, name + ".cplan")
+        u.compile_plan(s.opt, static, spec, plan)
+        return plan
+
+    ok = True
+    steps = min(args.steps, 10)
+    ref = train(s, 1, s.compile("one", dp_spec(s, "one", 1)), os.path.join(s.work, "one.jsonl"), steps)
+    for name, mesh, accum in (("dp2", "{dp: 2}", 1), ("dp4", "{dp: 4}", 1), ("dp2tp2", "{dp: 2, tp: 2}", 1),
+                              ("a2", None, 2), ("dp2a2", "{dp: 2}", 2)):
+        text = no_inputs + (f"  grad_accum: {accum}\n" if accum > 1 else "") + (f"mesh: {mesh}\n" if mesh else "")
+        plan = compile_static("fixed_" + name, text)
+        ranks = {"dp2": 2, "dp4": 4, "dp2tp2": 4, "a2": 1, "dp2a2": 2}[name]
+        got = train(s, ranks, plan, os.path.join(s.work, f"fixed_{name}.jsonl"), steps)
+        print(f"fixed batch, {name} vs the dynamic export on one rank")
+        ok &= t.compare_runs(got, ref, 1e-5, "fixed " + name, "1 rank", grad_tol=1e-4)
+
+    rng = np.random.default_rng(0)
+    ids = os.path.join(s.work, "ids.npy")
+    np.save(ids, rng.integers(0, 256, size=(8, 64), dtype=np.int64))
+    one_inf = s.compile("inf1", s.spec("inf1", "mode: inference\ninputs: {input_ids: [8, 64]}\n"))
+    out1 = os.path.join(s.work, "inf_out1")
+    shutil.rmtree(out1, ignore_errors=True)
+    run_mpi(1, [s.run_bin, one_inf, "--input", f"input_ids={ids}", "--output-dir", out1, "--threads", "1"], "one rank")
+    ref_out = u.npy_dir(out1)
+    for name, mesh, ranks in (("dp2", "{dp: 2}", 2), ("dp4", "{dp: 4}", 4), ("dp2tp2", "{dp: 2, tp: 2}", 4)):
+        plan = compile_static("fixed_inf_" + name, f"mode: inference\nmesh: {mesh}\n")
+        out = os.path.join(s.work, "inf_out_" + name)
+        shutil.rmtree(out, ignore_errors=True)
+        run_mpi(ranks, [s.run_bin, plan, "--input", f"input_ids={ids}", "--output-dir", out, "--threads", "1"], name)
+        print(f"fixed batch inference, {name} vs one rank")
+        ok &= u.compare(ref_out, out, 1e-5, label="fixed " + name)
+
+    def expect(text, pattern, name):
+        nonlocal ok
+        spec = s.spec(name, text)
+        p = subprocess.run([s.opt, static, "--spec", spec, "-o", os.path.join(s.work, name + ".cplan")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        good = p.returncode != 0 and re.search(pattern, p.stderr)
+        print(f"  {name}: exit {p.returncode}: {p.stderr.strip()}  {'ok' if good else 'MISMATCH'}")
+        ok &= bool(good)
+
+    expect(no_inputs + "mesh: {dp: 3}\n",
+           r"input 'input_ids': the batch \(dim 0 = 8\) is not divisible by dp=3 row blocks", "fixed_dp3")
+    expect(no_inputs + "  grad_accum: 3\n",
+           r"input 'input_ids': the batch \(dim 0 = 8\) is not divisible by train.grad_accum=3 row blocks", "fixed_a3")
+    expect(no_inputs + "  grad_accum: 4\nmesh: {dp: 4}\n",
+           r"input 'input_ids': the batch \(dim 0 = 8\) is not divisible by dp=4 x train.grad_accum=4 = 16 row blocks",
+           "fixed_dp4a4")
+    expect("mode: inference\ninputs: {input_ids: [4, 64]}\nmesh: {dp: 2}\n",
+           r"input 'input_ids': the spec's inputs give dim 0 = 4 but the model fixes it to 8", "fixed_inputs4")
+    return ok
+
+
 def processes_with(entry):
     """{pid: environment entries} of the live (not zombie) processes whose environment holds `entry`."""
     out = {}
@@ -345,7 +421,7 @@ def case_kill(args):
 
 
 CASES = {"train": case_train, "resume": case_resume, "report": case_report, "errors": case_errors,
-         "inference": case_inference, "kill": case_kill}
+         "inference": case_inference, "fixed": case_fixed, "kill": case_kill}
 
 
 def main():

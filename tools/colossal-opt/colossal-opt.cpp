@@ -103,22 +103,14 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
       llvm::errs() << "note: " << note.str() << "\n";
     return success();
   });
+  // The model is imported at the global batch (the spec's `inputs` are global shapes); data
+  // parallelism and grad_accum split it in the pipeline (colossal-split-batch).
   colossal::ImportOptions importOptions;
-  // Data parallelism (docs/parallelism.md): an inference plan's @forward takes each rank's B/dp
-  // rows (colossal-run splits the inputs and gathers the outputs); a train plan's @train_step and
-  // @eval take B/(dp·grad_accum) rows (the microbatch import), @forward keeps B.
-  const int64_t dataParallel = spec.dataParallel();
-  for (auto &[name, shape] : spec.inputs) {
+  for (auto &[name, shape] : spec.inputs)
     importOptions.inputShapes[name] = shape;
-    if (!spec.train && dataParallel > 1 && !shape.empty())
-      importOptions.inputShapes[name][0] = shape[0] / dataParallel;
-  }
   for (auto &[name, file] : spec.values)
     importOptions.inputValues[name] = file;
-  if (spec.train) {
-    importOptions.trainParams = true;
-    importOptions.microbatches = spec.train->gradAccum * dataParallel;
-  }
+  importOptions.trainParams = spec.train.has_value();
   OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
   if (!module)
     return 1;

@@ -20,11 +20,6 @@ struct ImportOptions {
   /// carries `colossal.source` (the initializer's or the Identity output's name). Off: an
   /// Identity of an initializer resolves to the initializer's own parameter (inference).
   bool trainParams = false;
-  /// Train mode, grad_accum > 1: the module also holds `@forward_microbatch` (kMicrobatchFunction
-  /// in ColossalDialect.h), the model imported again with dim 0 of every unbound input divided by
-  /// this (an error when the model fixes that dim or it is not divisible). colossal-append-loss
-  /// builds @eval and @train_step from it.
-  int64_t microbatches = 1;
 };
 
 /// Imports an ONNX model (opsets 7..21, default domain) into a module holding `func.func @forward`

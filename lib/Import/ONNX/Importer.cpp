@@ -73,10 +73,8 @@ std::string onnxTypeName(int t) {
 
 class GraphImporter {
 public:
-  /// `batchDivisor` > 1 imports the microbatch form: dim 0 of every unbound input divided by it.
-  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx,
-                int64_t batchDivisor = 1)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx), batchDivisor(batchDivisor) {}
+  GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
+      : path(path.str()), options(options), ctx(ctx), b(&ctx) {}
 
   OwningOpRef<ModuleOp> run();
 
@@ -113,15 +111,10 @@ private:
   /// inputShape gives those sizes to the inputs the spec leaves unbound. Two bindings that give
   /// one dim_param different sizes are an error naming both inputs.
   LogicalResult bindDimParams();
-  /// Input `name`'s import shape: declared dims, the spec's binding (or dimParams), dim 0 divided
-  /// for the microbatch import. Dims still dynamic stay kDynamic (importInputs reports them).
+  /// Input `name`'s import shape: declared dims, then the spec's binding (or dimParams). Dims
+  /// still dynamic stay kDynamic (importInputs reports them).
   FailureOr<SmallVector<int64_t>> inputShape(const std::string &name,
                                              const onnx::TypeProto::Tensor &tt);
-  /// The microbatch import (train mode, grad_accum > 1): dim 0 of every input the training loop
-  /// fills is the batch, divided into `batchDivisor` microbatches. Errors: a scalar input, a
-  /// batch the model fixes, a batch batchDivisor does not divide.
-  LogicalResult splitBatch(const std::string &name, const onnx::TypeProto::Tensor &tt,
-                           SmallVector<int64_t> &shape);
   /// Input `name` as a constant of its `values:` array; errors name the .npy file.
   LogicalResult bindSpecValue(const std::string &name, const onnx::TypeProto::Tensor &tt,
                               ArrayRef<int64_t> shape);
@@ -136,7 +129,6 @@ private:
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
-  int64_t batchDivisor;
   onnx::ModelProto model;
   int64_t opset = 0;
   /// Opset of the ai.onnx.preview.training domain (0: not imported).
@@ -508,32 +500,6 @@ LogicalResult GraphImporter::bindDimParams() {
   return success();
 }
 
-LogicalResult GraphImporter::splitBatch(const std::string &name, const onnx::TypeProto::Tensor &tt,
-                                        SmallVector<int64_t> &shape) {
-  if (batchDivisor <= 1 || specValues.count(name) ||
-      (!shape.empty() && ShapedType::isDynamic(shape[0])))
-    return success();
-  if (shape.empty()) {
-    fileError("input '" + name + "' is a scalar: it has no batch dim to split into " +
-              Twine(batchDivisor) + " microbatches (train.grad_accum)");
-    return failure();
-  }
-  if (tt.has_shape() && tt.shape().dim_size() > 0 && tt.shape().dim(0).has_dim_value()) {
-    fileError("input '" + name + "': train.grad_accum " + Twine(batchDivisor) +
-              " imports the model at " + Twine(shape[0]) + "/" + Twine(batchDivisor) +
-              " rows, but the model fixes dim 0 to " + Twine(shape[0]) +
-              "; export it with a dynamic batch dim (torch.onnx.export dynamic_axes)");
-    return failure();
-  }
-  if (shape[0] % batchDivisor != 0) {
-    fileError("input '" + name + "': the batch (dim 0 = " + Twine(shape[0]) +
-              ") is not divisible by train.grad_accum " + Twine(batchDivisor));
-    return failure();
-  }
-  shape[0] /= batchDivisor;
-  return success();
-}
-
 FailureOr<SmallVector<int64_t>> GraphImporter::inputShape(const std::string &name,
                                                          const onnx::TypeProto::Tensor &tt) {
   SmallVector<int64_t> shape;
@@ -562,8 +528,6 @@ FailureOr<SmallVector<int64_t>> GraphImporter::inputShape(const std::string &nam
         if (auto it = dimParams.find(tt.shape().dim(i).dim_param()); it != dimParams.end())
           shape[i] = it->second.first;
   }
-  if (failed(splitBatch(name, tt, shape)))
-    return failure();
   int64_t n = 1;
   for (int64_t d : shape)
     if (!ShapedType::isDynamic(d)) {
@@ -1039,20 +1003,6 @@ namespace colossal {
 OwningOpRef<ModuleOp> importONNX(StringRef path, const ImportOptions &options,
                                  MLIRContext &context) {
   onnx_import::GraphImporter importer(path, options, context);
-  OwningOpRef<ModuleOp> module = importer.run();
-  if (!module || options.microbatches <= 1)
-    return module;
-  // Train mode with grad_accum > 1: @train_step and @eval take B / grad_accum rows. Reshape
-  // targets and other shape arithmetic are folded at import, so the microbatch form is a second
-  // import at the smaller batch, not a copy of @forward with new types.
-  onnx_import::GraphImporter micro(path, options, context, options.microbatches);
-  OwningOpRef<ModuleOp> microModule = micro.run();
-  if (!microModule)
-    return nullptr;
-  auto fn = microModule->lookupSymbol<func::FuncOp>("forward");
-  fn->remove();
-  fn.setName(kMicrobatchFunction);
-  module->push_back(fn);
-  return module;
+  return importer.run();
 }
 } // namespace colossal

@@ -23,7 +23,7 @@
 // FROZEN: error: no trainable parameter reaches the loss (3 parameters, 1 frozen)
 // NOMATCH: error: train.frozen regex 'blocks\..*' matches no parameter (nor any node consuming one); regexes match whole names
 // DIVIDE: error: the global batch 4 is not divisible by train.grad_accum 3
-// ROWS: error: @train_step takes 2 rows of 'x', but a global batch of 4 in 1 microbatches needs 4 (the model must be imported at the microbatch size as @forward_microbatch, as colossal-opt does in train mode)
+// ROWS: error: @train_step takes 2 rows of 'x', but a global batch of 4 in 1 microbatches needs 4 (run colossal-split-batch before colossal-append-loss to build the microbatch program @forward_microbatch, as colossal-opt does in train mode)
 // ZERO: error: colossal-autodiff: grad-accum must be >= 1, got 0
 
 module attributes {colossal.train = {tokens_input = "x", global_batch = 4 : i64}} {

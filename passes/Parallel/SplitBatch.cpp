@@ -1,0 +1,212 @@
+//===- SplitBatch.cpp - colossal-split-batch: one row block of the global batch ---===//
+//
+// Passes.td "SplitBatch"; docs/parallelism.md "Data parallelism". The model is imported once, at
+// the global batch B (the spec's `inputs`, or the batch the model fixes). Data parallelism (dp
+// ranks) and gradient accumulation (grad_accum microbatches) both run a program of B / (dp ·
+// grad_accum) rows; this pass derives it from @forward with the SPMD partitioner: every input is
+// split along dim 0 over a mesh axis of dp · grad_accum row blocks and each op's sharding rule
+// carries the split (reshape groups, broadcasting, attention's batch dim, ...). A rule that would
+// have to communicate across row blocks means the model mixes rows of its batch, which a row
+// block cannot compute alone: that is the error. A constant with a batch dim (a mask or position
+// table folded at B) is resliced when its row blocks are equal; otherwise it is an error too.
+//===----------------------------------------------------------------------------------===//
+#include "passes/Parallel/Partitioner.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace colossal {
+#define GEN_PASS_DEF_SPLITBATCH
+#include "passes/Passes.h.inc"
+} // namespace colossal
+
+using namespace mlir;
+using namespace colossal;
+using namespace colossal::spmd;
+
+namespace {
+
+/// The mesh axis of row blocks. It lives only inside this pass: every collective over it is
+/// either folded (constants) or reported, so the name never reaches the output IR.
+constexpr llvm::StringLiteral kRowBlockAxis = "row_blocks";
+
+/// Block 0 of `value` split into `ways` blocks along `dim`, when all blocks are equal.
+std::optional<DenseElementsAttr> equalBlock(DenseElementsAttr value, int64_t dim, int64_t ways,
+                                            RankedTensorType local) {
+  if (value.isSplat())
+    return DenseElementsAttr::get(local, value.getSplatValue<Attribute>());
+  ArrayRef<int64_t> shape = value.getType().getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
+    inner *= shape[d];
+  const int64_t rows = shape[dim] / ways;
+  SmallVector<Attribute> all(value.getValues<Attribute>());
+  SmallVector<Attribute> block;
+  block.reserve(outer * rows * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < inner; ++i) {
+        Attribute first = all[(o * shape[dim] + r) * inner + i];
+        for (int64_t w = 1; w < ways; ++w)
+          if (all[(o * shape[dim] + w * rows + r) * inner + i] != first)
+            return std::nullopt;
+        block.push_back(first);
+      }
+  return DenseElementsAttr::get(local, block);
+}
+
+struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
+  using SplitBatchBase::SplitBatchBase;
+
+  /// The factors that split the batch, for messages: "dp=2 x train.grad_accum=3", "dp=2" or
+  /// "train.grad_accum=3".
+  std::string ways() const {
+    std::string s;
+    if (dp > 1 || gradAccum == 1)
+      s = "dp=" + std::to_string(dp);
+    if (gradAccum > 1)
+      s += (s.empty() ? "" : " x ") + std::string("train.grad_accum=") + std::to_string(gradAccum);
+    return s;
+  }
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult checkInputs(func::FuncOp f, int64_t blocks) {
+    // Input errors name the model file (the importer records it on the module).
+    std::string file;
+    if (auto source = getOperation()->getAttrOfType<StringAttr>(kSourceAttr))
+      file = source.str() + ": ";
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, kInputAttr);
+      if (!name)
+        continue;
+      auto type = tensorType(f.getArgument(i));
+      if (type.getRank() == 0)
+        return f.emitError() << file << "input '" << name.getValue()
+                             << "' is a scalar: it has no batch dim (dim 0) to split over "
+                             << ways();
+      if (type.getDimSize(0) % blocks != 0)
+        return f.emitError() << file << "input '" << name.getValue() << "': the batch (dim 0 = "
+                             << type.getDimSize(0) << ") is not divisible by " << ways()
+                             << (dp > 1 && gradAccum > 1 ? " = " + std::to_string(blocks) : "")
+                             << " row blocks";
+    }
+    return success();
+  }
+
+  /// Folds the row-block slices of constants; any other op over the row-block axis is an error.
+  LogicalResult finish(func::FuncOp f, int64_t blocks) {
+    auto isRowBlockAxis = [](ArrayAttr axes) {
+      return llvm::any_of(axes, [](Attribute a) {
+        return cast<StringAttr>(a).getValue() == kRowBlockAxis;
+      });
+    };
+    WalkResult walk = f.walk([&](Operation *op) -> WalkResult {
+      auto axes = op->getAttrOfType<ArrayAttr>("axes");
+      if (!axes || !isa<colossal::AllReduceOp, colossal::AllGatherOp, colossal::ReduceScatterOp,
+                         colossal::BroadcastOp, colossal::ShardSliceOp, colossal::AxisIndexOp>(op) ||
+          !isRowBlockAxis(axes))
+        return WalkResult::advance();
+      if (auto slice = dyn_cast<colossal::ShardSliceOp>(op)) {
+        // A broadcast along the batch (Expand of [1, ...] to [B, ...]) is the same broadcast to
+        // the row block's rows.
+        if (auto expand = slice.getX().getDefiningOp<colossal::ExpandOp>()) {
+          auto in = tensorType(expand.getX());
+          int64_t d = slice.getDim() - (tensorType(expand).getRank() - in.getRank());
+          if (d < 0 || in.getDimSize(d) == 1) {
+            OpBuilder b(slice);
+            Operation *local = b.clone(*expand);
+            local->getResult(0).setType(slice.getType());
+            slice.replaceAllUsesWith(local->getResult(0));
+            slice.erase();
+            return WalkResult::advance();
+          }
+        }
+        auto cst = slice.getX().getDefiningOp<colossal::ConstantOp>();
+        auto dense = cst ? dyn_cast<DenseElementsAttr>(cst.getValue()) : DenseElementsAttr();
+        if (dense) {
+          auto local = cast<RankedTensorType>(slice.getType());
+          if (auto block = equalBlock(dense, slice.getDim(), blocks, local)) {
+            OpBuilder b(slice);
+            Value v = colossal::ConstantOp::create(b, slice.getLoc(), cast<ElementsAttr>(*block));
+            slice.replaceAllUsesWith(v);
+            slice.erase();
+            return WalkResult::advance();
+          }
+          op->emitError() << "a constant with the batch dim (" << tensorType(slice.getX())
+                          << ") differs between row blocks, so the model cannot be split over "
+                          << ways();
+          return WalkResult::interrupt();
+        }
+      }
+      // Blame the op that needs the whole batch (the consumer of a gather), or the one that
+      // summed over rows (the producer of a partial sum).
+      Operation *blame = op;
+      if (isa<colossal::AllReduceOp, colossal::ReduceScatterOp>(op)) {
+        if (Operation *producer = op->getOperand(0).getDefiningOp())
+          blame = producer;
+      } else if (op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
+        Operation *user = *op->getResult(0).user_begin();
+        if (!isa<func::ReturnOp>(user))
+          blame = user;
+      }
+      blame->emitError() << "this op mixes rows of the batch (splitting it would need "
+                         << op->getName().stripDialect()
+                         << " across row blocks), so the model cannot be split over " << ways()
+                         << "; run it with dp=1 and train.grad_accum=1";
+      return WalkResult::interrupt();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    // The whole-batch expands and constants the row block no longer reads.
+    SmallVector<Operation *> ops;
+    f.walk([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : llvm::reverse(ops))
+      if (isOpTriviallyDead(op))
+        op->erase();
+    return success();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    if (dp < 1 || gradAccum < 1)
+      return module.emitError() << "colossal-split-batch: dp and grad-accum must be >= 1, got dp="
+                                << dp << " grad-accum=" << gradAccum;
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward)
+      return module.emitError("colossal-split-batch needs @forward (the imported model)");
+    const int64_t blocks = dp * gradAccum;
+    func::FuncOp target = forward;
+    if (into != "forward") {
+      if (module.lookupSymbol(into))
+        return module.emitError() << "colossal-split-batch: the module already has @" << into;
+      target = cast<func::FuncOp>(forward->clone());
+      target.setName(into);
+      module.push_back(target);
+    }
+    if (blocks == 1)
+      return success();
+    if (failed(checkInputs(target, blocks)))
+      return failure();
+
+    Mesh mesh;
+    mesh.names.push_back(kRowBlockAxis.str());
+    mesh.sizes.push_back(blocks);
+    Strategy strategy;
+    strategy.localBatch = {0};
+    strategy.localPartialResults = into != "forward";
+    llvm::StringMap<Sharding> decided; // every parameter replicated
+    Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
+    if (failed(partitioner.run(target)))
+      return failure();
+    return finish(target, blocks);
+  }
+};
+
+} // namespace
