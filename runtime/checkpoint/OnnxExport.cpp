@@ -98,7 +98,9 @@ size_t onnxElementSize(int dataType) {
 /// Reads the external data of `t` (runtime/ExternalData.h: confined to the model's folder) and
 /// stores it inline as raw_data. `what` names the tensor in errors.
 llvm::Error inlineExternal(onnx::TensorProto &t, llvm::StringRef modelPath, const llvm::Twine &what) {
-  auto prefixed = [&](llvm::Error e) { return err(modelPath + ": " + what + ": " + llvm::toString(std::move(e))); };
+  auto prefixed = [&](llvm::Error e) {
+    return err(modelPath + ": " + what + ": " + llvm::toString(std::move(e)));
+  };
   std::vector<std::pair<llvm::StringRef, llvm::StringRef>> entries;
   for (const auto &kv : t.external_data()) entries.emplace_back(kv.key(), kv.value());
   llvm::Expected<ExternalDataRef> ref = parseExternalDataRef(entries);

@@ -32,7 +32,8 @@ llvm::Expected<uint64_t> parseByteCount(llvm::StringRef key, llvm::StringRef tex
     return v < 0 ? fail("is negative") : llvm::Expected<uint64_t>(static_cast<uint64_t>(v));
   llvm::StringRef digits = text;
   bool negative = digits.consume_front("-");
-  if (digits.empty() || !llvm::all_of(digits, [](char c) { return llvm::isDigit(c); })) return fail("is not a number");
+  if (digits.empty() || !llvm::all_of(digits, [](char c) { return llvm::isDigit(c); }))
+    return fail("is not a number");
   return negative ? fail("is negative") : fail("is too large (above 2^63-1)");
 }
 
@@ -115,8 +116,8 @@ llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readExternalData(llvm::Strin
   llvm::SmallVector<std::string, 2> folders = allowedFolders(modelPath);
   if (!llvm::any_of(folders, [&](const std::string &f) { return isInside(real, f); }))
     return err("external data location '" + location + "' resolves to '" + real +
-               "', outside the model's folder '" + (folders.empty() ? std::string("?") : folders[0]) +
-               "'");
+               "', outside the model's folder '" +
+               (folders.empty() ? std::string("?") : folders[0]) + "'");
   if (missing) return cannotRead(missing.message());
   // Not a FIFO or device (opening one could block or read forever).
   llvm::sys::fs::file_status st;
@@ -146,7 +147,8 @@ llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readExternalData(llvm::Strin
     return err("external data offset " + llvm::Twine(ref.offset) + " exceeds '" + location +
                "' (" + llvm::Twine(size) + " bytes)");
   const uint64_t length = ref.length ? *ref.length : size - ref.offset;
-  if (length == 0) return llvm::MemoryBuffer::getMemBuffer("", real, /*RequiresNullTerminator=*/false);
+  if (length == 0)
+    return llvm::MemoryBuffer::getMemBuffer("", real, /*RequiresNullTerminator=*/false);
   auto buf = llvm::MemoryBuffer::getOpenFileSlice(*fd, real, length,
                                                   static_cast<int64_t>(ref.offset));
   if (!buf) return cannotRead(buf.getError().message());

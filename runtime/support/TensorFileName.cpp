@@ -39,7 +39,8 @@ std::string tensorFileName(llvm::StringRef name, llvm::StringRef suffix) {
   if (escaped.size() + suffix.size() <= kMaxFileNameBytes) return escaped + suffix.str();
   // "~" + 16 hex digits of SHA-256(name).
   std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(name));
-  std::string tag = "~" + llvm::toHex(llvm::ArrayRef<uint8_t>(digest).take_front(8), /*LowerCase=*/true);
+  std::string tag =
+      "~" + llvm::toHex(llvm::ArrayRef<uint8_t>(digest).take_front(8), /*LowerCase=*/true);
   size_t keep = kMaxFileNameBytes - suffix.size() - tag.size();
   // Never cut an escape: back up to its '%' when one of its hex digits would be the last kept.
   if (keep >= 1 && escaped[keep - 1] == '%')

@@ -154,7 +154,8 @@ private:
   size_t anonymous = 0;
 };
 
-FailureOr<std::unique_ptr<llvm::MemoryBuffer>> GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
+FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
+GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
   SmallVector<std::pair<StringRef, StringRef>> entries;
   for (const auto &kv : t.external_data())
     entries.emplace_back(kv.key(), kv.value());
@@ -631,16 +632,18 @@ LogicalResult GraphImporter::importInputs() {
     values[name] = body->addArgument(type, NameLoc::get(b.getStringAttr(name)));
     argAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kInputAttr, b.getStringAttr(name))}));
   }
+  // A key naming an initializer that is not among the graph inputs is not an input either.
+  auto unknown = [&](StringRef key, StringRef name) {
+    fileError("spec " + key + ": the model has no input named '" + name + "'" +
+              (initializers.count(name.str()) ? " (it is an initializer, not a graph input)" : ""));
+    return failure();
+  };
   for (const auto &entry : options.inputShapes)
-    if (!seen.contains(entry.getKey())) {
-      fileError("spec inputs: the model has no input named '" + entry.getKey() + "'");
-      return failure();
-    }
+    if (!seen.contains(entry.getKey()))
+      return unknown("inputs", entry.getKey());
   for (const auto &entry : options.inputValues)
-    if (!seen.contains(entry.getKey())) {
-      fileError("spec values: the model has no input named '" + entry.getKey() + "'");
-      return failure();
-    }
+    if (!seen.contains(entry.getKey()))
+      return unknown("values", entry.getKey());
   return success();
 }
 
