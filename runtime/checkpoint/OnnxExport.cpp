@@ -7,6 +7,7 @@
 #include "colossal/runtime/OnnxExport.h"
 
 #include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/ExternalData.h"
 
 #include "colossal/runtime/Safetensors.h"
 #include "colossal/runtime/StateStore.h"
@@ -21,6 +22,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -93,51 +95,27 @@ size_t onnxElementSize(int dataType) {
   }
 }
 
-/// Reads the external data of `t` (locations relative to `modelDir`, never outside it) and stores
-/// it inline as raw_data. `what` names the tensor in errors.
-llvm::Error inlineExternal(onnx::TensorProto &t, llvm::StringRef modelPath, llvm::StringRef modelDir,
-                           const llvm::Twine &what) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto &kv : t.external_data()) {
-    if (kv.key() == "location") {
-      location = kv.value();
-    } else if (kv.key() == "offset" || kv.key() == "length") {
-      int64_t v;
-      if (llvm::StringRef(kv.value()).getAsInteger(10, v) || v < 0)
-        return err(modelPath + ": " + what + ": external data " + kv.key() + " '" + kv.value() +
-                   "' is not a number");
-      (kv.key() == "offset" ? offset : length) = v;
-    }
-  }
-  if (location.empty()) return err(modelPath + ": " + what + ": external data without a location");
-  bool escapes = llvm::sys::path::is_absolute(location);
-  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e; ++it)
-    escapes |= *it == "..";
-  if (escapes)
-    return err(modelPath + ": " + what + ": external data location '" + location +
-               "' must be a relative path inside the model's folder");
-  llvm::SmallString<256> full(modelDir);
-  llvm::sys::path::append(full, location);
-  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return err(modelPath + ": " + what + ": cannot read external data '" + full +
-               "': " + buf.getError().message());
-  int64_t size = (*buf)->getBufferSize();
-  if (length < 0) length = size - offset;
-  if (offset > size || length > size - offset)
-    return err(modelPath + ": " + what + ": external data range [" + llvm::Twine(offset) + ", " +
-               llvm::Twine(offset + length) + ") exceeds '" + location + "' (" + llvm::Twine(size) +
-               " bytes)");
+/// Reads the external data of `t` (runtime/ExternalData.h: confined to the model's folder) and
+/// stores it inline as raw_data. `what` names the tensor in errors.
+llvm::Error inlineExternal(onnx::TensorProto &t, llvm::StringRef modelPath, const llvm::Twine &what) {
+  auto prefixed = [&](llvm::Error e) {
+    return err(modelPath + ": " + what + ": " + llvm::toString(std::move(e)));
+  };
+  std::vector<std::pair<llvm::StringRef, llvm::StringRef>> entries;
+  for (const auto &kv : t.external_data()) entries.emplace_back(kv.key(), kv.value());
+  llvm::Expected<ExternalDataRef> ref = parseExternalDataRef(entries);
+  if (!ref) return prefixed(ref.takeError());
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readExternalData(modelPath, *ref);
+  if (!buf) return prefixed(buf.takeError());
+  uint64_t length = (*buf)->getBufferSize();
   if (size_t elem = onnxElementSize(t.data_type())) {
-    int64_t numel = 1;
-    for (int64_t d : t.dims()) numel *= d;
-    if (static_cast<uint64_t>(length) != static_cast<uint64_t>(numel) * elem)
+    uint64_t need = elem;  // saturates: dims whose product wraps 64 bits never match
+    for (int64_t d : t.dims()) need = llvm::SaturatingMultiply(need, static_cast<uint64_t>(d));
+    if (length != need)
       return err(modelPath + ": " + what + ": external data holds " + llvm::Twine(length) +
-                 " bytes, its dims " + shapeStr(dimsOf(t)) + " need " +
-                 llvm::Twine(static_cast<uint64_t>(numel) * elem));
+                 " bytes, its dims " + shapeStr(dimsOf(t)) + " need " + llvm::Twine(need));
   }
-  t.set_raw_data((*buf)->getBufferStart() + offset, static_cast<size_t>(length));
+  t.set_raw_data((*buf)->getBufferStart(), static_cast<size_t>(length));
   t.clear_external_data();
   t.set_data_location(onnx::TensorProto::DEFAULT);
   return llvm::Error::success();
@@ -340,7 +318,7 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
   // Every remaining weight inline.
   if (llvm::Error e = forEachTensor(graph, [&](onnx::TensorProto &t, const std::string &what) -> llvm::Error {
         if (t.data_location() != onnx::TensorProto::EXTERNAL) return llvm::Error::success();
-        return inlineExternal(t, modelPath, modelDir, what);
+        return inlineExternal(t, modelPath, what);
       }))
     return e;
 

@@ -2,19 +2,23 @@
 #include "support/AtomicFile.h"
 
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Process.h"
+#include "llvm/Support/Path.h"
 
 namespace colossal::runtime {
 
 llvm::Error writeFileAtomically(llvm::StringRef path,
                                 llvm::function_ref<llvm::Error(llvm::raw_ostream &)> write) {
-  std::string tmp = (path + ".tmp-" + llvm::Twine(llvm::sys::Process::getProcessId())).str();
+  // A fresh name of fixed length beside `path` (O_EXCL: never an existing file or symlink), so that
+  // a file name at the 255-byte limit (runtime/TensorFileName.h) still has a temporary.
+  llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(model, ".colossal-tmp-%%%%%%%%");
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, tmp))
+    return llvm::createStringError(ec, "%s: cannot create: %s", path.str().c_str(),
+                                   ec.message().c_str());
   {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return llvm::createStringError(ec, "%s: cannot create: %s", path.str().c_str(),
-                                     ec.message().c_str());
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     if (llvm::Error err = write(os)) {
       os.close();
       os.clear_error();

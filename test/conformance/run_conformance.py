@@ -61,6 +61,8 @@ except ImportError:  # pragma: no cover
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+from e2e_util import tensor_file_name  # noqa: E402  (colossal-run's output file names)
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data"
 DEFAULT_EXPECTED = os.path.join(HERE, "expected_pass.txt")
 DEFAULT_DOC = os.path.join(ROOT, "docs", "onnx-coverage.md")
@@ -388,9 +390,9 @@ def check_test(model, test_dir, work, deadline, args):
             if not os.path.exists(pb):
                 continue
             et, ref = read_tensor(pb)
-            f = os.path.join(out_dir, f"{go.name}.npy")
+            f = os.path.join(out_dir, tensor_file_name(go.name))
             if not os.path.exists(f):
-                return "FAIL", f"output '{go.name}': colossal-run wrote no {go.name}.npy", values
+                return "FAIL", f"output '{go.name}': colossal-run wrote no {os.path.basename(f)}", values
             try:
                 got = np.load(f, allow_pickle=False)
             except Exception as e:  # noqa: BLE001

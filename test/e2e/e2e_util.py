@@ -5,6 +5,7 @@ Tools are found, in order: an explicit path (--opt/--run), $COLOSSAL_OPT / $COLO
 test/e2e/ort_reference.js with `node` ($NODE overrides).
 """
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -92,6 +93,24 @@ def run_ort(model, inputs, out_dir, threads=None, quiet=False):
         cmd += ["--threads", str(threads)]
     _, _, dt = run(cmd, "onnxruntime (ort_reference.js)", timeout=600, quiet=quiet)
     return dt
+
+
+def tensor_file_name(name, suffix=".npy"):
+    """The file colossal-run writes tensor NAME to (runtime/TensorFileName.h, docs/cli.md "Output
+    files"): bytes other than [A-Za-z0-9_-] and a non-leading '.' as %XX; past 255 bytes, a prefix,
+    '~' and 16 hex digits of SHA-256(name)."""
+    raw = name.encode("utf-8")
+    esc = "".join(chr(b) if (chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_-" or (b == 0x2E and i)))
+                  else "%%%02X" % b for i, b in enumerate(raw)) or "%"
+    if len(esc) + len(suffix) <= 255:
+        return esc + suffix
+    tag = "~" + hashlib.sha256(raw).hexdigest()[:16]
+    keep = 255 - len(suffix) - len(tag)
+    if esc[keep - 1] == "%":
+        keep -= 1
+    elif esc[keep - 2] == "%":
+        keep -= 2
+    return esc[:keep] + tag + suffix
 
 
 def npy_dir(d):

@@ -70,4 +70,25 @@ function writeNpy(file, tensor) {
   fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
 }
 
-module.exports = { readNpy, writeNpy };
+/**
+ * The file colossal-run writes tensor NAME to (runtime/TensorFileName.h, docs/cli.md "Output
+ * files"): bytes other than [A-Za-z0-9_-] and a non-leading '.' as %XX; past 255 bytes, a prefix,
+ * '~' and 16 hex digits of SHA-256(name).
+ */
+function tensorFileName(name, suffix = '.npy') {
+  const raw = Buffer.from(name, 'utf8');
+  let esc = '';
+  raw.forEach((b, i) => {
+    const c = String.fromCharCode(b);
+    esc += /[A-Za-z0-9_-]/.test(c) || (c === '.' && i > 0) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
+  });
+  if (!esc) esc = '%';
+  if (esc.length + suffix.length <= 255) return esc + suffix;
+  const tag = '~' + require('crypto').createHash('sha256').update(raw).digest('hex').slice(0, 16);
+  let keep = 255 - suffix.length - tag.length;
+  if (esc[keep - 1] === '%') keep -= 1;
+  else if (esc[keep - 2] === '%') keep -= 2;
+  return esc.slice(0, keep) + tag + suffix;
+}
+
+module.exports = { readNpy, writeNpy, tensorFileName };

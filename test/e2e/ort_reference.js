@@ -4,7 +4,7 @@
 // as .npy files: the reference the end-to-end tests and benchmarks compare Colossal against.
 //
 //   node test/e2e/ort_reference.js MODEL.onnx --input NAME=FILE.npy ... [--inputs-dir DIR]
-//        --output-dir DIR [--threads N]                       # writes DIR/<output>.npy
+//        --output-dir DIR [--threads N]                       # writes DIR/<output>.npy, named as colossal-run names it
 //   node test/e2e/ort_reference.js MODEL.onnx --inputs-dir DIR --bench --repeat N --warmup N [--threads N]
 //        # prints "forward: median X ms, min Y ms over N runs" to stderr (colossal-run's format)
 //
@@ -13,7 +13,7 @@
 // or from $COLOSSAL_ORT_NODE_MODULES.
 const fs = require('fs');
 const path = require('path');
-const { readNpy, writeNpy } = require('./npy');
+const { readNpy, writeNpy, tensorFileName } = require('./npy');
 
 function usage(msg) {
   if (msg) console.error(`ort_reference.js: ${msg}`);
@@ -111,7 +111,7 @@ async function main() {
   const results = await session.run(feeds);
   fs.mkdirSync(a.outputDir, { recursive: true });
   for (const name of session.outputNames) {
-    writeNpy(path.join(a.outputDir, `${name}.npy`), results[name]);
+    writeNpy(path.join(a.outputDir, tensorFileName(name)), results[name]);
   }
 }
 

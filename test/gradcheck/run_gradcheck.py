@@ -41,6 +41,8 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "examples", "models"))
+sys.path.insert(0, os.path.join(REPO, "test", "e2e"))
+from e2e_util import tensor_file_name  # noqa: E402  (colossal-run's output file names)
 
 PIPELINE = ("builtin.module(func.func(canonicalize,colossal-fuse-norms,colossal-fuse-activations,"
             "colossal-fuse-attention,canonicalize,cse),colossal-test-gradients,func.func(canonicalize,cse))")
@@ -378,6 +380,12 @@ def compile_and_run(args, work, model, inputs):
     return {os.path.splitext(f)[0]: np.load(os.path.join(outdir, f)) for f in os.listdir(outdir)}, None
 
 
+def grad_key(name):
+    """The key of parameter NAME's gradient among colossal-run's output files (their stems): the
+    output `grad:NAME` (colossal-test-gradients) as colossal-run names its file."""
+    return os.path.splitext(tensor_file_name("grad:" + name))[0]
+
+
 def compare(got, ref_loss, ref_grads):
     """Returns (ok, worst relative error, message)."""
     worst, msgs = 0.0, []
@@ -387,7 +395,7 @@ def compare(got, ref_loss, ref_grads):
     if lerr > RTOL:
         msgs.append(f"loss {float(got['loss']):.6g} vs torch {ref_loss:.6g}")
     for name, ref in ref_grads.items():
-        key = "grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        key = grad_key(name)
         if key not in got:
             msgs.append(f"{key} missing")
             worst = float("inf")
@@ -487,14 +495,14 @@ def run_block(args, name, module, inputs):
             continue
         total = None
         for n, transposed in uses[k]:
-            g = got.get("grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", n))
+            g = got.get(grad_key(n))
             if g is None:
                 problems.append(f"{k}: initializer '{n}' got no gradient (imported as a constant?)")
                 continue
             g = g.T if transposed else g
             total = g.astype(np.float64) if total is None else total + g
         if total is not None:
-            combined["grad_" + re.sub(r"[^A-Za-z0-9._-]", "_", k)] = total
+            combined[grad_key(k)] = total
     ok, worst, msg = compare(combined, float(loss), ref)
     if problems:
         ok, msg = False, "; ".join(problems + ([msg] if msg else []))

@@ -367,4 +367,28 @@ TEST_F(OnnxExportTest, ExternalDataOutOfRange) {
       << msg;
 }
 
+// export --onnx reads external data by the importer's rule (runtime/ExternalData.h): a symlink
+// leaving the model's folder, to a file or through a folder, is refused, whatever its bytes.
+TEST_F(OnnxExportTest, ExternalDataSymlinkLeavingTheFolder) {
+  llvm::SmallString<128> outside;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("colossal-onnx-export-outside", outside));
+  llvm::SmallString<128> secret(outside);
+  llvm::sys::path::append(secret, "weights.bin");
+  ASSERT_FALSE(llvm::sys::fs::rename(path("weights.bin"), secret));
+  ASSERT_FALSE(llvm::sys::fs::create_link(secret, path("weights.bin")));
+  std::string msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find("external data location 'weights.bin' resolves to '"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("', outside the model's folder '"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(path("out.onnx")));
+
+  // The same through a symlinked folder: weights.bin -> sub/weights.bin, sub -> OUTSIDE.
+  ASSERT_FALSE(llvm::sys::fs::remove(path("weights.bin")));
+  ASSERT_FALSE(llvm::sys::fs::create_link(outside, path("sub")));
+  ASSERT_FALSE(llvm::sys::fs::create_link("sub/weights.bin", path("weights.bin")));
+  msg = errorOf(exportWith(values, path("out.onnx")));
+  EXPECT_NE(msg.find("resolves to '"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(path("out.onnx")));
+  llvm::sys::fs::remove_directories(outside);
+}
+
 }  // namespace

@@ -17,11 +17,12 @@
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
 // match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
 // uint16 arrays holding the raw bfloat16 bits, as NumPy-only tools write bfloat16),
-// runs the program and writes each output to DIR/NAME.npy (created atomically; '/' and other
-// characters unsafe in file names become '_'). With --warmup/--repeat it runs the forward that
+// runs the program and writes each output to DIR/FILE.npy (created atomically; FILE is the name
+// percent-encoded, runtime/TensorFileName.h) and prints "output 'NAME' -> DIR/FILE.npy" for each.
+// With --warmup/--repeat it runs the forward that
 // many times and prints "forward: median X ms, min Y ms over N runs" to stderr. A plan with
 // persistent state (a training plan) runs with its StateStore: initial values, or those of
-// --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/NAME.npy.
+// --checkpoint DIR; --dump-states DIR writes every state after the run to DIR/FILE.npy (same names).
 // Any failure prints one line "error: ..." and exits with status 1.
 //
 // Several ranks (docs/parallelism.md): `mpirun -np N colossal-run ...`, or `--nproc N`, which
@@ -41,6 +42,7 @@
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Sampler.h"
 #include "colossal/runtime/StateStore.h"
+#include "colossal/runtime/TensorFileName.h"
 #include "colossal/runtime/Trainer.h"
 
 #include "Parallel.h"
@@ -152,13 +154,6 @@ float bf16ToFloat(uint16_t h) {
   float f;
   std::memcpy(&f, &x, 4);
   return f;
-}
-
-std::string safeFileName(llvm::StringRef name) {
-  std::string out;
-  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out;
 }
 
 /// One input read from disk, in the binding's dtype (bf16 converted from f32).
@@ -364,7 +359,7 @@ int exportMain(const LoadedPlan &plan) {
   return 0;
 }
 
-/// Writes every state tensor to DIR/NAME.npy (bfloat16 as float32, names made file-safe), whole:
+/// Writes every state tensor to DIR/FILE.npy (bfloat16 as float32, FILE by tensorFileName), whole:
 /// sharded states are gathered first (gatherState: every rank calls this), then rank 0 writes.
 llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContext &comm) {
   std::map<std::string, AlignedBuffer> whole;
@@ -377,12 +372,11 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContex
   if (comm.rank() != 0) return llvm::Error::success();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(dir + ": cannot create folder: " + ec.message());
-  llvm::StringMap<std::string> files;
-  for (const StateEntry &e : states.entries()) {
-    std::string file = safeFileName(e.name()) + ".npy";
-    auto [it, fresh] = files.try_emplace(file, e.name());
-    if (!fresh)
-      return llvm::createStringError(dir + ": states '" + it->second + "' and '" + e.name() + "' both map to " + file);
+  std::vector<std::string> names;
+  for (const StateEntry &e : states.entries()) names.push_back(e.name());
+  auto files = tensorFileNames(names, ".npy", "states");
+  if (!files) return llvm::createStringError(dir + ": " + llvm::toString(files.takeError()));
+  for (const auto &[e, file] : llvm::zip_equal(states.entries(), *files)) {
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, file);
     Shape shape = e.globalShape();
@@ -404,6 +398,17 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContex
     }
   }
   return llvm::Error::success();
+}
+
+/// Writes one output to `path` as .npy (bfloat16 as float32).
+llvm::Error writeOutput(llvm::StringRef path, const TensorRef &t, Device &device) {
+  std::vector<char> host(t.bytes());
+  device.copyToHost(host.data(), t.data, t.bytes());
+  if (t.dtype != DType::BF16) return writeNpy(path, t.dtype, t.shape, host.data());
+  std::vector<float> f(t.numel());
+  const auto *src = reinterpret_cast<const uint16_t *>(host.data());
+  for (int64_t i = 0; i < t.numel(); ++i) f[i] = bf16ToFloat(src[i]);
+  return writeNpy(path, DType::F32, t.shape, f.data());
 }
 
 int runMain(int argc, char **argv) {
@@ -541,6 +546,16 @@ int runMain(int argc, char **argv) {
       return fail("missing input '" + b.name + "' (" + dtypeName(b.tensor.dtype) + " " +
                   shapeToString(b.tensor.shape) + "); pass --input " + b.name + "=FILE.npy");
 
+  // The output files are known before anything runs: a name mapping clash stops here.
+  std::vector<std::string> outputFiles;
+  if (!outputDir.empty()) {
+    std::vector<std::string> names;
+    for (const BindingInfo &out : ex.outputs()) names.push_back(out.name);
+    auto files = tensorFileNames(names, ".npy", "outputs");
+    if (!files) return fail(outputDir + ": " + llvm::toString(files.takeError()));
+    outputFiles = std::move(*files);
+  }
+
   // Inputs are copied in before every run: in-place kernels may reuse their arena bytes.
   auto runOnce = [&]() -> llvm::Error {
     for (const InputData &in : inputs)
@@ -587,22 +602,14 @@ int runMain(int argc, char **argv) {
   for (size_t i = 0; i < ex.outputs().size(); ++i) {
     const BindingInfo &out = ex.outputs()[i];
     llvm::SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, safeFileName(out.name) + ".npy");
+    llvm::sys::path::append(path, outputFiles[i]);
     TensorRef t = out.tensor;
     if (!gathered.empty()) {
       t.shape = gathered[i].first;
       t.data = gathered[i].second.data();
     }
-    if (t.dtype == DType::BF16) {  // bfloat16 travels as float32
-      std::vector<float> f(t.numel());
-      const auto *src = t.as<const uint16_t>();
-      for (int64_t i = 0; i < t.numel(); ++i) f[i] = bf16ToFloat(src[i]);
-      if (llvm::Error e = writeNpy(path, DType::F32, t.shape, f.data())) return fail(std::move(e));
-      continue;
-    }
-    std::vector<char> host(t.bytes());
-    device->copyToHost(host.data(), t.data, t.bytes());
-    if (llvm::Error e = writeNpy(path, t.dtype, t.shape, host.data())) return fail(std::move(e));
+    if (llvm::Error e = writeOutput(path, t, *device)) return fail(std::move(e));
+    llvm::outs() << "output '" << out.name << "' -> " << path << "\n";
   }
   return 0;
 }

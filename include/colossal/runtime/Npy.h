@@ -39,7 +39,7 @@ llvm::Expected<NpyArray> readNpy(llvm::StringRef path);
 llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes, llvm::StringRef name);
 
 /// Writes a v1 .npy (v2 when the header does not fit 64 KiB) with the header padded to 64 bytes.
-/// Atomic: writes `path`.tmp-<pid> and renames it over `path`. `data` holds
+/// Atomic: writes a temporary file beside `path` and renames it over `path`. `data` holds
 /// numElements(shape) * dtypeSize(dtype) bytes. Errors: BF16/invalid dtype, I/O failure.
 llvm::Error writeNpy(llvm::StringRef path, DType dtype, llvm::ArrayRef<int64_t> shape, const void *data);
 

@@ -8,6 +8,7 @@
 #include "ImporterImpl.h"
 #include "SchemaCheck.h"
 
+#include "colossal/runtime/ExternalData.h"
 #include "colossal/runtime/Npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,11 +74,7 @@ std::string onnxTypeName(int t) {
 class GraphImporter {
 public:
   GraphImporter(StringRef path, const ImportOptions &options, MLIRContext &ctx)
-      : path(path.str()), options(options), ctx(ctx), b(&ctx) {
-    SmallString<256> d(path);
-    llvm::sys::path::remove_filename(d);
-    dir = d.empty() ? "." : std::string(d);
-  }
+      : path(path.str()), options(options), ctx(ctx), b(&ctx) {}
 
   OwningOpRef<ModuleOp> run();
 
@@ -102,12 +99,33 @@ public:
 private:
   LogicalResult loadModel();
   LogicalResult importInputs();
+  /// Graph inputs that are also initializers (an exporter's keep_initializers_as_inputs, IR < 4):
+  /// the spec's `values:` overrides the initializer (ONNX: such an initializer is the input's
+  /// default), so the name leaves `initializers` and imports as a value-bound input; `inputs:` may
+  /// restate the initializer's shape only. Adds the names to `seen`.
+  LogicalResult bindInitializerInputs(llvm::StringSet<> &seen);
+  /// Reads the `values:` arrays of the graph's inputs into specValues.
+  LogicalResult readSpecValues();
+  /// ONNX IR: one dim_param is one size throughout a graph. Records the size of each dim_param of
+  /// an input the spec binds (`inputs:` shape, or the shape of its `values:` array) in dimParams;
+  /// inputShape gives those sizes to the inputs the spec leaves unbound. Two bindings that give
+  /// one dim_param different sizes are an error naming both inputs.
+  LogicalResult bindDimParams();
+  /// Input `name`'s import shape: declared dims, then the spec's binding (or dimParams). Dims
+  /// still dynamic stay kDynamic (importInputs reports them).
+  FailureOr<SmallVector<int64_t>> inputShape(const std::string &name,
+                                             const onnx::TypeProto::Tensor &tt);
+  /// Input `name` as a constant of its `values:` array; errors name the .npy file.
+  LogicalResult bindSpecValue(const std::string &name, const onnx::TypeProto::Tensor &tt,
+                              ArrayRef<int64_t> shape);
   LogicalResult importNode(const onnx::NodeProto &node);
   Value initializer(const std::string &name, bool asConstant);
-  FailureOr<std::string> readExternal(const onnx::TensorProto &t, const Twine &what);
+  /// The bytes of `t`'s external data (runtime/ExternalData.h: confined to the model's folder).
+  FailureOr<std::unique_ptr<llvm::MemoryBuffer>> readExternal(const onnx::TensorProto &t,
+                                                              const Twine &what);
   Location nodeLoc(const onnx::NodeProto &node);
 
-  std::string path, dir;
+  std::string path;
   const ImportOptions &options;
   MLIRContext &ctx;
   OpBuilder b;
@@ -129,53 +147,29 @@ private:
   llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
   void markTrainedInitializers();
   llvm::StringSet<> graphOutputs;
+  /// The spec's `values:` arrays by input name (readSpecValues).
+  llvm::StringMap<runtime::NpyArray> specValues;
+  /// dim_param → (size, the input whose binding gave it) (bindDimParams).
+  llvm::StringMap<std::pair<int64_t, std::string>> dimParams;
   size_t anonymous = 0;
 };
 
-FailureOr<std::string> GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto &kv : t.external_data()) {
-    if (kv.key() == "location")
-      location = kv.value();
-    else if (kv.key() == "offset" || kv.key() == "length") {
-      int64_t v;
-      if (StringRef(kv.value()).getAsInteger(10, v) || v < 0) {
-        fileError(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
-        return failure();
-      }
-      (kv.key() == "offset" ? offset : length) = v;
-    }
-  }
-  if (location.empty()) {
-    fileError(what + ": external data without a location");
+FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
+GraphImporter::readExternal(const onnx::TensorProto &t, const Twine &what) {
+  SmallVector<std::pair<StringRef, StringRef>> entries;
+  for (const auto &kv : t.external_data())
+    entries.emplace_back(kv.key(), kv.value());
+  auto data = [&]() -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+    auto ref = runtime::parseExternalDataRef(entries);
+    if (!ref)
+      return ref.takeError();
+    return runtime::readExternalData(path, *ref);
+  }();
+  if (!data) {
+    fileError(what + ": " + llvm::toString(data.takeError()));
     return failure();
   }
-  // Only files inside the model's folder: a relative path without '..' components.
-  bool escapes = llvm::sys::path::is_absolute(location);
-  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e; ++it)
-    escapes |= *it == "..";
-  if (escapes) {
-    fileError(what + ": external data location '" + location +
-              "' must be a relative path inside the model's folder");
-    return failure();
-  }
-  SmallString<256> full(dir);
-  llvm::sys::path::append(full, location);
-  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf) {
-    fileError(what + ": cannot read external data '" + full + "': " + buf.getError().message());
-    return failure();
-  }
-  int64_t size = (*buf)->getBufferSize();
-  if (length < 0)
-    length = size - offset;
-  if (offset > size || length > size - offset) {
-    fileError(what + ": external data range [" + Twine(offset) + ", " + Twine(offset + length) +
-              ") exceeds '" + location + "' (" + Twine(size) + " bytes)");
-    return failure();
-  }
-  return std::string((*buf)->getBufferStart() + offset, length);
+  return std::move(*data);
 }
 
 FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &t,
@@ -192,17 +186,23 @@ FailureOr<DenseElementsAttr> GraphImporter::tensorAttr(const onnx::TensorProto &
       fileError(what + ": negative dimension " + Twine(d));
       return failure();
     }
+    if (d != 0 && numel > kMaxTensorElements / d) {
+      fileError(what + ": the dims hold more than 2^40 elements");
+      return failure();
+    }
     shape.push_back(d);
     numel *= d;
   }
   auto type = RankedTensorType::get(shape, et);
-  std::string raw;
+  StringRef raw;
   bool hasRaw = false;
+  std::unique_ptr<llvm::MemoryBuffer> external;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto data = readExternal(t, what);
     if (failed(data))
       return failure();
-    raw = std::move(*data);
+    external = std::move(*data);
+    raw = external->getBuffer();
     hasRaw = true;
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
@@ -396,6 +396,187 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   return v;
 }
 
+namespace {
+
+std::string dimsText(ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// The .npy dtype that holds values of an ONNX element type (the spec's `values:`).
+bool npyHolds(Type et, runtime::DType dtype) {
+  using runtime::DType;
+  static const std::pair<std::pair<unsigned, IntegerType::SignednessSemantics>, DType> ints[] = {
+      {{64, IntegerType::Signless}, DType::I64}, {{32, IntegerType::Signless}, DType::I32},
+      {{1, IntegerType::Signless}, DType::Bool}, {{8, IntegerType::Unsigned}, DType::U8},
+      {{16, IntegerType::Unsigned}, DType::U16}, {{32, IntegerType::Unsigned}, DType::U32},
+      {{64, IntegerType::Unsigned}, DType::U64}};
+  if (et.isF32())
+    return dtype == DType::F32;
+  auto it = llvm::dyn_cast<IntegerType>(et);
+  if (!it)
+    return false;
+  for (const auto &[key, d] : ints)
+    if (key.first == it.getWidth() && key.second == it.getSignedness())
+      return dtype == d;
+  return false;
+}
+
+} // namespace
+
+LogicalResult GraphImporter::bindInitializerInputs(llvm::StringSet<> &seen) {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    auto init = initializers.find(name);
+    if (init == initializers.end())
+      continue;
+    seen.insert(name);
+    if (options.inputValues.count(name)) {
+      initializers.erase(init); // imported below as an input bound to the spec's value
+      continue;
+    }
+    auto bound = options.inputShapes.find(name);
+    if (bound == options.inputShapes.end())
+      continue;
+    ArrayRef<int64_t> dims(init->second->dims().data(), init->second->dims_size());
+    if (ArrayRef<int64_t>(bound->second) != dims) {
+      fileError("input '" + name + "' is also an initializer (an exporter's "
+                "keep_initializers_as_inputs), of shape " + dimsText(dims) +
+                "; the spec's inputs give " + dimsText(bound->second) +
+                " (bind another value with the spec's values)");
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::readSpecValues() {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    auto vf = options.inputValues.find(name);
+    if (vf == options.inputValues.end() || initializers.count(name) || specValues.count(name))
+      continue;
+    auto arr = runtime::readNpy(vf->second);
+    if (!arr) {
+      fileError("input '" + name + "': spec values: " + llvm::toString(arr.takeError()));
+      return failure();
+    }
+    specValues.try_emplace(name, std::move(*arr));
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::bindDimParams() {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    if (initializers.count(name) || !input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    ArrayRef<int64_t> given;
+    if (auto s = options.inputShapes.find(name); s != options.inputShapes.end())
+      given = s->second;
+    else if (auto v = specValues.find(name); v != specValues.end())
+      given = v->second.shape;
+    else
+      continue;
+    const auto &shape = input.type().tensor_type().shape();
+    if (int64_t(given.size()) != shape.dim_size())
+      continue; // importInputs reports the rank
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      const auto &dim = shape.dim(i);
+      if (dim.has_dim_value() || dim.dim_param().empty())
+        continue;
+      auto [it, fresh] = dimParams.try_emplace(dim.dim_param(), given[i], name);
+      if (!fresh && it->second.first != given[i]) {
+        fileError("input '" + name + "': dim " + Twine(i) + " ('" + dim.dim_param() +
+                  "') is bound to " + Twine(given[i]) + ", but input '" + it->second.second +
+                  "' binds '" + dim.dim_param() + "' to " + Twine(it->second.first) +
+                  " (one dim_param is one size throughout the graph)");
+        return failure();
+      }
+    }
+  }
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>> GraphImporter::inputShape(const std::string &name,
+                                                         const onnx::TypeProto::Tensor &tt) {
+  SmallVector<int64_t> shape;
+  if (tt.has_shape())
+    for (const auto &dim : tt.shape().dim())
+      shape.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
+  auto bound = options.inputShapes.find(name);
+  if (bound != options.inputShapes.end()) {
+    const auto &want = bound->second;
+    if (tt.has_shape() && want.size() != shape.size()) {
+      fileError("input '" + name + "': the spec's inputs give rank " + Twine(want.size()) +
+                " but the model declares rank " + Twine(shape.size()));
+      return failure();
+    }
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (!ShapedType::isDynamic(shape[i]) && shape[i] != want[i]) {
+        fileError("input '" + name + "': the spec's inputs give dim " + Twine(i) + " = " +
+                  Twine(want[i]) + " but the model fixes it to " + Twine(shape[i]));
+        return failure();
+      }
+    shape.assign(want.begin(), want.end());
+  } else if (!specValues.count(name)) {
+    // Dims named like a dim the spec binds elsewhere (bindDimParams).
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (ShapedType::isDynamic(shape[i]))
+        if (auto it = dimParams.find(tt.shape().dim(i).dim_param()); it != dimParams.end())
+          shape[i] = it->second.first;
+  }
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (!ShapedType::isDynamic(d)) {
+      if (d != 0 && n > kMaxTensorElements / d) {
+        fileError("input '" + name + "': the shape has more than 2^40 elements");
+        return failure();
+      }
+      n *= d;
+    }
+  return shape;
+}
+
+LogicalResult GraphImporter::bindSpecValue(const std::string &name,
+                                           const onnx::TypeProto::Tensor &tt,
+                                           ArrayRef<int64_t> shape) {
+  const runtime::NpyArray &arr = specValues.find(name)->second;
+  const std::string &file = options.inputValues.find(name)->second;
+  Type aet = elementTypeFor(tt.elem_type(), &ctx);
+  if (!npyHolds(aet, arr.dtype)) {
+    fileError("input '" + name + "': spec values file '" + file + "' has dtype " +
+              runtime::dtypeName(arr.dtype) + ", the model expects " +
+              onnxTypeName(tt.elem_type()));
+    return failure();
+  }
+  SmallVector<int64_t> ashape(arr.shape.begin(), arr.shape.end());
+  bool fits = !tt.has_shape() || shape.size() == ashape.size();
+  for (size_t i = 0; fits && tt.has_shape() && i < shape.size(); ++i)
+    fits = ShapedType::isDynamic(shape[i]) || shape[i] == ashape[i];
+  if (!fits) {
+    fileError("input '" + name + "': spec values file '" + file + "' has shape " +
+              dimsText(ashape) + ", which does not match the input's shape");
+    return failure();
+  }
+  auto atype = RankedTensorType::get(ashape, aet);
+  const char *data = reinterpret_cast<const char *>(arr.data.data());
+  DenseElementsAttr attr;
+  if (aet.isInteger(1)) {
+    SmallVector<bool> v(atype.getNumElements());
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = data[k] != 0;
+    attr = DenseElementsAttr::get(atype, v);
+  } else {
+    attr = DenseElementsAttr::getFromRawBuffer(atype, ArrayRef<char>(data, arr.bytes()));
+  }
+  values[name] = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
+  return success();
+}
+
 LogicalResult GraphImporter::importInputs() {
   const auto &graph = model.graph();
   for (const auto &init : graph.initializer()) {
@@ -405,9 +586,13 @@ LogicalResult GraphImporter::importInputs() {
     }
     initializers[init.name()] = &init;
   }
+  llvm::StringSet<> seen;
+  if (failed(bindInitializerInputs(seen)))
+    return failure();
   if (options.trainParams)
     markTrainedInitializers();
-  llvm::StringSet<> seen;
+  if (failed(readSpecValues()) || failed(bindDimParams()))
+    return failure();
   for (const auto &input : graph.input()) {
     const std::string &name = input.name();
     if (initializers.count(name))
@@ -424,89 +609,19 @@ LogicalResult GraphImporter::importInputs() {
       fileError("input '" + name + "': unsupported data type " + onnxTypeName(tt.elem_type()));
       return failure();
     }
-    auto bound = options.inputShapes.find(name);
-    SmallVector<int64_t> shape;
-    if (tt.has_shape()) {
-      for (int i = 0; i < tt.shape().dim_size(); ++i) {
-        const auto &dim = tt.shape().dim(i);
-        shape.push_back(dim.has_dim_value() ? dim.dim_value() : ShapedType::kDynamic);
-      }
-    }
-    if (bound != options.inputShapes.end()) {
-      const auto &want = bound->second;
-      if (tt.has_shape() && want.size() != shape.size()) {
-        fileError("input '" + name + "': the spec's inputs give rank " + Twine(want.size()) +
-                  " but the model declares rank " + Twine(shape.size()));
+    auto shape = inputShape(name, tt);
+    if (failed(shape))
+      return failure();
+    if (specValues.count(name)) {
+      if (failed(bindSpecValue(name, tt, *shape)))
         return failure();
-      }
-      for (size_t i = 0; i < shape.size(); ++i)
-        if (!ShapedType::isDynamic(shape[i]) && shape[i] != want[i]) {
-          fileError("input '" + name + "': the spec's inputs give dim " + Twine(i) + " = " +
-                    Twine(want[i]) + " but the model fixes it to " + Twine(shape[i]));
-          return failure();
-        }
-      shape.assign(want.begin(), want.end());
-    }
-    {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        if (!ShapedType::isDynamic(d)) {
-          if (d != 0 && n > kMaxTensorElements / d) {
-            fileError("input '" + name + "': the shape has more than 2^40 elements");
-            return failure();
-          }
-          n *= d;
-        }
-    }
-    auto type = RankedTensorType::get(shape, et);
-    if (auto vf = options.inputValues.find(name); vf != options.inputValues.end()) {
-      auto arr = runtime::readNpy(vf->second);
-      if (!arr) {
-        fileError("input '" + name + "': spec values: " + llvm::toString(arr.takeError()));
-        return failure();
-      }
-      Type aet = elementTypeFor(tt.elem_type(), &ctx);
-      SmallVector<int64_t> ashape(arr->shape.begin(), arr->shape.end());
-      auto atype = RankedTensorType::get(ashape, aet);
-      size_t expectBytes = size_t(atype.getNumElements()) * runtime::dtypeSize(arr->dtype);
-      bool dtypeOk = (aet.isF32() && arr->dtype == runtime::DType::F32) ||
-                     (aet.isSignlessInteger(64) && arr->dtype == runtime::DType::I64) ||
-                     (aet.isSignlessInteger(32) && arr->dtype == runtime::DType::I32) ||
-                     (aet.isInteger(1) && arr->dtype == runtime::DType::Bool) ||
-                     (aet.isUnsignedInteger(8) && arr->dtype == runtime::DType::U8) ||
-                     (aet.isUnsignedInteger(16) && arr->dtype == runtime::DType::U16) ||
-                     (aet.isUnsignedInteger(32) && arr->dtype == runtime::DType::U32) ||
-                     (aet.isUnsignedInteger(64) && arr->dtype == runtime::DType::U64);
-      if (!dtypeOk) {
-        fileError("input '" + name + "': spec values file '" + vf->second + "' has dtype " +
-                  runtime::dtypeName(arr->dtype) + ", the model expects " +
-                  onnxTypeName(tt.elem_type()));
-        return failure();
-      }
-      for (size_t i = 0; i < shape.size() && tt.has_shape(); ++i)
-        if ((shape.size() != ashape.size()) ||
-            (!ShapedType::isDynamic(shape[i]) && shape[i] != ashape[i])) {
-          fileError("input '" + name + "': spec values file '" + vf->second +
-                    "' does not match the input's shape");
-          return failure();
-        }
-      const char *data = reinterpret_cast<const char *>(arr->data.data());
-      DenseElementsAttr attr;
-      if (aet.isInteger(1)) {
-        SmallVector<bool> v(atype.getNumElements());
-        for (size_t k = 0; k < v.size(); ++k)
-          v[k] = data[k] != 0;
-        attr = DenseElementsAttr::get(atype, v);
-      } else {
-        attr = DenseElementsAttr::getFromRawBuffer(atype, ArrayRef<char>(data, expectBytes));
-      }
-      values[name] = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
       continue;
     }
+    auto type = RankedTensorType::get(*shape, et);
     if (!type.hasStaticShape()) {
       std::string dims;
       for (int i = 0; i < tt.shape().dim_size(); ++i)
-        if (!tt.shape().dim(i).has_dim_value())
+        if (!tt.shape().dim(i).has_dim_value() && ShapedType::isDynamic((*shape)[i]))
           dims += (dims.empty() ? "'" : ", '") +
                   (tt.shape().dim(i).dim_param().empty() ? "?" : tt.shape().dim(i).dim_param()) +
                   "'";
@@ -517,16 +632,18 @@ LogicalResult GraphImporter::importInputs() {
     values[name] = body->addArgument(type, NameLoc::get(b.getStringAttr(name)));
     argAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kInputAttr, b.getStringAttr(name))}));
   }
+  // A key naming an initializer that is not among the graph inputs is not an input either.
+  auto unknown = [&](StringRef key, StringRef name) {
+    fileError("spec " + key + ": the model has no input named '" + name + "'" +
+              (initializers.count(name.str()) ? " (it is an initializer, not a graph input)" : ""));
+    return failure();
+  };
   for (const auto &entry : options.inputShapes)
-    if (!seen.contains(entry.getKey())) {
-      fileError("spec inputs: the model has no input named '" + entry.getKey() + "'");
-      return failure();
-    }
+    if (!seen.contains(entry.getKey()))
+      return unknown("inputs", entry.getKey());
   for (const auto &entry : options.inputValues)
-    if (!seen.contains(entry.getKey())) {
-      fileError("spec values: the model has no input named '" + entry.getKey() + "'");
-      return failure();
-    }
+    if (!seen.contains(entry.getKey()))
+      return unknown("values", entry.getKey());
   return success();
 }
 

@@ -75,12 +75,27 @@ def reshape_from_input():
     return model(nodes, [vi("x", F, [2, 6]), vi("shape", I64, [2])], [vi("y", F, None)])
 
 
-def external_data(location="weights.bin"):
+def reshape_from_initializer_input():
+    """keep_initializers_as_inputs: Reshape's target `shape` = [3, 4] is an initializer and an input."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    return model(nodes, [vi("x", F, [2, 6]), vi("shape", I64, [2])], [vi("y", F, None)],
+                 inits=[c_i64("shape", [3, 4])])
+
+
+def shared_dim_params():
+    """input_ids and attention_mask, both [batch, seq]; y = Cast(input_ids) * attention_mask."""
+    nodes = [helper.make_node("Cast", ["input_ids"], ["ids"], to=F, name="cast"),
+             helper.make_node("Mul", ["ids", "attention_mask"], ["y"], name="mul")]
+    return model(nodes, [vi("input_ids", I64, ["batch", "seq"]), vi("attention_mask", F, ["batch", "seq"])],
+                 [vi("y", F, ["batch", "seq"])])
+
+
+def external_data(location="weights.bin", offset="0", length=None):
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = numpy_helper.from_array(w, "w")
     t.ClearField("raw_data")
     t.data_location = TensorProto.EXTERNAL
-    for k, v in (("location", location), ("offset", "0"), ("length", str(w.nbytes))):
+    for k, v in (("location", location), ("offset", offset), ("length", length or str(w.nbytes))):
         e = t.external_data.add()
         e.key, e.value = k, v
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
@@ -233,10 +248,12 @@ def main():
             f.write(data[: len(data) // 2])
         return
     if case.startswith("external_data"):
-        location = {"external_data": "weights.bin", "external_data_abs": "/etc/passwd",
-                    "external_data_escape": "../weights.bin",
-                    "external_data_missing": "absent.bin"}[case]
-        m, w = external_data(location)
+        # external_data_at LOCATION OFFSET LENGTH: any entries (the weights file is weights.bin).
+        args = sys.argv[3:6] if case == "external_data_at" else (
+            {"external_data": "weights.bin", "external_data_abs": "/etc/passwd",
+             "external_data_escape": "../weights.bin",
+             "external_data_missing": "absent.bin"}[case],)
+        m, w = external_data(*args)
         with open(os.path.join(os.path.dirname(os.path.abspath(out)), "weights.bin"), "wb") as f:
             f.write(w.tobytes())
         onnx.save(m, out)
