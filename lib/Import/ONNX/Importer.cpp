@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -100,6 +101,11 @@ public:
   FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &graph,
                                                ArrayRef<Value> inputs);
   bool hasFailed() const { return failed_; }
+
+  /// The model inputs and parameters (arguments of @forward) that `v` is computed from, each in
+  /// argument order: what a value that does not fold to a constant depends on.
+  void argumentsFeeding(Value v, SmallVectorImpl<std::string> &inputs,
+                        SmallVectorImpl<std::string> &params) const;
 
 private:
   LogicalResult loadModel();
@@ -755,6 +761,31 @@ FailureOr<SmallVector<Value>> GraphImporter::importSubgraph(const onnx::GraphPro
   return results;
 }
 
+void GraphImporter::argumentsFeeding(Value v, SmallVectorImpl<std::string> &inputs,
+                                     SmallVectorImpl<std::string> &params) const {
+  llvm::DenseSet<Value> seen{v};
+  SmallVector<Value> work{v};
+  llvm::SmallBitVector args(argAttrs.size());
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (auto arg = llvm::dyn_cast<BlockArgument>(x)) {
+      if (arg.getOwner() == body && arg.getArgNumber() < argAttrs.size())
+        args.set(arg.getArgNumber());
+      continue;
+    }
+    for (Value operand : x.getDefiningOp()->getOperands())
+      if (seen.insert(operand).second)
+        work.push_back(operand);
+  }
+  for (unsigned k : args.set_bits()) {
+    DictionaryAttr attrs = argAttrs[k];
+    if (auto name = attrs.getAs<StringAttr>(kInputAttr))
+      inputs.push_back(name.str());
+    else if (auto name = attrs.getAs<StringAttr>(kParamAttr))
+      params.push_back(name.str());
+  }
+}
+
 FailureOr<SmallVector<Value>> importSubgraph(GraphImporter &g, const onnx::GraphProto &graph,
                                              ArrayRef<Value> inputs) {
   return g.importSubgraph(graph, inputs);
@@ -802,13 +833,41 @@ std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const 
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+/// "'a'", "'a' and 'b'", "'a', 'b', 'c' and 2 more".
+static std::string quotedList(ArrayRef<std::string> names, size_t shown = 3) {
+  std::string s;
+  size_t n = std::min(names.size(), shown);
+  for (size_t k = 0; k < n; ++k) {
+    if (k)
+      s += k + 1 == n && names.size() == n ? " and " : ", ";
+    s += "'" + names[k] + "'";
+  }
+  if (names.size() > n)
+    s += " and " + std::to_string(names.size() - n) + " more";
+  return s;
+}
+
+std::string NodeContext::dependence(Value v) {
+  SmallVector<std::string> inputs, params;
+  graph.argumentsFeeding(v, inputs, params);
+  if (!inputs.empty())
+    return "it depends on model input" + std::string(inputs.size() > 1 ? "s " : " ") +
+           quotedList(inputs) + " (bind " + (inputs.size() > 1 ? "them" : "it") +
+           " with the spec's values to fix " + (inputs.size() > 1 ? "them" : "it") +
+           " at compile time)";
+  if (!params.empty())
+    return "it is computed from weights (" + quotedList(params) +
+           "), which are not folded at compile time";
+  return "it depends on values computed at run time";
+}
+
 FailureOr<HostTensor> NodeContext::constInput(size_t i, StringRef what) {
   Attribute value;
   if (!has(i) || !matchPattern(in[i], m_Constant(&value)))
     return FailureOr<HostTensor>(
         error("input " + Twine(i) + " (" + what + (i < size_t(node.input_size()) ? ", '" + node.input(i) + "'" : std::string()) +
-              ") must be a compile-time constant; bind the model input it depends on with the "
-              "spec's inputs or values"));
+              ") must be a compile-time constant" +
+              (has(i) ? "; " + dependence(in[i]) : std::string())));
   auto host = HostTensor::from(value);
   if (!host)
     return FailureOr<HostTensor>(error("input " + Twine(i) + " (" + what + ") is too large to evaluate"));
