@@ -21,6 +21,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -343,7 +344,8 @@ LogicalResult GraphImporter::loadModel() {
 /// Value-preserving data movement (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Cast, Expand,
 /// Concat) counts as a weight use, so a Linear weight exported as `Transpose(W)` (torch with
 /// constant folding off) trains; and an initializer with one weight use is a parameter at all its
-/// uses, so no stale constant copy of a trained weight survives.
+/// uses, so no stale constant copy of a trained weight survives. Nodes inside If, Loop and Scan
+/// bodies count like the graph's own.
 void GraphImporter::markTrainedInitializers() {
   static const llvm::StringSet<> bufferReaders = {
       "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
@@ -351,7 +353,23 @@ void GraphImporter::markTrainedInitializers() {
   llvm::StringMap<const onnx::TensorProto *> alias;
   for (const auto &[name, t] : initializers)
     alias[name] = t;
-  for (const auto &node : model.graph().node()) {
+  // The nodes of If/Loop/Scan bodies read outer initializers too: each graph's nodes in order,
+  // a node's bodies right after it.
+  std::vector<const onnx::NodeProto *> nodes;
+  std::function<void(const onnx::GraphProto &)> collect = [&](const onnx::GraphProto &g) {
+    for (const auto &node : g.node()) {
+      nodes.push_back(&node);
+      for (const auto &a : node.attribute()) {
+        if (a.has_g())
+          collect(a.g());
+        for (const auto &sub : a.graphs())
+          collect(sub);
+      }
+    }
+  };
+  collect(model.graph());
+  for (const onnx::NodeProto *n : nodes) {
+    const onnx::NodeProto &node = *n;
     if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
       if (auto it = alias.find(node.input(0)); it != alias.end())
         alias[node.output(0)] = it->second;
