@@ -277,6 +277,19 @@ def build_cases():
         unary_case("Floor", torch.floor, covers="unary floor (zero)"),
         unary_case("Sign", torch.sign, covers="unary sign (zero)"),
     ]
+
+    # A data-dependent If (docs/misc-ops.md): both branches are imported and each output is a
+    # where, so the gradient reaches the taken branch's operands only. sum(X) picks the branch.
+    def branch(name, nodes):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(name, TensorProto.FLOAT, [3, 4])])
+    if_nodes = [N("ReduceSum", ["X"], "s", keepdims=0), N("Greater", ["s", "zero"], "c"),
+                N("If", ["c"], then_branch=branch("then", [N("MatMul", ["X", "W"], "then")]),
+                  else_branch=branch("else", [N("Exp", ["X"], "ex"), N("MatMul", ["ex", "W"], "else")]))]
+    for taken, sign in (("then", 1), ("else", -1)):
+        cs.append(Case(f"if_data_{taken}", f"If (data-dependent, {taken} taken)",
+                       {"X": (sign * rnd(3, 4, lo=0.1, hi=1)).astype(np.float32), "W": rnd(4, 4)},
+                       if_nodes, lambda t: torch.where(t["X"].sum() > 0, t["X"] @ t["W"], torch.exp(t["X"]) @ t["W"]),
+                       consts={"zero": np.array(0, np.float32)}))
     return cs
 
 
@@ -437,10 +450,14 @@ def run_case(args, case):
                                   value=numpy_helper.from_array(np.array(1, np.float32), "one__")))
     for k in case.params:
         nodes.append(N("Mul", [k, "one__"], k + "__"))
-    for n in case.nodes:
-        n = onnx.NodeProto.FromString(n.SerializeToString())
+    def rename(n):  # in If/Loop bodies too
         n.input[:] = [i + "__" if i in case.params else i for i in n.input]
-        nodes.append(n)
+        for a in n.attribute:
+            for inner in a.g.node if a.HasField("g") else ():
+                rename(inner)
+        return n
+    for n in case.nodes:
+        nodes.append(rename(onnx.NodeProto.FromString(n.SerializeToString())))
     nodes += [helper.make_node("Constant", [], ["R"], value=numpy_helper.from_array(R, "R")),
               N("Mul", ["Y", "R"], "YR"), N("ReduceSum", ["YR"], "loss", keepdims=0)]
     inits = [numpy_helper.from_array(v, k) for k, v in case.params.items()]

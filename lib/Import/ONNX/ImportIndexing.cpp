@@ -519,8 +519,8 @@ FailureOr<HostTensor> valueDependentInput(Ctx &c, size_t i, StringRef what) {
     return FailureOr<HostTensor>(c.error(
         "input " + Twine(i) + " (" + what + ", '" + (c.has(i) ? c.node.input(i) : "") +
         "') must be a compile-time constant: " + c.node.op_type() +
-        "'s output shape depends on its values and dynamic output shapes are not supported; "
-        "bind the model input it depends on with the spec's values"));
+        "'s output shape depends on its values and dynamic output shapes are not supported" +
+        (c.has(i) ? "; " + c.dependence(c.in[i]) : std::string())));
   auto h = HostTensor::from(value);
   if (!h)
     return FailureOr<HostTensor>(c.error("input " + Twine(i) + " (" + what +

@@ -6,9 +6,10 @@
 //   RNN, GRU, LSTM   unrolled over the (static) sequence: one matmul for the input projection of
 //                    all steps, then per step a matmul with the recurrent weights and elementwise
 //                    gates. Sequence lengths must be constants; masks keep finished sequences.
-//   If, Loop, Scan   If with a constant condition imports the chosen branch inline; Loop with a
-//                    constant trip count and a condition that folds is unrolled; Scan is unrolled
-//                    over its static sequence length (at most kMaxUnroll iterations).
+//   If, Loop, Scan   If with a constant condition imports the chosen branch inline, any other
+//                    condition both branches and a where per output; Loop with a constant trip
+//                    count and a condition that folds is unrolled; Scan is unrolled over its
+//                    static sequence length (at most kMaxUnroll iterations).
 //   DFT, STFT        a matmul with a constant DFT matrix (STFT frames are a constant gather).
 //   *Window, MelWeightMatrix   compile-time constants.
 //   LRN              the window sum over channels is a matmul with a constant band matrix.
@@ -530,24 +531,64 @@ const onnx::GraphProto *graphAttr(Ctx &c, StringRef name) {
   return &a->g();
 }
 
-LogicalResult importIf(Ctx &c) {
-  if (failed(c.requireInputs(1)))
-    return failure();
-  // Only a constant condition is supported: the diagnostic of constInput says how to bind it.
-  auto cond = c.constInput(0, "cond");
-  if (failed(cond))
-    return failure();
-  if (cond->numel() != 1)
-    return c.error("cond must hold one value");
-  const onnx::GraphProto *branch = graphAttr(c, cond->asInt(0) ? "then_branch" : "else_branch");
+/// Imports one branch of an If; an error unless it has as many outputs as the node.
+FailureOr<SmallVector<Value>> importBranch(Ctx &c, StringRef which) {
+  const onnx::GraphProto *branch = graphAttr(c, which);
   if (!branch)
     return failure();
   auto outs = importSubgraph(c.graph, *branch, {});
   if (failed(outs))
     return failure();
   if (int64_t(outs->size()) != int64_t(c.numOutputs()))
-    return c.error("the chosen branch has " + Twine(outs->size()) + " outputs, the node " +
-                   Twine(c.numOutputs()));
+    return FailureOr<SmallVector<Value>>(c.error(which + " has " + Twine(outs->size()) +
+                                                 " outputs, the node " + Twine(c.numOutputs())));
+  return outs;
+}
+
+/// If with a condition that does not fold (computed from model inputs): both branches are
+/// imported inline and output k is where(cond, then_k, else_k), cond reshaped to rank 0 so that
+/// it broadcasts. Needs equal types (shape and dtype) for each pair of branch outputs; otherwise
+/// an error naming the output and what the condition depends on. Both branches run; ONNX ops
+/// have no side effects, and the select takes each element from the chosen branch only, so the
+/// result is exactly the chosen branch's (a NaN or inf of the other branch does not leak).
+LogicalResult importDataDependentIf(Ctx &c) {
+  auto thenOuts = importBranch(c, "then_branch");
+  if (failed(thenOuts))
+    return failure();
+  auto elseOuts = importBranch(c, "else_branch");
+  if (failed(elseOuts))
+    return failure();
+  Emit e(c);
+  Value cond = e.reshape(c.in[0], {});
+  for (auto [k, t, f] : llvm::enumerate(*thenOuts, *elseOuts)) {
+    if (t.getType() != f.getType())
+      return c.error("the condition is not a compile-time constant and output " + Twine(k) +
+                     (c.outputUsed(k) ? " ('" + c.node.output(k) + "')" : std::string()) +
+                     " differs between the branches (then " + typeStr(t.getType()) + ", else " +
+                     typeStr(f.getType()) +
+                     "); a data-dependent If needs branch outputs of equal shapes and types; " +
+                     c.dependence(c.in[0]));
+    c.out.push_back(t == f ? t : e.where(cond, t, f));
+  }
+  return e.result();
+}
+
+/// If (ONNX spec "If"): a constant condition imports only the chosen branch; any other
+/// condition selects between both branches (importDataDependentIf). cond: bool, one element.
+LogicalResult importIf(Ctx &c) {
+  if (failed(c.requireInputs(1)))
+    return failure();
+  if (c.typeOf(0).getNumElements() != 1)
+    return c.error("cond must hold one value, it has shape " + typeStr(c.typeOf(0)));
+  Attribute value;
+  if (!matchPattern(c.in[0], m_Constant(&value)))
+    return importDataDependentIf(c);
+  auto cond = c.constInput(0, "cond");
+  if (failed(cond))
+    return failure();
+  auto outs = importBranch(c, cond->asInt(0) ? "then_branch" : "else_branch");
+  if (failed(outs))
+    return failure();
   c.out.append(outs->begin(), outs->end());
   return success();
 }

@@ -15,12 +15,14 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -95,6 +97,11 @@ public:
   FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &graph,
                                                ArrayRef<Value> inputs);
   bool hasFailed() const { return failed_; }
+
+  /// The model inputs and parameters (arguments of @forward) that `v` is computed from, each in
+  /// argument order: what a value that does not fold to a constant depends on.
+  void argumentsFeeding(Value v, SmallVectorImpl<std::string> &inputs,
+                        SmallVectorImpl<std::string> &params) const;
 
 private:
   LogicalResult loadModel();
@@ -334,7 +341,8 @@ LogicalResult GraphImporter::loadModel() {
 /// Value-preserving data movement (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Cast, Expand,
 /// Concat) counts as a weight use, so a Linear weight exported as `Transpose(W)` (torch with
 /// constant folding off) trains; and an initializer with one weight use is a parameter at all its
-/// uses, so no stale constant copy of a trained weight survives.
+/// uses, so no stale constant copy of a trained weight survives. Nodes inside If, Loop and Scan
+/// bodies count like the graph's own.
 void GraphImporter::markTrainedInitializers() {
   static const llvm::StringSet<> bufferReaders = {
       "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
@@ -342,7 +350,23 @@ void GraphImporter::markTrainedInitializers() {
   llvm::StringMap<const onnx::TensorProto *> alias;
   for (const auto &[name, t] : initializers)
     alias[name] = t;
-  for (const auto &node : model.graph().node()) {
+  // The nodes of If/Loop/Scan bodies read outer initializers too: each graph's nodes in order,
+  // a node's bodies right after it.
+  std::vector<const onnx::NodeProto *> nodes;
+  std::function<void(const onnx::GraphProto &)> collect = [&](const onnx::GraphProto &g) {
+    for (const auto &node : g.node()) {
+      nodes.push_back(&node);
+      for (const auto &a : node.attribute()) {
+        if (a.has_g())
+          collect(a.g());
+        for (const auto &sub : a.graphs())
+          collect(sub);
+      }
+    }
+  };
+  collect(model.graph());
+  for (const onnx::NodeProto *n : nodes) {
+    const onnx::NodeProto &node = *n;
     if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
       if (auto it = alias.find(node.input(0)); it != alias.end())
         alias[node.output(0)] = it->second;
@@ -846,6 +870,31 @@ FailureOr<SmallVector<Value>> GraphImporter::importSubgraph(const onnx::GraphPro
   return results;
 }
 
+void GraphImporter::argumentsFeeding(Value v, SmallVectorImpl<std::string> &inputs,
+                                     SmallVectorImpl<std::string> &params) const {
+  llvm::DenseSet<Value> seen{v};
+  SmallVector<Value> work{v};
+  llvm::SmallBitVector args(argAttrs.size());
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (auto arg = llvm::dyn_cast<BlockArgument>(x)) {
+      if (arg.getOwner() == body && arg.getArgNumber() < argAttrs.size())
+        args.set(arg.getArgNumber());
+      continue;
+    }
+    for (Value operand : x.getDefiningOp()->getOperands())
+      if (seen.insert(operand).second)
+        work.push_back(operand);
+  }
+  for (unsigned k : args.set_bits()) {
+    DictionaryAttr attrs = argAttrs[k];
+    if (auto name = attrs.getAs<StringAttr>(kInputAttr))
+      inputs.push_back(name.str());
+    else if (auto name = attrs.getAs<StringAttr>(kParamAttr))
+      params.push_back(name.str());
+  }
+}
+
 FailureOr<SmallVector<Value>> importSubgraph(GraphImporter &g, const onnx::GraphProto &graph,
                                              ArrayRef<Value> inputs) {
   return g.importSubgraph(graph, inputs);
@@ -893,13 +942,41 @@ std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const 
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+/// "'a'", "'a' and 'b'", "'a', 'b', 'c' and 2 more".
+static std::string quotedList(ArrayRef<std::string> names, size_t shown = 3) {
+  std::string s;
+  size_t n = std::min(names.size(), shown);
+  for (size_t k = 0; k < n; ++k) {
+    if (k)
+      s += k + 1 == n && names.size() == n ? " and " : ", ";
+    s += "'" + names[k] + "'";
+  }
+  if (names.size() > n)
+    s += " and " + std::to_string(names.size() - n) + " more";
+  return s;
+}
+
+std::string NodeContext::dependence(Value v) {
+  SmallVector<std::string> inputs, params;
+  graph.argumentsFeeding(v, inputs, params);
+  if (!inputs.empty())
+    return "it depends on model input" + std::string(inputs.size() > 1 ? "s " : " ") +
+           quotedList(inputs) + " (bind " + (inputs.size() > 1 ? "them" : "it") +
+           " with the spec's values to fix " + (inputs.size() > 1 ? "them" : "it") +
+           " at compile time)";
+  if (!params.empty())
+    return "it is computed from weights (" + quotedList(params) +
+           "), which are not folded at compile time";
+  return "it depends on values computed at run time";
+}
+
 FailureOr<HostTensor> NodeContext::constInput(size_t i, StringRef what) {
   Attribute value;
   if (!has(i) || !matchPattern(in[i], m_Constant(&value)))
     return FailureOr<HostTensor>(
         error("input " + Twine(i) + " (" + what + (i < size_t(node.input_size()) ? ", '" + node.input(i) + "'" : std::string()) +
-              ") must be a compile-time constant; bind the model input it depends on with the "
-              "spec's inputs or values"));
+              ") must be a compile-time constant" +
+              (has(i) ? "; " + dependence(in[i]) : std::string())));
   auto host = HostTensor::from(value);
   if (!host)
     return FailureOr<HostTensor>(error("input " + Twine(i) + " (" + what + ") is too large to evaluate"));

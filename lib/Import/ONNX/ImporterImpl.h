@@ -95,6 +95,10 @@ public:
   /// in the error ("shape", "axes", ...).
   mlir::FailureOr<HostTensor> constInput(size_t i, llvm::StringRef what);
   mlir::FailureOr<llvm::SmallVector<int64_t>> constInts(size_t i, llvm::StringRef what);
+  /// Why `v` is not a compile-time constant, as a clause for an error message: the model inputs
+  /// it is computed from ("it depends on model input 'sr' (bind it with the spec's values ...)"),
+  /// else the weights, else "it depends on values computed at run time".
+  std::string dependence(mlir::Value v);
 
   /// Normalizes a possibly negative axis against `rank`; an error when out of range.
   mlir::FailureOr<int64_t> normAxis(int64_t axis, int64_t rank, llvm::StringRef what = "axis");

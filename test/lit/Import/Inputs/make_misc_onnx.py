@@ -57,10 +57,43 @@ def if_const():
     return model(nodes, [vi("x", F, [2])], [vi("y", F, [2])])
 
 
-def if_runtime():
-    g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "b", [], [vi("t", F, [2])])
-    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=g, else_branch=g, name="if")]
-    return model(nodes, [vi("x", F, [2]), vi("c", B, [])], [vi("y", F, [2])])
+def if_data():
+    """If on a condition computed from the input, as openWakeWord's hey_jarvis runs a verifier:
+    p = Sigmoid(x W) [1, 1]; cond = Cast(p >= 0.5) [1, 1]; then (score, feat) = (p * p,
+    Sqrt(x) as [4]), else (p, -x as [4]). feat is rank 1, so the [1, 1] condition must be
+    reshaped to rank 0 before it broadcasts; Sqrt makes NaN for negative x in the untaken branch."""
+    w = numpy_helper.from_array(np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32), "w")
+    shape4 = numpy_helper.from_array(np.array([4], np.int64), "shape4")
+    then_g = helper.make_graph(
+        [helper.make_node("Mul", ["p", "p"], ["score_t"]), helper.make_node("Sqrt", ["x"], ["r"]),
+         helper.make_node("Reshape", ["r", "shape4"], ["feat_t"])],
+        "then", [], [vi("score_t", F, [1, 1]), vi("feat_t", F, [4])])
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["p"], ["score_e"]), helper.make_node("Neg", ["x"], ["n"]),
+         helper.make_node("Reshape", ["n", "shape4"], ["feat_e"])],
+        "else", [], [vi("score_e", F, [1, 1]), vi("feat_e", F, [4])])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["logit"]),
+             helper.make_node("Sigmoid", ["logit"], ["p"]),
+             const("half", 0.5, np.float32),
+             helper.make_node("GreaterOrEqual", ["p", "half"], ["ge"]),
+             helper.make_node("Cast", ["ge"], ["c"], to=B),
+             helper.make_node("If", ["c"], ["score", "feat"], then_branch=then_g,
+                              else_branch=else_g, name="if")]
+    return model(nodes, [vi("x", F, [1, 4])], [vi("score", F, [1, 1]), vi("feat", F, [4])],
+                 inits=[w, shape4])
+
+
+def if_data_shapes_differ():
+    """A condition computed from input 'x' (ReduceSum(x) > 0) and branches of different shapes."""
+    then_g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["t"])], "then", [],
+                               [vi("t", F, [2])])
+    else_g = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], axis=0)], "else", [],
+                               [vi("e", F, [4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             const("zero", 0.0, np.float32),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="if")]
+    return model(nodes, [vi("x", F, [2])], [vi("y", F, [None])])
 
 
 def loop(trip=3):

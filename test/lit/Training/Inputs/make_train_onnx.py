@@ -86,6 +86,32 @@ def transposed_weight():
                  [helper.make_tensor_value_info("logits", F, ["B", 4, 8])], inits)
 
 
+def if_data_lm():
+    """A data-dependent If in a token model: e = Gather(emb, tokens) [B, 4, 4]; if mean(e) > 0
+    the logits are e Transpose(head.weight), else (-e) Transpose(head.weight) [B, 4, 8].
+    head.weight is read only inside the branches, behind Transpose."""
+    def branch(name, nodes):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(name, F, ["B", 4, 8])])
+    then_g = branch("logits_then", [
+        helper.make_node("Transpose", ["head.weight"], ["wt"], perm=[1, 0], name="/then/Transpose"),
+        helper.make_node("MatMul", ["e", "wt"], ["logits_then"], name="/then/MatMul")])
+    else_g = branch("logits_else", [
+        helper.make_node("Neg", ["e"], ["ne"], name="/else/Neg"),
+        helper.make_node("Transpose", ["head.weight"], ["wt2"], perm=[1, 0], name="/else/Transpose"),
+        helper.make_node("MatMul", ["ne", "wt2"], ["logits_else"], name="/else/MatMul")])
+    nodes = [
+        helper.make_node("Gather", ["emb", "tokens"], ["e"], axis=0, name="/embed/Gather"),
+        helper.make_node("ReduceMean", ["e"], ["m"], keepdims=0, name="/gate/ReduceMean"),
+        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, np.float32)),
+                         name="/gate/Constant"),
+        helper.make_node("Greater", ["m", "zero"], ["c"], name="/gate/Greater"),
+        helper.make_node("If", ["c"], ["logits"], then_branch=then_g, else_branch=else_g, name="/gate/If"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("tokens", I64, ["B", 4])],
+                 [helper.make_tensor_value_info("logits", F, ["B", 4, 8])],
+                 [init("emb", [8, 4], 1), init("head.weight", [8, 4], 3)])
+
+
 if __name__ == "__main__":
     case, out = sys.argv[1], sys.argv[2]
     m = globals()[case]()
