@@ -17,6 +17,11 @@ inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringA
 inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
 inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
 inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
+/// Train mode (module): the model's weight-like tensors (initializers, float Constant nodes) that
+/// the importer kept as constants, and why: ArrayAttr of {name: StringAttr, type: TypeAttr,
+/// why: StringAttr}, in model order. Read by `--report` and by autodiff's "no trainable
+/// parameter" error (docs/training.md "Which initializers train").
+inline constexpr llvm::StringLiteral kConstantWeightsAttr = "colossal.constant_weights";
 /// Train mode, dp x grad_accum > 1: the program of one row block of B / (dp x grad_accum) rows
 /// (colossal-split-batch), which colossal-append-loss turns into @eval and @train_step (and
 /// then erases).
