@@ -343,6 +343,21 @@ LogicalResult GraphImporter::loadModel() {
   return success();
 }
 
+/// Whether input `index` of `opType` reads a buffer rather than a weight (docs/training.md "Which
+/// initializers train"): every input of shape and index arithmetic, comparisons, masks and table
+/// lookups; BatchNormalization's running statistics (input_mean, input_var).
+static bool readsBuffer(llvm::StringRef opType, int index) {
+  static const llvm::StringSet<> bufferReaders = {
+      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
+      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
+  static const llvm::StringMap<SmallVector<int, 2>> bufferInputs = {
+      {"BatchNormalization", {3, 4}}};
+  if (bufferReaders.contains(opType))
+    return true;
+  auto it = bufferInputs.find(opType);
+  return it != bufferInputs.end() && llvm::is_contained(it->second, index);
+}
+
 /// Train mode: a float initializer (or float Constant node, registerConstantWeights) is a weight (a
 /// parameter, trained) unless every node reading it
 /// (directly or through Identity) is one that reads buffers, not weights: shape and index
@@ -353,9 +368,6 @@ LogicalResult GraphImporter::loadModel() {
 /// uses, so no stale constant copy of a trained weight survives. Records every reader for
 /// constantReason.
 void GraphImporter::markTrainedInitializers() {
-  static const llvm::StringSet<> bufferReaders = {
-      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
-      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
   llvm::StringMap<const onnx::TensorProto *> alias;
   for (const auto &[name, t] : initializers)
     alias[name] = t;
@@ -365,11 +377,10 @@ void GraphImporter::markTrainedInitializers() {
         alias[node.output(0)] = it->second;
       continue;
     }
-    bool buffer = bufferReaders.contains(node.op_type());
     for (int i = 0; i < node.input_size(); ++i)
       if (auto it = alias.find(node.input(i)); it != alias.end()) {
         readers[it->second].push_back({node.op_type(), i});
-        if (!buffer)
+        if (!readsBuffer(node.op_type(), i))
           trainedInitializers.insert(it->second);
       }
   }
@@ -715,7 +726,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
 
   NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
-  for (const std::string &name : node.input()) {
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &name = node.input(i);
     if (name.empty()) {
       nc.in.push_back(Value());
       continue;
@@ -725,7 +737,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       continue;
     }
     if (initializers.count(name)) {
-      Value v = initializer(name, foldInit);
+      // Train mode: a buffer input (BatchNormalization's running statistics) takes the constant.
+      Value v = initializer(name,
+                            foldInit || (options.trainParams && readsBuffer(node.op_type(), i)));
       if (!v)
         return failure();
       nc.in.push_back(v);

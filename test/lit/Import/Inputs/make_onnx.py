@@ -165,6 +165,18 @@ def constant_weights():
                  inits=inits)
 
 
+def batchnorm_constants():
+    """paddle2onnx's BatchNormalization: scale, bias, running mean and var all Constant nodes;
+    x [2, 3] -> BatchNormalization -> MatMul(w) = logits [2, 5]."""
+    nodes = [const_node(name, np.linspace(0.5, 1.5, 3), np.float32)
+             for name in ("bn_scale", "bn_bias", "bn_mean", "bn_var")]
+    nodes += [const_node("w", np.linspace(-1, 1, 15).reshape(3, 5), np.float32),
+              helper.make_node("BatchNormalization", ["x", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+                               ["xn"], epsilon=1e-5, name="bn"),
+              helper.make_node("MatMul", ["xn", "w"], ["logits"], name="head")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("logits", F, [2, 5])], opset=14)
+
+
 def reshape_from_input():
     """Reshape whose shape is a graph input: needs the spec's `values`."""
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
