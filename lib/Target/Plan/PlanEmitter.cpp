@@ -582,9 +582,8 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     }
     summary.train = collected.train;
     summary.frozen = collected.frozen;
-    if (collected.train)
-      summary.notTrained = notTrainedRows(module, collected);
     if (collected.train) {
+      summary.notTrained = notTrainedRows(module, collected);
       llvm::StringSet<> initWeights;
       for (const TrainableParam &p : collected.trainable) {
         ReportParam row{p.name, p.type.shape, p.count, "", p.type.shape};
