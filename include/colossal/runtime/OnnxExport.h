@@ -69,7 +69,7 @@ constexpr uint64_t kMaxOnnxModelBytes = 0x7fffffffULL;
 /// records no source model; the model is missing or unreadable; its hash differs ("the model
 /// changed since compilation"); it does not parse; `outPath` is the source model or one of its
 /// external data files, the plan, the plan's weights file, or an existing directory; a PARAM state without a `source`, or whose source is neither an
-/// initializer nor an Identity of one, or whose new initializer name is already taken; `lookup`
+/// initializer or Constant nor an Identity of one, or whose new initializer name is already taken; `lookup`
 /// fails (a checkpoint tensor missing) or gives a mismatched dtype/shape/size; unreadable or
 /// out-of-range external data; an exported model over kMaxOnnxModelBytes (protobuf's limit);
 /// I/O failures writing `outPath`.
