@@ -33,6 +33,11 @@ inline constexpr llvm::StringLiteral kForwardFunction = "forward";
 inline constexpr llvm::StringLiteral kEvalFunction = "eval";
 inline constexpr llvm::StringLiteral kTrainStepFunction = "train_step";
 inline constexpr llvm::StringLiteral kOptimizerStepFunction = "optimizer_step";
+/// Train mode (module): the model's weight-like tensors (initializers, float Constant nodes) that
+/// the importer kept as constants, and why: ArrayAttr of {name: StringAttr, type: TypeAttr,
+/// why: StringAttr}, in model order. Read by `--report` and by autodiff's "no trainable
+/// parameter" error (docs/training.md "Which initializers train").
+inline constexpr llvm::StringLiteral kConstantWeightsAttr = "colossal.constant_weights";
 /// Train mode, dp x grad_accum > 1: the program of one row block of B / (dp x grad_accum) rows
 /// (colossal-split-batch), which colossal-append-loss turns into @eval and @train_step (and
 /// then erases).

@@ -10,8 +10,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 using namespace mlir;
 using namespace colossal;
@@ -368,6 +370,37 @@ LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, std::optional<Location
   return success();
 }
 
+OpFoldResult GatherNDOp::fold(FoldAdaptor a) {
+  auto data = HostTensor::from(a.getData()), indices = HostTensor::from(a.getIndices());
+  auto type = llvm::cast<RankedTensorType>(getType());
+  if (!data || !indices || type.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> ds = data->type.getShape(), is = indices->type.getShape();
+  int64_t b = getBatchDims(), m = is.back(), q = is.size();
+  for (int64_t k = 0; k < indices->numel(); ++k) {
+    int64_t n = ds[b + k % m];
+    if (indices->i[k] < -n || indices->i[k] >= n)
+      return {}; // the runtime reports it with the instruction's location
+  }
+  auto dStrides = stridesOf(ds), iStrides = stridesOf(is);
+  return evalPermute(type, *data, [&](ArrayRef<int64_t> idx) {
+           // idx = [index-tuple position (q-1 dims) ..., slice position ...]; its first b dims
+           // are the batch dims of data too.
+           int64_t tuple = 0, off = 0;
+           for (int64_t d = 0; d < q - 1; ++d)
+             tuple += idx[d] * iStrides[d];
+           for (int64_t d = 0; d < b; ++d)
+             off += idx[d] * dStrides[d];
+           for (int64_t j = 0; j < m; ++j) {
+             int64_t sel = indices->i[tuple + j];
+             off += (sel < 0 ? sel + ds[b + j] : sel) * dStrides[b + j];
+           }
+           for (int64_t d = b + m; d < int64_t(ds.size()); ++d)
+             off += idx[q - 1 + d - b - m] * dStrides[d];
+           return off;
+         }).toAttr();
+}
+
 //===----------------------------------------------------------------------===//
 // ScatterElementsOp / ScatterNDOp
 //===----------------------------------------------------------------------===//
@@ -404,6 +437,46 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   inferred.push_back(adaptor.getData().getType());
   return success();
+}
+
+OpFoldResult ScatterNDOp::fold(FoldAdaptor a) {
+  auto data = HostTensor::from(a.getData()), indices = HostTensor::from(a.getIndices()),
+       updates = HostTensor::from(a.getUpdates());
+  if (!data || !indices || !updates)
+    return {};
+  ArrayRef<int64_t> ds = data->type.getShape();
+  int64_t m = indices->type.getShape().back();
+  int64_t slice = 1; // elements per index tuple: D[m..r)
+  for (int64_t d = m; d < int64_t(ds.size()); ++d)
+    slice *= ds[d];
+  auto dStrides = stridesOf(ds);
+  StringRef reduction = getReduction();
+  HostTensor out = *data;
+  for (int64_t k = 0; k * m < indices->numel(); ++k) {
+    int64_t base = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t sel = indices->i[k * m + j], n = ds[j];
+      if (sel < -n || sel >= n)
+        return {}; // the runtime reports it with the instruction's location
+      base += (sel < 0 ? sel + n : sel) * dStrides[j];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      auto combine = [&](auto &dst, auto value) {
+        using V = std::decay_t<decltype(value)>;
+        V &x = dst[base + e];
+        x = reduction == "add"   ? x + value
+            : reduction == "mul" ? x * value
+            : reduction == "max" ? std::max(x, value)
+            : reduction == "min" ? std::min(x, value)
+                                 : value;
+      };
+      if (out.isFloat())
+        combine(out.f, updates->f[k * slice + e]);
+      else
+        combine(out.i, updates->i[k * slice + e]);
+    }
+  }
+  return out.toAttr();
 }
 
 LogicalResult ScatterNDOp::verify() {

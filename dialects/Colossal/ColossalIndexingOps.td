@@ -92,11 +92,13 @@ def ColossalIndexing_GatherNDOp : Colossal_Op<"gather_nd", [InferTypeOpAdaptor]>
     `data`: tensor<D...xT> (rank r), `indices`: tensor<I...xi64|i32> (rank q) with
     I[q−1] = m ≤ r − b, where b = `batch_dims` and the first b dims of data and indices agree.
     Result: tensor<I[0..q−1) ++ D[b+m..r)>; each index tuple picks the slice
-    data[batch..., idx[0], ..., idx[m−1], :...]. Negative indices count from the end.
+    data[batch..., idx[0], ..., idx[m−1], :...]. Negative indices count from the end. Folds when
+    both operands are constants (and every index is in range).
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$batch_dims);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def ColossalIndexing_ScatterElementsOp : Colossal_Op<"scatter_elements", [InferTypeOpAdaptor]> {
@@ -120,13 +122,15 @@ def ColossalIndexing_ScatterNDOp : Colossal_Op<"scatter_nd", [InferTypeOpAdaptor
     `data`: tensor<D...xT> (rank r), `indices`: tensor<I...xi64|i32> (rank q, I[q−1] = m ≤ r),
     `updates`: tensor<I[0..q−1) ++ D[m..r) x T>. out = data; then for every index tuple k,
     out[indices[k], :...] = updates[k, :...] (`reduction` none), or combined with add, mul, max
-    or min, in index order. Result: data's type.
+    or min, in index order. Result: data's type. Folds when all three operands are constants
+    (and every index is in range): torch writes `shape[i] = n` on a shape tensor this way.
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, AnyRankedTensor:$updates,
                    StrAttr:$reduction);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def ColossalIndexing_OneHotOp : Colossal_Op<"one_hot"> {

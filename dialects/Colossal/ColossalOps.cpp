@@ -674,6 +674,31 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
+LogicalResult SplitOp::fold(FoldAdaptor a, SmallVectorImpl<OpFoldResult> &results) {
+  if (getNumResults() == 1 && getResult(0).getType() == getX().getType()) {
+    results.push_back(getX());
+    return success();
+  }
+  if (llvm::any_of(getResultTypes(), [](Type t) { return tooLargeToFold(t); }))
+    return failure();
+  auto in = constantOperand(a.getX());
+  if (!in)
+    return failure();
+  int64_t axis = getAxis(), start = 0;
+  auto strides = broadcastStrides(in->type.getShape(), in->type.getShape());
+  for (Value r : getResults()) {
+    auto type = rankedType(r);
+    results.push_back(evalPermute(type, *in, [&](ArrayRef<int64_t> idx) {
+                        int64_t off = 0;
+                        for (size_t d = 0; d < idx.size(); ++d)
+                          off += (idx[d] + (int64_t(d) == axis ? start : 0)) * strides[d];
+                        return off;
+                      }).toAttr());
+    start += type.getDimSize(axis);
+  }
+  return success();
+}
+
 LogicalResult ExpandOp::verify() {
   SmallVector<int64_t> bc;
   auto in = getX().getType().getShape(), out = getType().getShape();

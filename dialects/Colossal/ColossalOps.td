@@ -275,10 +275,15 @@ def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor, VJP]> {
 
 def Colossal_SplitOp : Colossal_Op<"split", [VJP]> {
   let summary = "Split into consecutive pieces along `axis`; sizes from the result types";
+  let description = [{
+    Folds when `x` is a constant (shape arithmetic: torch's `repeat_interleave` splits a constant
+    repeats vector), and to `x` itself when there is one piece.
+  }];
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Colossal_ExpandOp : Colossal_Op<"expand", [VJP]> {

@@ -14,8 +14,10 @@
 // j <= i + Tk - Tq" becomes `causal = true` and any other becomes the `mask` operand.
 //
 // Grouped-query attention: Llama's repeat_kv (Reshape to [B,Hkv,1,T,D], Expand to [B,Hkv,n,T,D],
-// Reshape to [B,Hkv·n,T,D]) on both k and v is skipped; the fused op reads kv head h / n for
-// query head h, which is exactly the head the repeat copies.
+// Reshape to [B,Hkv·n,T,D]) or torch's repeat_interleave on dim 1 (Split into heads, repeat_kv
+// each, Concat in head order) on both k and v is skipped; the fused op reads kv head h / n for
+// query head h, which is exactly the head both copy. A `.repeat()` (Tile: query head h reads kv
+// head h mod Hkv) is another mapping and stays unfused.
 //===----------------------------------------------------------------------===//
 #include "passes/Fusion/Match.h"
 #include "passes/Passes.h"
@@ -196,6 +198,41 @@ Value matchRepeatKv(Value t, int64_t &n) {
   return inner.getX();
 }
 
+/// torch's `repeat_interleave(t0, n, dim=1)` on t0 : [B,Hkv,T,D] as torch.onnx exports it: t0 split
+/// into its Hkv heads (one Split along dim 1, pieces [B,1,T,D]), each head repeated n times by the
+/// repeat_kv chain above (with Hkv = 1), the results concatenated along dim 1 in head order. Query
+/// head q then reads kv head q / n — the fused op's grouping. Pieces out of order, from another
+/// tensor, or repeated unequally do not match. Returns t0 and sets n.
+Value matchRepeatInterleave(Value t, int64_t &n) {
+  auto concat = t.getDefiningOp<ConcatOp>();
+  if (!concat || concat.getAxis() != 1)
+    return {};
+  SplitOp split;
+  n = 0;
+  for (auto [h, piece] : llvm::enumerate(concat.getInputs())) {
+    int64_t repeats = 0;
+    Value head = matchRepeatKv(piece, repeats);
+    auto result = llvm::dyn_cast_or_null<OpResult>(head);
+    auto from = result ? llvm::dyn_cast<SplitOp>(result.getOwner()) : SplitOp();
+    if (!from || from.getAxis() != 1 || result.getResultNumber() != h || (split && from != split) ||
+        (n && repeats != n))
+      return {};
+    split = from;
+    n = repeats;
+  }
+  if (!split || split.getNumResults() != concat.getInputs().size())
+    return {};
+  return split.getX();
+}
+
+/// k or v with its heads repeated for grouped-query attention (repeat_kv or repeat_interleave);
+/// the un-repeated tensor and n, or null.
+Value matchRepeatedHeads(Value t, int64_t &n) {
+  if (Value t0 = matchRepeatKv(t, n))
+    return t0;
+  return matchRepeatInterleave(t, n);
+}
+
 /// MatMul(Softmax(S), v) → colossal.attention.
 struct FuseAttention : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -241,9 +278,10 @@ struct FuseAttention : OpRewritePattern<MatMulOp> {
     Location loc = op.getLoc();
     Value k = am.kSource, v = op.getRhs();
     if (isIdentity(am.kPerm)) {
-      // Grouped-query attention: drop repeat_kv when k and v repeat their heads alike.
+      // Grouped-query attention: drop repeat_kv / repeat_interleave when k and v repeat their
+      // heads alike.
       int64_t nk = 0, nv = 0;
-      Value k0 = matchRepeatKv(k, nk), v0 = matchRepeatKv(v, nv);
+      Value k0 = matchRepeatedHeads(k, nk), v0 = matchRepeatedHeads(v, nv);
       if (k0 && v0 && nk == nv)
         k = k0, v = v0;
     } else {

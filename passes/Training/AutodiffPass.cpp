@@ -39,6 +39,37 @@ llvm::DenseSet<Value> valuesReaching(Value loss) {
   return seen;
 }
 
+/// "no trainable parameter reaches the loss (P parameters, F frozen)", and why: the importer's
+/// record of the weight-like tensors it kept as constants (kConstantWeightsAttr), the first few of
+/// them named with their reason.
+LogicalResult noTrainableParameter(ModuleOp module, unsigned numParams, size_t numFrozen) {
+  InFlightDiagnostic diag = module.emitError()
+                            << "no trainable parameter reaches the loss (" << numParams
+                            << " parameters, " << numFrozen << " frozen)";
+  auto constants = module->getAttrOfType<ArrayAttr>(kConstantWeightsAttr);
+  if (!constants)
+    return diag;
+  SmallVector<DictionaryAttr> floats;
+  for (Attribute a : constants) {
+    auto row = llvm::dyn_cast<DictionaryAttr>(a);
+    auto type = row ? row.getAs<TypeAttr>("type") : TypeAttr();
+    if (type && llvm::isa<FloatType>(llvm::cast<ShapedType>(type.getValue()).getElementType()))
+      floats.push_back(row);
+  }
+  if (floats.empty()) {
+    diag << "; the model has no float initializer or Constant that a node reads as a weight";
+    return diag;
+  }
+  diag << "; " << floats.size() << " float tensors stay constants";
+  for (size_t i = 0; i < floats.size() && i < 3; ++i)
+    diag << (i ? ", " : ": ") << "'" << floats[i].getAs<StringAttr>("name").getValue() << "' ("
+         << floats[i].getAs<StringAttr>("why").getValue() << ")";
+  if (floats.size() > 3)
+    diag << ", ...";
+  diag << " (docs/training.md \"Which initializers train\"; --report lists them all)";
+  return diag;
+}
+
 struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
 
@@ -118,8 +149,7 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
     if (failed(frozenPatterns->checkAllUsed(module)))
       return failure();
     if (trainable.empty())
-      return module.emitError() << "no trainable parameter reaches the loss (" << numParams
-                                << " parameters, " << frozenNames.size() << " frozen)";
+      return noTrainableParameter(module, numParams, frozenNames.size());
 
     // One accumulator argument per trainable parameter, right after the last parameter.
     SmallVector<Value> params;

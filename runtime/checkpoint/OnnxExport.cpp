@@ -232,12 +232,26 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
   for (int i = 0; i < graph.initializer_size(); ++i)
     initializerIndex.emplace(graph.initializer(i).name(), i);
   std::map<std::string, int> identityByOutput;  // Identity output -> node index
+  // Constant output -> node index: a float Constant node trains like an initializer
+  // (docs/training.md "Which initializers train"); its `value` tensor takes the trained data.
+  std::map<std::string, int> constantByOutput;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &n = graph.node(i);
-    if (n.op_type() == "Identity" && (n.domain().empty() || n.domain() == "ai.onnx") &&
-        n.input_size() == 1 && n.output_size() == 1)
+    bool core = n.domain().empty() || n.domain() == "ai.onnx";
+    if (core && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1)
       identityByOutput.emplace(n.output(0), i);
+    if (core && n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() == 1 &&
+        n.attribute(0).name() == "value" && n.attribute(0).has_t())
+      constantByOutput.emplace(n.output(0), i);
   }
+  // The tensor a main-graph name holds: an initializer's, or a Constant node's `value`.
+  auto tensorNamed = [&](const std::string &name) -> onnx::TensorProto * {
+    if (auto it = initializerIndex.find(name); it != initializerIndex.end())
+      return graph.mutable_initializer(it->second);
+    if (auto it = constantByOutput.find(name); it != constantByOutput.end())
+      return graph.mutable_node(it->second)->mutable_attribute(0)->mutable_t();
+    return nullptr;
+  };
 
   std::vector<int> identitiesToRemove;
   for (const plan::StateTensor &state : plan.states()) {
@@ -266,30 +280,33 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
                  dtypeName(dtype) + " " + shapeStr(shape) + " needs " +
                  llvm::Twine(numel * dtypeSize(dtype)));
 
-    // The initializer the parameter came from, and whether it is tied through an Identity.
-    int init = -1;
+    // The initializer or Constant the parameter came from, and whether it is tied through an
+    // Identity.
+    onnx::TensorProto *target = tensorNamed(source);
     int identity = -1;
-    if (auto it = initializerIndex.find(source); it != initializerIndex.end()) {
-      init = it->second;
-    } else if (auto id = identityByOutput.find(source); id != identityByOutput.end()) {
-      identity = id->second;
-      auto in = initializerIndex.find(graph.node(identity).input(0));
-      if (in != initializerIndex.end()) init = in->second;
+    if (!target) {
+      if (auto id = identityByOutput.find(source); id != identityByOutput.end()) {
+        identity = id->second;
+        target = tensorNamed(graph.node(identity).input(0));
+      }
     }
-    if (init < 0)
-      return err(what + ": its source '" + source + "' is neither an initializer of " + modelPath +
-                 " nor the output of an Identity of one");
-    const onnx::TensorProto &orig = graph.initializer(init);
+    if (!target)
+      return err(what + ": its source '" + source + "' is neither an initializer or Constant of " +
+                 modelPath + " nor the output of an Identity of one");
+    const onnx::TensorProto &orig = *target;
+    std::string origName = identity < 0 ? source : graph.node(identity).input(0);
+    std::string label = (initializerIndex.count(origName) ? "initializer '" : "Constant '") +
+                        origName + "'";
     if (orig.data_type() != onnxDataType(dtype))
-      return err(what + ": initializer '" + orig.name() + "' of " + modelPath + " has ONNX data type " +
+      return err(what + ": " + label + " of " + modelPath + " has ONNX data type " +
                  llvm::Twine(orig.data_type()) + ", the parameter is " + dtypeName(dtype));
     if (dimsOf(orig) != llvm::ArrayRef<int64_t>(shape))
-      return err(what + ": initializer '" + orig.name() + "' of " + modelPath + " has dims " +
+      return err(what + ": " + label + " of " + modelPath + " has dims " +
                  shapeStr(dimsOf(orig)) + ", the parameter " +
                  shapeStr(shape));
 
     if (identity < 0) {
-      setRawData(*graph.mutable_initializer(init), *value);
+      setRawData(*target, *value);
       continue;
     }
     // An Identity-tied copy: a new initializer under the Identity's output name replaces the node.

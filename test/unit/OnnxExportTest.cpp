@@ -229,6 +229,58 @@ TEST_F(OnnxExportTest, ReplacesParametersAndSplitsIdentityTies) {
   EXPECT_EQ(*hash, loaded.plan.train().source_model_hash());
 }
 
+// paddle2onnx's form: the weights `w` (inline) and `tied` (external data) as Constant nodes, the
+// Identity tie reading the Constant. The Constants keep their place and take the new values (the
+// external one inline); the Identity becomes an initializer of its own.
+TEST_F(OnnxExportTest, ReplacesConstantNodeWeights) {
+  onnx::ModelProto m = readModel(path("model.onnx"));
+  onnx::GraphProto &g = *m.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (const onnx::TensorProto &t : g.initializer()) {
+    if (t.name() == "c") {
+      *kept.Add() = t;
+      continue;
+    }
+    onnx::NodeProto *n = nodes.Add();
+    n->set_op_type("Constant");
+    n->set_name(t.name() + "_const");
+    n->add_output(t.name());
+    onnx::AttributeProto *a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = t;
+  }
+  for (const onnx::NodeProto &n : g.node()) *nodes.Add() = n;
+  *g.mutable_node() = nodes;
+  *g.mutable_initializer() = kept;
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  writeFile(path("model.onnx"), bytes);
+  auto hash = fnv1a64File(path("model.onnx"));
+  ASSERT_TRUE(static_cast<bool>(hash));
+  loaded.plan.mutable_train()->set_source_model_hash(*hash);
+
+  ASSERT_FALSE(static_cast<bool>(exportWith(values, path("out.onnx"))));
+  onnx::ModelProto out = readModel(path("out.onnx"));
+  std::map<std::string, const onnx::TensorProto *> constants;
+  std::vector<std::string> ops;
+  for (const onnx::NodeProto &n : out.graph().node()) {
+    ops.push_back(n.op_type());
+    if (n.op_type() == "Constant") constants[n.output(0)] = &n.attribute(0).t();
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"Constant", "Constant", "MatMul", "MatMul", "MatMul",
+                                           "Add", "Add"}));
+  for (const char *name : {"w", "tied"}) {
+    ASSERT_TRUE(constants.count(name)) << name;
+    EXPECT_EQ(constants[name]->data_location(), onnx::TensorProto::DEFAULT) << name;
+    EXPECT_EQ(floatsOf(*constants[name]), values.at(name).data) << name;
+  }
+  ASSERT_EQ(out.graph().initializer_size(), 2);  // c, and the Identity's own copy
+  EXPECT_EQ(out.graph().initializer(1).name(), "tied_copy");
+  EXPECT_EQ(floatsOf(out.graph().initializer(1)), values.at("tied_copy").data);
+}
+
 TEST_F(OnnxExportTest, ModelWithoutParametersIsCopiedInline) {
   loaded.plan.clear_states();  // an inference plan: nothing replaced, external data inlined
   ASSERT_FALSE(static_cast<bool>(exportWith({}, path("out.onnx"))));

@@ -49,7 +49,10 @@ constexpr uint64_t kMaxOnnxModelBytes = 0x7fffffffULL;
 /// its FNV-1a 64 against `source_model_hash`; parses it (onnx::ModelProto); for each PARAM state
 /// (in Plan.states order) takes `lookup(name)` and
 ///   - `source` names a main-graph initializer: replaces its data by the value (raw_data);
-///   - `source` is the output of an `Identity` whose input is a main-graph initializer (torch's
+///   - `source` is the output of a main-graph `Constant` node with a `value` tensor (paddle2onnx
+///     keeps weights that way; docs/training.md "Which initializers train"): replaces that
+///     tensor's data, the node stays a Constant;
+///   - `source` is the output of an `Identity` whose input is either of those (torch's
 ///     exporter ties equal weights that way): adds a new initializer named `source` (the original's
 ///     data type and dims, the value as raw_data) and removes that Identity node, so the two tied
 ///     copies become independent initializers (DESIGN.md parameter rule);
@@ -66,7 +69,7 @@ constexpr uint64_t kMaxOnnxModelBytes = 0x7fffffffULL;
 /// records no source model; the model is missing or unreadable; its hash differs ("the model
 /// changed since compilation"); it does not parse; `outPath` is the source model or one of its
 /// external data files, the plan, the plan's weights file, or an existing directory; a PARAM state without a `source`, or whose source is neither an
-/// initializer nor an Identity of one, or whose new initializer name is already taken; `lookup`
+/// initializer or Constant nor an Identity of one, or whose new initializer name is already taken; `lookup`
 /// fails (a checkpoint tensor missing) or gives a mismatched dtype/shape/size; unreadable or
 /// out-of-range external data; an exported model over kMaxOnnxModelBytes (protobuf's limit);
 /// I/O failures writing `outPath`.

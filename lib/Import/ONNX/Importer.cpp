@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 using namespace mlir;
 
@@ -153,6 +154,20 @@ private:
   /// parameters at every use, never folded into constants.
   llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
   void markTrainedInitializers();
+  /// Train mode: the `value` tensors of main-graph float Constant nodes, imported as initializers
+  /// named after the node's output (docs/training.md "Which initializers train").
+  std::unordered_map<const onnx::TensorProto *, std::string> constantNodeOutputs;
+  void registerConstantWeights();
+  bool isRegisteredConstant(const onnx::NodeProto &node) const;
+  /// An initializer's name, or the output name of the Constant node holding `t`.
+  const std::string &tensorName(const onnx::TensorProto &t) const;
+  /// Train mode: the main graph's initializers and registered Constant tensors in model order, and
+  /// the (op type, input index) of each node that reads them (through Identity too).
+  std::vector<const onnx::TensorProto *> weightOrder;
+  std::unordered_map<const onnx::TensorProto *, std::vector<std::pair<std::string, int>>> readers;
+  /// Sets kConstantWeightsAttr: each tensor of weightOrder that is not a parameter, and why.
+  void recordConstantWeights(ModuleOp module);
+  std::string constantReason(const onnx::TensorProto &t);
   llvm::StringSet<> graphOutputs;
   /// The spec's `values:` arrays by input name (readSpecValues).
   llvm::StringMap<runtime::NpyArray> specValues;
@@ -335,18 +350,31 @@ LogicalResult GraphImporter::loadModel() {
   return success();
 }
 
-/// Train mode: a float initializer is a weight (a parameter, trained) unless every node reading it
+/// Whether input `index` of `opType` reads a buffer rather than a weight (docs/training.md "Which
+/// initializers train"): every input of shape and index arithmetic, comparisons, masks and table
+/// lookups; BatchNormalization's running statistics (input_mean, input_var).
+static bool readsBuffer(llvm::StringRef opType, int index) {
+  static const llvm::StringSet<> bufferReaders = {
+      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
+      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
+  static const llvm::StringMap<SmallVector<int, 2>> bufferInputs = {
+      {"BatchNormalization", {3, 4}}};
+  if (bufferReaders.contains(opType))
+    return true;
+  auto it = bufferInputs.find(opType);
+  return it != bufferInputs.end() && llvm::is_contained(it->second, index);
+}
+
+/// Train mode: a float initializer (or float Constant node, registerConstantWeights) is a weight (a
+/// parameter, trained) unless every node reading it
 /// (directly or through Identity) is one that reads buffers, not weights: shape and index
 /// arithmetic, comparisons, masks and table lookups (Slice or Where of a RoPE or mask table).
 /// Value-preserving data movement (Transpose, Reshape, Squeeze, Unsqueeze, Flatten, Cast, Expand,
 /// Concat) counts as a weight use, so a Linear weight exported as `Transpose(W)` (torch with
 /// constant folding off) trains; and an initializer with one weight use is a parameter at all its
 /// uses, so no stale constant copy of a trained weight survives. Nodes inside If, Loop and Scan
-/// bodies count like the graph's own.
+/// bodies count like the graph's own. Records every reader for constantReason.
 void GraphImporter::markTrainedInitializers() {
-  static const llvm::StringSet<> bufferReaders = {
-      "Shape", "Slice", "Equal", "Less", "Greater", "Where", "Not", "Trilu",
-      "ConstantOfShape", "Range", "Size", "NonZero", "Unique", "Compress", "Resize", "Upsample"};
   llvm::StringMap<const onnx::TensorProto *> alias;
   for (const auto &[name, t] : initializers)
     alias[name] = t;
@@ -372,17 +400,112 @@ void GraphImporter::markTrainedInitializers() {
         alias[node.output(0)] = it->second;
       continue;
     }
-    if (bufferReaders.contains(node.op_type()))
-      continue;
-    for (const std::string &in : node.input())
-      if (auto it = alias.find(in); it != alias.end())
-        trainedInitializers.insert(it->second);
+    for (int i = 0; i < node.input_size(); ++i)
+      if (auto it = alias.find(node.input(i)); it != alias.end()) {
+        readers[it->second].push_back({node.op_type(), i});
+        if (!readsBuffer(node.op_type(), i))
+          trainedInitializers.insert(it->second);
+      }
   }
+}
+
+/// Only a Constant with one float `value` tensor of more than one element (a possible weight),
+/// whose output no other node, input or initializer defines; the rest (scalars, integer shape
+/// constants, value_float(s), sparse values) import as before.
+void GraphImporter::registerConstantWeights() {
+  const auto &graph = model.graph();
+  llvm::StringMap<int> defined;
+  for (const auto &input : graph.input())
+    ++defined[input.name()];
+  for (const auto &node : graph.node())
+    for (const std::string &out : node.output())
+      ++defined[out];
+  for (const auto &node : graph.node()) {
+    if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") ||
+        node.input_size() != 0 || node.output_size() != 1 || node.attribute_size() != 1)
+      continue;
+    const onnx::AttributeProto &a = node.attribute(0);
+    if (a.name() != "value" || a.type() != onnx::AttributeProto::TENSOR || !a.has_t())
+      continue;
+    Type et = elementTypeFor(a.t().data_type(), &ctx);
+    int64_t numel = 1;
+    for (int64_t d : a.t().dims())
+      numel *= d;
+    const std::string &out = node.output(0);
+    if (!et || !llvm::isa<FloatType>(et) || numel <= 1 || out.empty() ||
+        defined.lookup(out) != 1 || initializers.count(out))
+      continue;
+    initializers[out] = &a.t();
+    constantNodeOutputs[&a.t()] = out;
+    weightOrder.push_back(&a.t());
+  }
+}
+
+bool GraphImporter::isRegisteredConstant(const onnx::NodeProto &node) const {
+  if (node.op_type() != "Constant" || node.output_size() != 1 || node.attribute_size() != 1)
+    return false;
+  auto it = initializers.find(node.output(0));
+  return it != initializers.end() && it->second == &node.attribute(0).t() &&
+         constantNodeOutputs.count(it->second);
+}
+
+const std::string &GraphImporter::tensorName(const onnx::TensorProto &t) const {
+  auto it = constantNodeOutputs.find(&t);
+  return it != constantNodeOutputs.end() ? it->second : t.name();
+}
+
+/// "constant: integer, feeds Reshape's shape": the kind of tensor that never trains, then up to
+/// two of the inputs that read it.
+std::string GraphImporter::constantReason(const onnx::TensorProto &t) {
+  Type et = elementTypeFor(t.data_type(), &ctx);
+  int64_t numel = 1;
+  for (int64_t d : t.dims())
+    numel *= d;
+  const auto &uses = readers[&t];
+  std::string why = "constant: ";
+  if (!llvm::isa<FloatType>(et))
+    why += et.isInteger(1) ? "bool" : "integer";
+  else if (uses.empty())
+    why += "read by no node";
+  else if (numel <= 1)
+    why += "one element";
+  else
+    why += "read only as a buffer";
+  std::vector<std::string> feeds;
+  for (const auto &[op, index] : uses) {
+    std::string input = schemaInputName(op, opset, index);
+    std::string feed = op + "'s " + (input.empty() ? "input " + std::to_string(index) : input);
+    if (llvm::find(feeds, feed) == feeds.end())
+      feeds.push_back(feed);
+  }
+  for (size_t i = 0; i < feeds.size() && i < 2; ++i)
+    why += (i ? ", " : ", feeds ") + feeds[i];
+  if (feeds.size() > 2)
+    why += " and " + std::to_string(feeds.size() - 2) + " more";
+  return why;
+}
+
+void GraphImporter::recordConstantWeights(ModuleOp module) {
+  llvm::DenseSet<const onnx::TensorProto *> params;
+  for (const auto &[key, value] : paramValues)
+    params.insert(key.first);
+  SmallVector<Attribute> rows;
+  for (const onnx::TensorProto *t : weightOrder) {
+    Type et = elementTypeFor(t->data_type(), &ctx);
+    if (!et || params.contains(t))
+      continue;
+    SmallVector<int64_t> shape(t->dims().begin(), t->dims().end());
+    rows.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("name", b.getStringAttr(tensorName(*t))),
+         b.getNamedAttr("type", TypeAttr::get(RankedTensorType::get(shape, et))),
+         b.getNamedAttr("why", b.getStringAttr(constantReason(*t)))}));
+  }
+  module->setAttr(kConstantWeightsAttr, b.getArrayAttr(rows));
 }
 
 Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   const onnx::TensorProto &t = *initializers.at(alias);
-  const std::string &name = t.name();
+  const std::string &name = tensorName(t);
   Type et = elementTypeFor(t.data_type(), &ctx);
   int64_t numel = 1;
   for (int64_t d : t.dims())
@@ -400,7 +523,8 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   } else if (auto it = constValues.find(&t); it != constValues.end()) {
     return it->second;
   }
-  auto attr = tensorAttr(t, "initializer '" + name + "'");
+  auto attr = tensorAttr(t, (constantNodeOutputs.count(&t) ? "Constant '" : "initializer '") +
+                               name + "'");
   if (failed(attr))
     return Value();
   if (param) {
@@ -609,12 +733,15 @@ LogicalResult GraphImporter::importInputs() {
       return failure();
     }
     initializers[init.name()] = &init;
+    weightOrder.push_back(&init);
   }
   llvm::StringSet<> seen;
   if (failed(bindInitializerInputs(seen)))
     return failure();
-  if (options.trainParams)
+  if (options.trainParams) {
+    registerConstantWeights();
     markTrainedInitializers();
+  }
   if (failed(readSpecValues()) || failed(bindDimParams()))
     return failure();
   for (const auto &input : graph.input()) {
@@ -708,6 +835,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     return report("this operator is supported from opset " + Twine(oldestOpset(node.op_type())) +
                   " (its earlier versions have other semantics)");
 
+  // Train mode: a float Constant is imported like an initializer, where a consumer reads it.
+  if (isRegisteredConstant(node))
+    return success();
+
   // An Identity of an initializer (torch's exporter shares equal initializers this way) is
   // resolved lazily, so each consumer decides between the parameter and the constant form.
   if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
@@ -735,7 +866,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
 
   NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
-  for (const std::string &name : node.input()) {
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &name = node.input(i);
     if (name.empty()) {
       nc.in.push_back(Value());
       continue;
@@ -745,7 +877,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       continue;
     }
     if (initializers.count(name)) {
-      Value v = initializer(name, foldInit);
+      // Train mode: a buffer input (BatchNormalization's running statistics) takes the constant.
+      Value v = initializer(name,
+                            foldInit || (options.trainParams && readsBuffer(node.op_type(), i)));
       if (!v)
         return failure();
       nc.in.push_back(v);
@@ -816,6 +950,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   fn.setAllResultAttrs(resultAttrs);
   module->setAttr("colossal.source", b.getStringAttr(llvm::sys::path::filename(path)));
   module->setAttr("colossal.opset", b.getI64IntegerAttr(opset));
+  if (options.trainParams)
+    recordConstantWeights(module);
   if (failed(verify(module))) {
     fileError("internal error: the imported module does not verify");
     return nullptr;

@@ -6,6 +6,8 @@
 
 #include <onnx/defs/schema.h>
 
+#include <algorithm>
+
 namespace colossal::onnx_import {
 
 namespace {
@@ -87,6 +89,24 @@ std::string checkNodeAgainstSchema(const onnx::NodeProto &node, int64_t opset,
       return "missing required attribute '" + name + "'";
   }
   return "";
+}
+
+std::string schemaInputName(const std::string &opType, int64_t opset, int index) {
+  try {
+    const auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    auto range = ranges.find("");
+    if (range == ranges.end() || opset > range->second.second)
+      return "";
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(opType, int(opset), "");
+    if (!schema || schema->inputs().empty() || index < 0)
+      return "";
+    const auto &formals = schema->inputs();
+    // Past the last formal: the last one is variadic (Concat's inputs, Sum's data_0).
+    const auto &formal = formals[std::min<size_t>(size_t(index), formals.size() - 1)];
+    return formal.GetName();
+  } catch (...) {
+    return "";
+  }
 }
 
 } // namespace colossal::onnx_import

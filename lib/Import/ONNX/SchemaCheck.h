@@ -19,6 +19,10 @@ namespace colossal::onnx_import {
 std::string checkNodeAgainstSchema(const onnx::NodeProto &node, int64_t opset,
                                    const std::string &domain);
 
+/// The schema's name of input `index` of default-domain operator `opType` at `opset`
+/// ("shape" for Reshape's input 1), for messages; empty when libonnx does not know it.
+std::string schemaInputName(const std::string &opType, int64_t opset, int index);
+
 } // namespace colossal::onnx_import
 
 #endif

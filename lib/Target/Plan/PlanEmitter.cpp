@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/Target/Plan.h"
+#include "dialects/Colossal/ColossalDialect.h"
 
 #include "MemoryPlanner.h"
 #include "PlanCollector.h"
@@ -357,6 +358,47 @@ void emitMesh(ModuleOp module, plan::Plan &planMsg) {
 
 } // namespace
 
+/// The report's "not trained" rows: each frozen parameter (frozen by a `train.frozen` regex, not
+/// a float, or not reaching the loss), then the weight-like tensors the importer kept as
+/// constants (kConstantWeightsAttr) with its reason.
+static std::vector<ReportNotTrained> notTrainedRows(ModuleOp module,
+                                                    const CollectedModule &collected) {
+  llvm::StringSet<> byRegex;
+  if (auto config = module->getAttrOfType<DictionaryAttr>(kTrainAttr))
+    if (auto names = config.getAs<ArrayAttr>("frozen"))
+      for (Attribute a : names)
+        if (auto name = llvm::dyn_cast<StringAttr>(a))
+          byRegex.insert(name.getValue());
+  std::vector<ReportNotTrained> rows;
+  for (const std::string &name : collected.frozen) {
+    ReportNotTrained row{name, {}, "does not reach the loss"};
+    for (const Weight &w : collected.weights)
+      if (w.name == name) {
+        row.shape = w.type.shape;
+        if (w.type.dtype != plan::F32 && w.type.dtype != plan::F16 && w.type.dtype != plan::BF16 &&
+            w.type.dtype != plan::F64)
+          row.why = "not a float parameter";
+      }
+    if (byRegex.contains(name))
+      row.why = "frozen by train.frozen";
+    rows.push_back(std::move(row));
+  }
+  if (auto constants = module->getAttrOfType<ArrayAttr>(kConstantWeightsAttr))
+    for (Attribute a : constants) {
+      auto entry = llvm::dyn_cast<DictionaryAttr>(a);
+      auto name = entry ? entry.getAs<StringAttr>("name") : StringAttr();
+      auto type = entry ? entry.getAs<TypeAttr>("type") : TypeAttr();
+      auto why = entry ? entry.getAs<StringAttr>("why") : StringAttr();
+      if (!name || !type || !why)
+        continue;
+      ReportNotTrained row{name.str(), {}, why.str()};
+      if (auto shaped = llvm::dyn_cast<ShapedType>(type.getValue()))
+        row.shape.assign(shaped.getShape().begin(), shaped.getShape().end());
+      rows.push_back(std::move(row));
+    }
+  return rows;
+}
+
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
                        llvm::raw_ostream *report) {
   // 1. Collect every function the plan holds.
@@ -488,6 +530,7 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     summary.train = collected.train;
     summary.frozen = collected.frozen;
     if (collected.train) {
+      summary.notTrained = notTrainedRows(module, collected);
       llvm::StringSet<> initWeights;
       for (const TrainableParam &p : collected.trainable) {
         ReportParam row{p.name, p.type.shape, p.count, "", p.type.shape};

@@ -108,6 +108,15 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
     llvm::interleave(s.frozen, os, ", ");
     os << ")\n";
   }
+  if (!s.notTrained.empty()) {
+    os << "not trained: " << s.notTrained.size() << " tensors (docs/training.md \"Which "
+       << "initializers train\")\n";
+    rows.clear();
+    rows.push_back({"name", "shape", "why"});
+    for (const ReportNotTrained &c : s.notTrained)
+      rows.push_back({c.name, shapeString(c.shape), c.why});
+    printTable(rows, {false, false, false}, os);
+  }
 
   os << "programs (they run one at a time in one arena):\n";
   rows.clear();

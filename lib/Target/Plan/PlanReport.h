@@ -40,6 +40,14 @@ struct ReportParam {
   llvm::SmallVector<int64_t, 4> localShape; // each rank's shard (= shape when replicated)
 };
 
+/// A parameter or weight-like constant that does not train, and why ("frozen by train.frozen",
+/// "does not reach the loss", the importer's "constant: integer, feeds Reshape's shape").
+struct ReportNotTrained {
+  std::string name;
+  llvm::SmallVector<int64_t, 4> shape;
+  std::string why;
+};
+
 struct PlanSummary {
   std::string planPath, weightsFile;
   uint64_t weightBytes = 0;           // the weights file's tensors
@@ -51,6 +59,7 @@ struct PlanSummary {
   bool train = false;
   std::vector<ReportParam> params;
   std::vector<std::string> frozen;    // parameters that stay read-only weights
+  std::vector<ReportNotTrained> notTrained; // frozen parameters, then the importer's constants
   uint64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   uint64_t readOnlyWeightBytes = 0;
   size_t numReadOnlyWeights = 0;
@@ -61,7 +70,8 @@ std::string formatBytes(uint64_t bytes);
 
 /// Inference plans: the totals and the 10 largest arena storages as aligned columns; live ranges
 /// are in instruction indices ("in" = before the first instruction, "out" = read as an output).
-/// Train plans: the trainable parameters (name, shape, element count) and their total; each
+/// Train plans: the trainable parameters (name, shape, element count) and their total; what does
+/// not train (name, shape, why); each
 /// program's instructions and arena peak; bytes of parameters, gradients, optimizer state,
 /// read-only weights, activations (the largest arena: programs share one arena, docs/training.md)
 /// and the peak total = states + read-only weights + largest arena; then the largest program's

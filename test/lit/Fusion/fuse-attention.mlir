@@ -52,6 +52,77 @@ func.func @llama_gqa_additive_causal(%q: tensor<1x8x4x16xf32>, %k: tensor<1x2x4x
 
 // -----
 
+// Grouped-query attention written with torch's repeat_interleave(2, dim=1), as torch.onnx exports
+// it once the shape arithmetic has folded: k split into its 2 heads, each head unsqueezed to
+// [B,1,1,T,D], expanded to [B,1,2,T,D] and reshaped to [B,2,T,D], the heads concatenated in order.
+// Query head h reads kv head h / 2, as with repeat_kv: one GQA attention on the un-repeated k, v.
+// CHECK-LABEL: func.func @gqa_repeat_interleave
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x4x4x16xf32>, %[[K:.*]]: tensor<1x2x4x16xf32>, %[[V:.*]]: tensor<1x2x4x16xf32>)
+// CHECK-NEXT: %[[O:.*]] = colossal.attention %[[Q]], %[[K]], %[[V]] {causal = false, scale = 2.500000e-01 : f32}
+// CHECK-SAME:   : (tensor<1x4x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @gqa_repeat_interleave(%q: tensor<1x4x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32> {
+  %sqrt_d = colossal.constant dense<4.0> : tensor<f32>
+  %k0, %k1 = colossal.split %k {axis = 1 : i64} : tensor<1x2x4x16xf32> -> tensor<1x1x4x16xf32>, tensor<1x1x4x16xf32>
+  %k0u = colossal.reshape %k0 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %k0e = colossal.expand %k0u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %k0r = colossal.reshape %k0e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %k1u = colossal.reshape %k1 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %k1e = colossal.expand %k1u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %k1r = colossal.reshape %k1e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %kr = colossal.concat %k0r, %k1r {axis = 1 : i64} : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32>
+  %v0, %v1 = colossal.split %v {axis = 1 : i64} : tensor<1x2x4x16xf32> -> tensor<1x1x4x16xf32>, tensor<1x1x4x16xf32>
+  %v0u = colossal.reshape %v0 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %v0e = colossal.expand %v0u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %v0r = colossal.reshape %v0e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %v1u = colossal.reshape %v1 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %v1e = colossal.expand %v1u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %v1r = colossal.reshape %v1e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %vr = colossal.concat %v0r, %v1r {axis = 1 : i64} : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32>
+  %kt = colossal.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x16xf32>) -> tensor<1x4x16x4xf32>
+  %s = colossal.matmul %q, %kt : (tensor<1x4x4x16xf32>, tensor<1x4x16x4xf32>) -> tensor<1x4x4x4xf32>
+  %ss = colossal.div %s, %sqrt_d : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = colossal.softmax %ss {axis = 3 : i64} : tensor<1x4x4x4xf32>
+  %o = colossal.matmul %p, %vr : (tensor<1x4x4x4xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
+  return %o : tensor<1x4x4x16xf32>
+}
+
+// -----
+
+// The repeat_interleave chain with the heads concatenated out of order (kv head 1 first): query
+// head h reads kv head 1 - h / 2, which is not the fused op's grouping. The attention fuses on
+// the repeated k and v (the concats stay).
+// CHECK-LABEL: func.func @gqa_interleave_out_of_order_keeps_repeat
+// CHECK:      %[[KR:.*]] = colossal.concat %{{.*}}, %{{.*}} {axis = 1 : i64}
+// CHECK:      %[[VR:.*]] = colossal.concat %{{.*}}, %{{.*}} {axis = 1 : i64}
+// CHECK:      colossal.attention %{{.*}}, %[[KR]], %[[VR]] {causal = false
+// CHECK-SAME:   : (tensor<1x4x4x16xf32>, tensor<1x4x4x16xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
+func.func @gqa_interleave_out_of_order_keeps_repeat(%q: tensor<1x4x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32> {
+  %k0, %k1 = colossal.split %k {axis = 1 : i64} : tensor<1x2x4x16xf32> -> tensor<1x1x4x16xf32>, tensor<1x1x4x16xf32>
+  %k0u = colossal.reshape %k0 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %k0e = colossal.expand %k0u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %k0r = colossal.reshape %k0e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %k1u = colossal.reshape %k1 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %k1e = colossal.expand %k1u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %k1r = colossal.reshape %k1e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %kr = colossal.concat %k1r, %k0r {axis = 1 : i64} : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32>
+  %v0, %v1 = colossal.split %v {axis = 1 : i64} : tensor<1x2x4x16xf32> -> tensor<1x1x4x16xf32>, tensor<1x1x4x16xf32>
+  %v0u = colossal.reshape %v0 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %v0e = colossal.expand %v0u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %v0r = colossal.reshape %v0e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %v1u = colossal.reshape %v1 : tensor<1x1x4x16xf32> -> tensor<1x1x1x4x16xf32>
+  %v1e = colossal.expand %v1u : tensor<1x1x1x4x16xf32> -> tensor<1x1x2x4x16xf32>
+  %v1r = colossal.reshape %v1e : tensor<1x1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %vr = colossal.concat %v1r, %v0r {axis = 1 : i64} : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x4x4x16xf32>
+  %kt = colossal.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x16xf32>) -> tensor<1x4x16x4xf32>
+  %s = colossal.matmul %q, %kt : (tensor<1x4x4x16xf32>, tensor<1x4x16x4xf32>) -> tensor<1x4x4x4xf32>
+  %p = colossal.softmax %s {axis = 3 : i64} : tensor<1x4x4x4xf32>
+  %o = colossal.matmul %p, %vr : (tensor<1x4x4x4xf32>, tensor<1x4x4x16xf32>) -> tensor<1x4x4x16xf32>
+  return %o : tensor<1x4x4x16xf32>
+}
+
+// -----
+
 // torch's scaled_dot_product_attention export: q and kᵀ each multiplied by √scale, and a
 // runtime attention mask added. The two factors multiply into `scale`; the mask becomes the
 // additive mask operand.

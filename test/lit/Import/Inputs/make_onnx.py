@@ -69,6 +69,114 @@ def shape_arith():
                  inits=inits)
 
 
+def const_node(name, values, dtype=np.int64):
+    return helper.make_node("Constant", [], [name], name=name + "_node",
+                            value=numpy_helper.from_array(np.array(values, dtype=dtype), name))
+
+
+def repeat_interleave_shapes():
+    """torch.onnx's export of k.repeat_interleave(2, dim=1) for one head of k [2, 1, 8, 8]: the
+    target shape is Concat([2, 1], Split(Expand(2, [2]))[0], [8, 8]), passed through
+    Where(Equal(shape, -1), 1, shape), and Expand reads it as its shape."""
+    nodes = [
+        const_node("rep", 2), const_node("n", [2]), const_node("one", [1]), const_node("minus1", -1),
+        helper.make_node("ConstantOfShape", ["one"], ["ones1"], name="cos1",
+                         value=numpy_helper.from_array(np.array([1], dtype=np.int64), "v")),
+        helper.make_node("Mul", ["ones1", "minus1"], ["neg1"], name="mul1"),
+        helper.make_node("Equal", ["n", "neg1"], ["eq1"], name="eq1"),
+        helper.make_node("Where", ["eq1", "ones1", "n"], ["n2"], name="where1"),
+        helper.make_node("Expand", ["rep", "n2"], ["reps"], name="expand_reps"),
+        const_node("halves", [1, 1]),
+        helper.make_node("Split", ["reps", "halves"], ["r0", "r1"], axis=0, name="split_reps"),
+        const_node("axes2", [2]),
+        helper.make_node("Unsqueeze", ["k", "axes2"], ["ku"], name="unsqueeze"),
+        const_node("lead", [2, 1]), const_node("tail", [8, 8]),
+        helper.make_node("Concat", ["lead", "r0", "tail"], ["shape"], axis=0, name="concat"),
+        helper.make_node("Shape", ["shape"], ["shape_len"], name="shape_of_shape"),
+        helper.make_node("ConstantOfShape", ["shape_len"], ["ones"], name="cos",
+                         value=numpy_helper.from_array(np.array([1], dtype=np.int64), "v")),
+        helper.make_node("Mul", ["ones", "minus1"], ["neg"], name="mul"),
+        helper.make_node("Equal", ["shape", "neg"], ["eq"], name="eq"),
+        helper.make_node("Where", ["eq", "ones", "shape"], ["target"], name="where"),
+        helper.make_node("Expand", ["ku", "target"], ["y"], name="expand_k"),
+    ]
+    return model(nodes, [vi("k", F, [2, 1, 8, 8])], [vi("y", F, None)], opset=14)
+
+
+def shape_ops_chain():
+    """Every shape-only op on constants, one feeding the next, ending as Reshape's shape: Tile,
+    Slice, Unsqueeze, Transpose, Squeeze, Cast (to float and back), Gather, Split, Concat,
+    ReduceProd, Neg, Size, Range, Sub, Max."""
+    nodes = [
+        const_node("base", [4, 6]), const_node("two", [2]),
+        helper.make_node("Tile", ["base", "two"], ["tiled"], name="tile"),            # [4,6,4,6]
+        const_node("s1", [1]), const_node("e3", [3]), const_node("ax0", [0]),
+        helper.make_node("Slice", ["tiled", "s1", "e3", "ax0"], ["sl"], name="slice"),  # [6,4]
+        helper.make_node("Unsqueeze", ["sl", "ax0"], ["un"], name="unsqueeze"),         # [[6,4]]
+        helper.make_node("Transpose", ["un"], ["tr"], perm=[1, 0], name="transpose"),   # [[6],[4]]
+        const_node("ax1", [1]),
+        helper.make_node("Squeeze", ["tr", "ax1"], ["sq"], name="squeeze"),             # [6,4]
+        helper.make_node("Cast", ["sq"], ["f"], to=F, name="to_float"),
+        helper.make_node("Cast", ["f"], ["i"], to=I64, name="to_int"),
+        const_node("order", [1, 0]),
+        helper.make_node("Gather", ["i", "order"], ["g"], axis=0, name="gather"),       # [4,6]
+        helper.make_node("Split", ["g"], ["g0", "g1"], axis=0, name="split"),           # [4],[6]
+        helper.make_node("Concat", ["g1", "g0"], ["cc"], axis=0, name="concat_swap"),   # [6,4]
+        helper.make_node("ReduceProd", ["cc"], ["prod"], keepdims=1, name="prod"),      # [24]
+        helper.make_node("Size", ["x"], ["size"], name="size"),                         # 48
+        const_node("zero", 0), const_node("one", 1),
+        helper.make_node("Range", ["zero", "size", "one"], ["pos"], name="range"),      # 0..47
+        helper.make_node("Shape", ["pos"], ["npos"], name="shape"),                     # [48]
+        helper.make_node("Sub", ["npos", "prod"], ["rest"], name="sub"),                # [24]
+        helper.make_node("Max", ["rest", "prod"], ["rows"], name="max"),                # [24]
+        helper.make_node("Neg", ["one1"], ["minus1"], name="neg"),                      # [-1]
+        const_node("one1", [1]),
+        helper.make_node("Concat", ["rows", "minus1"], ["newshape"], axis=0, name="concat"),
+        helper.make_node("Reshape", ["x", "newshape"], ["y"], name="reshape"),
+    ]
+    # Neg reads one1 before its Constant node: move the Constant first (ONNX requires order).
+    nodes.insert(0, nodes.pop(next(i for i, n in enumerate(nodes) if n.output[0] == "one1")))
+    return model(nodes, [vi("x", F, [4, 6, 2])], [vi("y", F, None)], opset=14)
+
+
+def constant_weights():
+    """paddle2onnx's form: weights in Constant nodes. tokens [2, 3] -> Gather(emb) -> MatMul(w)
+    -> Add(bias) -> Mul(scale) -> Mul(half) -> Reshape(shape) -> Add(Slice(mask)) = logits, where
+    bias, scale and shape are initializers, the rest Constant nodes; `unused` is read by no node."""
+    def fconst(name, shape, start=0.0):
+        values = (start + 0.01 * np.arange(int(np.prod(shape)))).astype(np.float32).reshape(shape)
+        return const_node(name, values, np.float32)
+    nodes = [
+        fconst("emb", [8, 4]), fconst("w", [4, 8], 0.5), const_node("half", 0.5, np.float32),
+        fconst("mask", [1, 3, 8], -1.0), fconst("unused", [4]),
+        helper.make_node("Gather", ["emb", "tokens"], ["h"], axis=0, name="embed"),
+        helper.make_node("MatMul", ["h", "w"], ["hw"], name="proj"),
+        helper.make_node("Add", ["hw", "bias"], ["hb"], name="add_bias"),
+        helper.make_node("Mul", ["hb", "scale"], ["hm"], name="scale_mul"),
+        helper.make_node("Mul", ["hm", "half"], ["hs"], name="half_mul"),
+        helper.make_node("Reshape", ["hs", "shape"], ["hr"], name="reshape"),
+        helper.make_node("Slice", ["mask", "starts", "ends", "axes"], ["m"], name="slice_mask"),
+        helper.make_node("Add", ["hr", "m"], ["logits"], name="add_mask"),
+    ]
+    inits = [numpy_helper.from_array(np.linspace(-1, 1, 8).astype(np.float32), "bias"),
+             numpy_helper.from_array(np.array(2.0, dtype=np.float32), "scale"),
+             c_i64("shape", [2, 3, 8]), c_i64("starts", [0]), c_i64("ends", [3]), c_i64("axes", [1])]
+    return model(nodes, [vi("tokens", I64, [2, 3])], [vi("logits", F, [2, 3, 8])], opset=14,
+                 inits=inits)
+
+
+def batchnorm_constants():
+    """paddle2onnx's BatchNormalization: scale, bias, running mean and var all Constant nodes;
+    x [2, 3] -> BatchNormalization -> MatMul(w) = logits [2, 5]."""
+    nodes = [const_node(name, np.linspace(0.5, 1.5, 3), np.float32)
+             for name in ("bn_scale", "bn_bias", "bn_mean", "bn_var")]
+    nodes += [const_node("w", np.linspace(-1, 1, 15).reshape(3, 5), np.float32),
+              helper.make_node("BatchNormalization", ["x", "bn_scale", "bn_bias", "bn_mean", "bn_var"],
+                               ["xn"], epsilon=1e-5, name="bn"),
+              helper.make_node("MatMul", ["xn", "w"], ["logits"], name="head")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("logits", F, [2, 5])], opset=14)
+
+
 def reshape_from_input():
     """Reshape whose shape is a graph input: needs the spec's `values`."""
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
@@ -233,7 +341,7 @@ def missing_input():
 
 CASES = {name: fn for name, fn in globals().items()
          if callable(fn) and not name.startswith("_") and name not in
-         ("model", "vi", "c_i64", "main")}
+         ("model", "vi", "c_i64", "const_node", "main")}
 
 
 def main():
