@@ -171,6 +171,12 @@ def main():
         p.error("--arch is required unless --preset is given")
     if args.untied and args.arch != "gpt2":
         p.error("--untied applies to --arch gpt2 only")
+    if args.static and args.dynamic_batch:
+        # The presets' dynamic batch is a default like any other: an explicit --static overrides it.
+        # Only both flags on the command line contradict each other.
+        if pre.dynamic_batch:
+            p.error("--static and --dynamic-batch exclude each other")
+        args.dynamic_batch = False
 
     torch.manual_seed(args.seed)
     model, cfg, in_names, out_names = build(args)
@@ -195,8 +201,6 @@ def main():
         np.save(os.path.join(args.out, "reference", name + ".npy"), t.numpy().astype(np.float32))
 
     dynamic_axes = None
-    if args.static and args.dynamic_batch:
-        p.error("--static and --dynamic-batch exclude each other")
     if args.dynamic_batch:
         dynamic_axes = {n: {0: "batch"} for n in in_names + out_names}
     elif not args.static:
