@@ -64,7 +64,7 @@ def parse(path, rel):
     i = 0
     pending = None  # (line, reason) of a marker waiting for its block
     while i < len(lines):
-        m = MARKER.search(lines[i])
+        m = MARKER.fullmatch(lines[i].strip())
         if m:
             words = m.group(1).split()
             if len(words) != 2 or words[0] != "skip" or words[1] not in SKIP_REASONS:
