@@ -171,12 +171,8 @@ def main():
         p.error("--arch is required unless --preset is given")
     if args.untied and args.arch != "gpt2":
         p.error("--untied applies to --arch gpt2 only")
-    if args.static and args.dynamic_batch:
-        # The presets' dynamic batch is a default like any other: an explicit --static overrides it.
-        # Only both flags on the command line contradict each other.
-        if pre.dynamic_batch:
-            p.error("--static and --dynamic-batch exclude each other")
-        args.dynamic_batch = False
+    if args.static and args.dynamic_batch:  # both on the command line; checked before anything is written
+        p.error("--static and --dynamic-batch exclude each other")
 
     torch.manual_seed(args.seed)
     model, cfg, in_names, out_names = build(args)
