@@ -30,7 +30,7 @@ comparison. With --init nanogpt (the presets) they are what a training run start
 Embedding weights N(0, 0.02), residual projections (`c_proj`) N(0, 0.02/sqrt(2*layers)), zero biases,
 LayerNorm scale 1 and shift 0 (Radford et al. 2019; Karpathy's nanoGPT). Equal initial tensors
 (the zero biases, the unit LayerNorm scales) are what make torch's exporter share one initializer
-behind `Identity` nodes; each of those is still a parameter of its own (DESIGN.md). The op histogram
+behind `Identity` nodes; each of those is still a parameter of its own (docs/spec.md). The op histogram
 of the exported graph is printed to stdout.
 """
 import argparse
