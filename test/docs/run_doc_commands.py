@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Runs the commands of README.md and docs/*.md as a user would paste them (ctest label `docs`).
+"""Runs the commands of README.md, docs/*.md and examples/**/README.md as a user would paste them
+(ctest label `docs`).
 
     run_doc_commands.py --source REPO --build BUILD --workdir W [--mpi] [--all] [--list] [FILE.md ...]
 
@@ -138,8 +139,11 @@ def tail(text, n=40):
 
 
 def default_files(source):
+    """README.md, docs/*.md and the examples' READMEs, where they exist."""
     docs = os.path.join(source, "docs")
-    return ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(docs) if f.endswith(".md"))
+    files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(docs) if f.endswith(".md"))
+    return files + [f for f in ("examples/README.md", "examples/models/README.md")
+                    if os.path.isfile(os.path.join(source, f))]
 
 
 def python_ready():
@@ -153,7 +157,8 @@ def python_ready():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md docs/*.md)")
+    ap.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md docs/*.md "
+                         "examples/README.md examples/models/README.md)")
     ap.add_argument("--source", required=True, help="repository root")
     ap.add_argument("--build", help="build folder (holds bin/colossal-opt)")
     ap.add_argument("--workdir", help="scratch folder (emptied per file)")
