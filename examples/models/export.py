@@ -30,7 +30,7 @@ comparison. With --init nanogpt (the presets) they are what a training run start
 Embedding weights N(0, 0.02), residual projections (`c_proj`) N(0, 0.02/sqrt(2*layers)), zero biases,
 LayerNorm scale 1 and shift 0 (Radford et al. 2019; Karpathy's nanoGPT). Equal initial tensors
 (the zero biases, the unit LayerNorm scales) are what make torch's exporter share one initializer
-behind `Identity` nodes; each of those is still a parameter of its own (DESIGN.md). The op histogram
+behind `Identity` nodes; each of those is still a parameter of its own (docs/spec.md). The op histogram
 of the exported graph is printed to stdout.
 """
 import argparse
@@ -171,6 +171,8 @@ def main():
         p.error("--arch is required unless --preset is given")
     if args.untied and args.arch != "gpt2":
         p.error("--untied applies to --arch gpt2 only")
+    if args.static and args.dynamic_batch:  # both on the command line; checked before anything is written
+        p.error("--static and --dynamic-batch exclude each other")
 
     torch.manual_seed(args.seed)
     model, cfg, in_names, out_names = build(args)
@@ -195,8 +197,6 @@ def main():
         np.save(os.path.join(args.out, "reference", name + ".npy"), t.numpy().astype(np.float32))
 
     dynamic_axes = None
-    if args.static and args.dynamic_batch:
-        p.error("--static and --dynamic-batch exclude each other")
     if args.dynamic_batch:
         dynamic_axes = {n: {0: "batch"} for n in in_names + out_names}
     elif not args.static:

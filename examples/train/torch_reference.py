@@ -11,7 +11,7 @@ SPEC is the same training spec colossal-opt read (docs/training.md): `inputs` gi
 [B, T]; `train` the loss (cross_entropy with ignore_index), the optimizer, the LR schedule, grad_clip
 and grad_accum.
 
-What it does, step s = 0 .. N-1 (docs/training.md, DESIGN.md "Training data order"):
+What it does, step s = 0 .. N-1 (docs/training.md, docs/spec.md "Training data order"):
   - tokens: the file as little-endian uint8/uint16, N_tok of them; row r of step s starts at
     ((s*B + r)*T) mod (N_tok - T - 1); inputs are the T tokens from there, labels the next T;
   - microbatch k of A = grad_accum takes rows [k*B/A, (k+1)*B/A); its loss is
@@ -139,7 +139,7 @@ def load_tokens(path, dtype, vocab, T):
 
 
 def batch(tokens, step, B, T):
-    """(inputs, labels), int64 [B, T]: DESIGN.md's data order."""
+    """(inputs, labels), int64 [B, T]: docs/spec.md "Training data order"."""
     n = tokens.numel()
     starts = [((step * B + r) * T) % (n - T - 1) for r in range(B)]
     idx = torch.tensor(starts, dtype=torch.int64)[:, None] + torch.arange(T + 1)[None, :]

@@ -7,6 +7,7 @@
 //        --output-dir DIR [--threads N]                       # writes DIR/<output>.npy, named as colossal-run names it
 //   node test/e2e/ort_reference.js MODEL.onnx --inputs-dir DIR --bench --repeat N --warmup N [--threads N]
 //        # prints "forward: median X ms, min Y ms over N runs" to stderr (colossal-run's format)
+//   node test/e2e/ort_reference.js --probe   # exit 0 when onnxruntime-node loads, else 2
 //
 // Threads: intra_op_num_threads = N (default 1), inter_op_num_threads = 1, sequential execution.
 // onnxruntime-node is loaded from third_party/npm/node_modules (scripts/install-deps.sh installs it),
@@ -71,6 +72,10 @@ const median = (xs) => {
 };
 
 async function main() {
+  if (process.argv[2] === '--probe') {  // test/e2e/require.py: can the tests use onnxruntime here?
+    loadOrt();
+    return;
+  }
   const a = parseArgs(process.argv.slice(2));
   const ort = loadOrt();
   const session = await ort.InferenceSession.create(a.model, {

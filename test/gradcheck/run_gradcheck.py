@@ -2,7 +2,7 @@
 """Gradient checks of every VJP against PyTorch autograd in float64.
 
     /usr/bin/python3 test/gradcheck/run_gradcheck.py --opt colossal-opt --run colossal-run \
-        --workdir DIR [--only NAME_REGEX] [--skip-blocks] [--json FILE]
+        --workdir DIR [--only NAME_REGEX] [--skip-blocks] [--json FILE] [--allow-missing-kernels]
 
 For each case: a small ONNX model whose float operands are initializers (so `colossal.param`
 arguments) computes y = op(...), and `loss = ReduceSum(y * R)` with a fixed random R. It is compiled
@@ -18,7 +18,9 @@ blocks follow: an MLP block, a LayerNorm + causal attention block, and the GPT-2
 examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from torch.
 
 Prints one line per case and a summary; exits 1 when any case fails. A case whose backward kernel
-the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP.
+the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP, and fails the run too
+(a check that did not run has not passed; ctest runs it against this build's colossal-run, which
+has every kernel) unless --allow-missing-kernels says the binary is an older one.
 """
 import argparse
 import json
@@ -534,6 +536,8 @@ def main():
     ap.add_argument("--only", default="", help="regex: run only matching cases")
     ap.add_argument("--skip-blocks", action="store_true")
     ap.add_argument("--json", help="write per-case results here")
+    ap.add_argument("--allow-missing-kernels", action="store_true",
+                    help="exit 0 when the only problems are backward kernels the --run binary lacks")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     results = []
@@ -562,6 +566,10 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if skipped and not args.allow_missing_kernels:
+        print(f"error: {args.run} lacks the backward kernels of {len(skipped)} case(s); they did not run "
+              "(pass --allow-missing-kernels for an older colossal-run)")
+        return 1
     return 1 if failed else 0
 
 

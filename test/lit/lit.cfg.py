@@ -32,6 +32,24 @@ config.substitutions.append(
 config.substitutions.append(("%shared", config.colossal_shared_dir))
 config.substitutions.append(("%src", config.colossal_src_root))
 
-# Debian's python3-onnx belongs to /usr/bin/python3 (the python3 first on PATH lacks it).
+# Debian's python3-onnx belongs to /usr/bin/python3 (the python3 first on PATH lacks it). Tests
+# that build their models with it say `REQUIRES: python-onnx` (numpy + onnx) or `REQUIRES:
+# python-torch` (examples/models/export.py); without them lit reports those tests UNSUPPORTED.
+import subprocess
+
+
+def _python_has(modules):
+    try:
+        return subprocess.run(["/usr/bin/python3", "-c", "import " + ", ".join(modules)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:
+        return False
+
+
+if _python_has(["numpy", "onnx"]):
+    config.available_features.add("python-onnx")
+    if _python_has(["torch"]):
+        config.available_features.add("python-torch")
+
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%make_onnx", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Import", "Inputs", "make_onnx.py")))
