@@ -285,9 +285,9 @@ def DataParallel : Pass<"colossal-data-parallel", "mlir::ModuleOp"> {
     each data-parallel rank's accumulators hold 1/(dp · grad_accum) · Σ of its microbatch
     gradients (colossal-autodiff), so their sum over the data axes is the gradient of the mean
     loss of the global batch. Inserts one `colossal.all_reduce_in_place` (sum over the mesh's
-    `data` axes) per gradient the optimizer reads (the `g` operands of the update ops, in the
-    order of the global norm's operands) at the start of `@optimizer_step`, before the global
-    norm and the updates. No-op when the mesh has no data axis larger than 1.
+    `data` axes) per gradient the optimizer reads (the `g` operands of the update ops and the
+    global norm's operands, in argument order) at the start of `@optimizer_step`, before the
+    global norm and the updates. No-op when the mesh has no data axis larger than 1.
   }];
   let dependentDialects = ["colossal::ColossalDialect"];
 }

@@ -234,7 +234,7 @@ def comm_probe(a, w, n, B, T, d, K=13):
     own cost per byte, to compare with comm_s. Returns (median seconds per run, bytes/s of collective
     inputs, K, d); colossal-run --repeat's median."""
     ty = f"tensor<{B}x{T}x{d}xf32>"
-    lines = [f'module attributes {{colossal.mesh_axes = ["tp"], colossal.mesh_shape = array<i64: {n}>}} {{',
+    lines = ['module {', f'colossal.mesh @mesh axes = ["tp"] shape = [{n}] roles = ["tensor"]',
              f'func.func @forward(%x: {ty} {{colossal.input = "x"}}) -> ({ty} {{colossal.output = "y"}}) {{']
     prev = "%x"
     for i in range(K):

@@ -31,17 +31,51 @@ struct TensorParallel {
   int64_t depth = 0;                         // 2.5d: the depth d of the q x q x d grid
   std::map<std::string, std::string> hints;  // regex -> "DIM,DIM,..." (docs/spec.md)
 };
+/// `parallel.pipeline.stages`: `auto` or a list of cut points (node names or regexes).
+struct Stages {
+  std::string scalar = "auto";
+  std::vector<std::string> cuts;
+};
 struct PipelineParallel {
   std::string schedule = "1f1b";
   int64_t microbatches = 1;
+  int64_t virtualStages = 1;
+  Stages stages;
 };
 struct Parallel {
   std::optional<TensorParallel> tensor;
   std::optional<PipelineParallel> pipeline;
 };
+/// `precision.loss_scale` (fp16's dynamic loss scaling; torch.cuda.amp.GradScaler's defaults).
+struct LossScale {
+  double initial = 65536, growthFactor = 2.0, backoffFactor = 0.5, min = 1.0;
+  int64_t growthInterval = 2000;
+};
 struct Precision {
   std::string compute = "fp32";
+  std::optional<LossScale> lossScale;
 };
+/// `memory:` (budgets, recompute and offload); every key but the neutral values is "not supported
+/// yet".
+struct Memory {
+  std::optional<double> budgetMb;
+  std::string recompute = "none", offload = "none", offloadDir;
+};
+/// `generate:` (serving; mode generate).
+struct Generate {
+  int64_t maxSeqLen = 512, blockSize = 16, maxBatchSeqs = 16, maxBatchTokens = 512;
+  std::string kvBlocks = "auto";
+};
+/// One `train.inputs` entry: where an input of a model that is not a token model comes from.
+struct NormalSource {
+  double mean = 0, std = 1;
+};
+struct TrainInput {
+  std::optional<std::string> npy;
+  std::optional<NormalSource> normal;
+  std::vector<int64_t> uniformInt;
+};
+using TrainInputMap = std::map<std::string, TrainInput>;
 struct BucketMbTag {
   static constexpr double dflt = 25;
   static StringRef check(double v) {
@@ -162,6 +196,7 @@ struct RawTrain {
   std::optional<Real<GradClipTag>> gradClip;
   Int<GradAccumTag> gradAccum;
   std::vector<Pattern> frozen, noDecay;
+  std::optional<TrainInputMap> inputs;
 };
 
 using ShapeMap = std::map<std::string, std::vector<Dim>>;
@@ -176,6 +211,9 @@ struct RawSpec {
   std::optional<Parallel> parallel;
   std::optional<Precision> precision;
   std::optional<Zero> zero;
+  std::optional<Memory> memory;
+  std::optional<Generate> generate;
+  std::string device = "cpu";
   std::string passes;
   RawTrain train;
 };
@@ -352,8 +390,11 @@ template <> struct MappingTraits<RawTrain> {
     io.mapOptional("grad_accum", t.gradAccum);
     io.mapOptional("frozen", t.frozen);
     io.mapOptional("no_decay", t.noDecay);
+    io.mapOptional("inputs", t.inputs);
   }
   static std::string validate(IO &, RawTrain &t) {
+    if (t.inputs)
+      return "train.inputs is not supported yet (inputs of models that are not token models)";
     if (t.schedule && t.schedule->kind.value == "cosine" &&
         t.schedule->minLr.value > t.optimizer.lr.value)
       return "lr_schedule.min_lr must not exceed optimizer.lr";
@@ -416,20 +457,50 @@ template <> struct MappingTraits<TensorParallel> {
     return "";
   }
 };
+template <> struct MappingTraits<Stages> {
+  static void mapping(IO &io, Stages &) {
+    io.setError("parallel.pipeline.stages must be auto or a list of cut points, not a mapping");
+  }
+};
+template <> struct PolymorphicTraits<Stages> {
+  static NodeKind getKind(const Stages &s) {
+    return s.cuts.empty() ? NodeKind::Scalar : NodeKind::Sequence;
+  }
+  static std::string &getAsScalar(Stages &s) { return s.scalar; }
+  static std::vector<std::string> &getAsSequence(Stages &s) {
+    s.scalar.clear();
+    return s.cuts;
+  }
+  static Stages &getAsMap(Stages &s) { return s; }
+};
 template <> struct MappingTraits<PipelineParallel> {
   static void mapping(IO &io, PipelineParallel &p) {
     io.mapOptional("schedule", p.schedule);
     io.mapOptional("microbatches", p.microbatches);
+    io.mapOptional("virtual_stages", p.virtualStages);
+    io.mapOptional("stages", p.stages);
   }
   static std::string validate(IO &, PipelineParallel &p) {
-    static const char *known[] = {"gpipe", "1f1b", "interleaved", "zero-bubble"};
+    if (p.schedule == "zero-bubble")
+      return "parallel.pipeline.schedule 'zero-bubble' names a family: use zb-h1 (ZB-H1, one "
+             "chunk per rank) or zbv (ZB-V, two chunks per rank)";
+    static const char *known[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"};
     if (!llvm::is_contained(known, p.schedule))
-      return "parallel.pipeline.schedule must be one of gpipe, 1f1b, interleaved, zero-bubble; "
+      return "parallel.pipeline.schedule must be one of gpipe, 1f1b, interleaved, zb-h1, zbv; "
              "got '" + p.schedule + "'";
     if (p.microbatches < 1)
       return "parallel.pipeline.microbatches must be >= 1";
+    if (p.virtualStages < 1)
+      return "parallel.pipeline.virtual_stages must be >= 1";
+    if (p.stages.scalar != "auto" && p.stages.cuts.empty())
+      return "parallel.pipeline.stages must be auto or a list of cut points (node names or "
+             "regexes); got '" + p.stages.scalar + "'";
     if (p.microbatches != 1)
       return "parallel.pipeline: microbatches is not supported yet (pipeline parallelism)";
+    if (p.virtualStages != 1)
+      return "parallel.pipeline: virtual_stages is not supported yet (pipeline parallelism)";
+    if (!p.stages.cuts.empty())
+      return "parallel.pipeline: stages (cut points) is not supported yet (pipeline parallelism)";
     return "";
   }
 };
@@ -439,15 +510,105 @@ template <> struct MappingTraits<Parallel> {
     io.mapOptional("pipeline", p.pipeline);
   }
 };
+template <> struct MappingTraits<LossScale> {
+  static void mapping(IO &io, LossScale &l) {
+    io.mapOptional("initial", l.initial);
+    io.mapOptional("growth_factor", l.growthFactor);
+    io.mapOptional("backoff_factor", l.backoffFactor);
+    io.mapOptional("growth_interval", l.growthInterval);
+    io.mapOptional("min", l.min);
+  }
+  static std::string validate(IO &, LossScale &l) {
+    if (!(l.initial > 0) || !(l.min > 0) || l.min > l.initial)
+      return "precision.loss_scale: initial and min must be > 0 with min <= initial";
+    if (!(l.growthFactor > 1) || !(l.backoffFactor > 0 && l.backoffFactor < 1) ||
+        l.growthInterval < 1)
+      return "precision.loss_scale: growth_factor must be > 1, backoff_factor in (0, 1) and "
+             "growth_interval >= 1";
+    return "";
+  }
+};
 template <> struct MappingTraits<Precision> {
-  static void mapping(IO &io, Precision &p) { io.mapOptional("compute", p.compute); }
+  static void mapping(IO &io, Precision &p) {
+    io.mapOptional("compute", p.compute);
+    io.mapOptional("loss_scale", p.lossScale);
+  }
   static std::string validate(IO &, Precision &p) {
     if (p.compute != "fp32" && p.compute != "bf16" && p.compute != "fp16")
       return "precision.compute must be fp32, bf16 or fp16; got '" + p.compute + "'";
+    if (p.lossScale && p.compute != "fp16")
+      return "precision.loss_scale applies to compute: fp16 only";
     if (p.compute != "fp32")
       return "precision.compute: " + p.compute + " is not supported yet";
     return "";
   }
+};
+template <> struct MappingTraits<Memory> {
+  static void mapping(IO &io, Memory &m) {
+    io.mapOptional("budget_mb", m.budgetMb);
+    io.mapOptional("recompute", m.recompute);
+    io.mapOptional("offload", m.offload);
+    io.mapOptional("offload_dir", m.offloadDir);
+  }
+  static std::string validate(IO &, Memory &m) {
+    static const char *recompute[] = {"none", "full", "selective", "auto"};
+    static const char *offload[] = {"none", "optimizer", "params", "auto"};
+    if (m.budgetMb && !(*m.budgetMb > 0))
+      return "memory.budget_mb must be a size in MiB > 0";
+    if (!llvm::is_contained(recompute, m.recompute))
+      return "memory.recompute must be none, full, selective or auto; got '" + m.recompute + "'";
+    if (!llvm::is_contained(offload, m.offload))
+      return "memory.offload must be none, optimizer, params or auto; got '" + m.offload + "'";
+    if (m.budgetMb || m.recompute != "none" || m.offload != "none" || !m.offloadDir.empty())
+      return "memory: budgets, recompute and offload are not supported yet";
+    return "";
+  }
+};
+template <> struct MappingTraits<Generate> {
+  static void mapping(IO &io, Generate &g) {
+    io.mapOptional("max_seq_len", g.maxSeqLen);
+    io.mapOptional("block_size", g.blockSize);
+    io.mapOptional("kv_blocks", g.kvBlocks);
+    io.mapOptional("max_batch_seqs", g.maxBatchSeqs);
+    io.mapOptional("max_batch_tokens", g.maxBatchTokens);
+  }
+  static std::string validate(IO &, Generate &g) {
+    int64_t blocks = 0;
+    if (g.maxSeqLen < 1 || g.blockSize < 1 || g.maxBatchSeqs < 1 || g.maxBatchTokens < 1)
+      return "generate: max_seq_len, block_size, max_batch_seqs and max_batch_tokens must be >= 1";
+    if (g.kvBlocks != "auto" && (StringRef(g.kvBlocks).getAsInteger(10, blocks) || blocks < 1))
+      return "generate.kv_blocks must be auto or an integer >= 1; got '" + g.kvBlocks + "'";
+    return "generate: serving is not supported yet";
+  }
+};
+template <> struct MappingTraits<NormalSource> {
+  static void mapping(IO &io, NormalSource &n) {
+    io.mapOptional("mean", n.mean);
+    io.mapOptional("std", n.std);
+  }
+};
+template <> struct MappingTraits<TrainInput> {
+  static void mapping(IO &io, TrainInput &t) {
+    io.mapOptional("npy", t.npy);
+    io.mapOptional("normal", t.normal);
+    io.mapOptional("uniform_int", t.uniformInt);
+  }
+  static std::string validate(IO &, TrainInput &t) {
+    int sources = t.npy.has_value() + t.normal.has_value() + !t.uniformInt.empty();
+    if (sources != 1)
+      return "train.inputs: each input needs exactly one of npy, normal, uniform_int";
+    if (!t.uniformInt.empty() && (t.uniformInt.size() != 2 || t.uniformInt[0] >= t.uniformInt[1]))
+      return "train.inputs: uniform_int is [low, high) with low < high";
+    if (t.normal && !(t.normal->std > 0))
+      return "train.inputs: normal.std must be > 0";
+    return "";
+  }
+};
+template <> struct CustomMappingTraits<TrainInputMap> {
+  static void inputOne(IO &io, StringRef key, TrainInputMap &m) {
+    io.mapRequired(key.str().c_str(), m[key.str()]);
+  }
+  static void output(IO &, TrainInputMap &) {}
 };
 template <> struct MappingTraits<Zero> {
   static void mapping(IO &io, Zero &z) {
@@ -474,7 +635,13 @@ template <> struct MappingTraits<RawSpec> {
     io.mapOptional("parallel", s.parallel);
     io.mapOptional("precision", s.precision);
     io.mapOptional("zero", s.zero);
+    io.mapOptional("memory", s.memory);
+    io.mapOptional("generate", s.generate);
+    io.mapOptional("device", s.device);
     io.mapOptional("passes", s.passes);
+    if (s.device != "cpu")
+      io.setError(s.device == "cuda" ? "device: cuda is not supported yet (the CUDA backend)"
+                                     : "device must be cpu or cuda; got '" + s.device + "'");
     if (s.mode.value == "train")
       io.mapRequired("train", s.train);
     else if (llvm::is_contained(io.keys(), "train"))

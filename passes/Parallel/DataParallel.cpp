@@ -87,8 +87,8 @@ struct DefineMeshPass : colossal::impl::DefineMeshBase<DefineMeshPass> {
 // colossal-data-parallel
 //===----------------------------------------------------------------------===//
 
-/// The gradients @optimizer_step reads, in the order of its global norm's operands (the
-/// parameters' order), then any update op's gradient the norm does not list.
+/// The gradients @optimizer_step reads (the global norm's and the update ops' `g` operands), in
+/// argument order (the plan's states order), arguments before anything else.
 SmallVector<Value> optimizerGradients(func::FuncOp step) {
   SmallVector<Value> grads;
   llvm::SmallPtrSet<Value, 16> seen;
@@ -108,6 +108,11 @@ SmallVector<Value> optimizerGradients(func::FuncOp step) {
     else if (auto u = dyn_cast<SgdUpdateOp>(op))
       add(u.getG());
   });
+  auto position = [](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? arg.getArgNumber() : ~0u;
+  };
+  llvm::stable_sort(grads, [&](Value a, Value b) { return position(a) < position(b); });
   return grads;
 }
 

@@ -205,8 +205,7 @@ def case_errors(args):
         ok &= bool(good)
 
     expect(BASE_SPEC + "mesh: {dp: 3}\n",
-           r"mesh dp=3 with train.grad_accum 1: the batch \(dim 0 of input 'input_ids', 8\) must be divisible "
-           r"by dp x grad_accum = 3", "dp3")
+           r"mesh dp=3: the batch \(dim 0 of input 'input_ids', 8\) must be divisible by dp = 3", "dp3")
     expect(BASE_SPEC + "  grad_accum: 4\nmesh: {dp: 4}\n",
            r"mesh dp=4 with train.grad_accum 4: the batch \(dim 0 of input 'input_ids', 8\) must be divisible "
            r"by dp x grad_accum = 16", "dp4a4")

@@ -33,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 
 MODULE = r'''
-module attributes {colossal.mesh_axes = ["a", "b"], colossal.mesh_shape = array<i64: 2, 2>} {
+module {
+colossal.mesh @mesh axes = ["a", "b"] shape = [2, 2] roles = ["tensor", "tensor"]
 func.func @forward(%x: tensor<4x8xf32> {colossal.input = "x"})
     -> (tensor<4x8xf32> {colossal.output = "roundtrip"}, tensor<4xf32> {colossal.output = "order"},
         tensor<2x8xf32> {colossal.output = "sliced_sum"}, tensor<4x2xf32> {colossal.output = "scattered"},

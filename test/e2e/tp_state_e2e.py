@@ -66,10 +66,12 @@ def module(E, W, tp, dp):
     Dl, b = D // tp, B // ACCUM
     N = b * T
     axes = [(n, s) for n, s in (("dp", dp), ("tp", tp)) if s > 1]
-    attrs = ""
+    roles = {"dp": "data", "tp": "tensor"}
+    mesh = ""
     if axes:
-        attrs = ("colossal.mesh_axes = [" + ", ".join(f'"{n}"' for n, _ in axes) + "], colossal.mesh_shape = array<i64: "
-                 + ", ".join(str(s) for _, s in axes) + ">, ")
+        mesh = ("colossal.mesh @mesh axes = [" + ", ".join(f'"{n}"' for n, _ in axes) + "] shape = ["
+                + ", ".join(str(s) for _, s in axes) + "] roles = ["
+                + ", ".join(f'"{roles[n]}"' for n, _ in axes) + "]\n")
     shE = ', colossal.sharding = [[], ["tp"]]' if tp > 1 else ""
     shW = ', colossal.sharding = [["tp"], []]' if tp > 1 else ""
     tE, tW = f"tensor<{V}x{Dl}xf32>", f"tensor<{Dl}x{V}xf32>"
@@ -93,9 +95,9 @@ def module(E, W, tp, dp):
         return s + f'  %l = colossal.all_reduce %lp {{axes = ["tp"]}} : {lp_ty} -> {lp_ty}\n'
 
     tokB, tokb = f"tensor<{B}x{T}xi64>", f"tensor<{b}x{T}xi64>"
-    text = ("module attributes {" + attrs +
+    text = ("module attributes {" +
             'colossal.train = {tokens_input = "tokens", labels_input = "labels", logits_output = "logits", '
-            'optimizer = "adamw", lr = 5.0e-2 : f64, grad_clip = 5.0e-1 : f64, trainable = ["E", "W"]}} {\n')
+            'optimizer = "adamw", lr = 5.0e-2 : f64, grad_clip = 5.0e-1 : f64, trainable = ["E", "W"]}} {\n' + mesh)
     # forward
     text += (f'func.func @forward(%tok: {tokB} {{colossal.input = "tokens"}}, {args(True)})\n'
              f'    -> (tensor<{B}x{T}x{V}xf32> {{colossal.output = "logits"}}) {{\n'
@@ -127,8 +129,10 @@ def module(E, W, tp, dp):
              f'%gW: {tW} {{colossal.state = "W.grad"}}, %mE: {tE} {{colossal.state = "E.exp_avg"}}, '
              f'%vE: {tE} {{colossal.state = "E.exp_avg_sq"}}, %mW: {tW} {{colossal.state = "W.exp_avg"}}, '
              f'%vW: {tW} {{colossal.state = "W.exp_avg_sq"}}, %lr: tensor<f32> {{colossal.input = "lr"}}, '
-             f'%step: tensor<i64> {{colossal.input = "step"}}) -> (tensor<f32> {{colossal.output = "grad_norm"}}) {{\n'
-             f"  %n0 = colossal.global_norm %gE, %gW : {tE}, {tW}\n")
+             f'%step: tensor<i64> {{colossal.input = "step"}}) -> (tensor<f32> {{colossal.output = "grad_norm"}}) {{\n')
+    if dp > 1:  # the data-parallel gradient sum (what colossal-data-parallel writes)
+        text += f'  colossal.all_reduce_in_place %gE, %gW {{axes = ["dp"]}} : {tE}, {tW}\n'
+    text += f"  %n0 = colossal.global_norm %gE, %gW : {tE}, {tW}\n"
     if tp > 1:  # the norm over every rank's shard: sqrt(sum over tp of the local squares)
         text += ("  %sq = colossal.mul %n0, %n0 : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
                  '  %s = colossal.all_reduce %sq {axes = ["tp"]} : tensor<f32> -> tensor<f32>\n'
