@@ -48,6 +48,10 @@ struct Strategy {
   /// over `localBatch`) stays the row block's value; the training loop combines the row blocks'
   /// losses (their mean, as grad_accum always has).
   bool localPartialResults = false;
+  /// The end of the error for an op without a sharding rule.
+  std::string noRuleAdvice =
+      "an op without a rule is never silently replicated: give its operands a whole layout with "
+      "parallel.tensor.hints, or run it without tensor parallelism";
   struct Hint {
     std::string pattern;
     llvm::Regex regex;
@@ -88,6 +92,14 @@ private:
   Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
   std::string errorMessage;
 
+  /// An op that reaches the partitioner without a sharding rule for its operands' shardings:
+  /// an error in both phases (Strategy::noRuleAdvice says what to do).
+  void noRule(Operation *op, const Twine &message) {
+    if (!errorOp) {
+      errorOp = op;
+      errorMessage = (message + "; " + strategy.noRuleAdvice).str();
+    }
+  }
   void sizeError(Operation *op, const Twine &message) {
     if (deciding && !errorOp) {
       errorOp = op;

@@ -580,7 +580,62 @@ Decision Partitioner::gather(Operation *op, ArrayRef<Sharding> in) {
   return Decision{{data, idx}, {out}};
 }
 
+namespace {
+
+/// Ops that compute each row of dim 0 (the batch) from the same row of their row-major operands
+/// alone: convolutions, pooling, resize, grid sampling, a pad that leaves dim 0 alone. Their
+/// other operands (weights, biases, zero points, the pad value) are read whole. (Rules as data:
+/// one row per op, the operand positions that are row-major.)
+struct RowWiseRule {
+  bool (*matches)(Operation *);
+  std::initializer_list<unsigned> rowOperands;
+};
+template <typename OpTy> bool isOp(Operation *op) { return isa<OpTy>(op); }
+bool isRowWisePad(Operation *op) {
+  auto pad = dyn_cast<colossal::PadOp>(op);
+  if (!pad)
+    return false;
+  ArrayRef<int64_t> pads = pad.getPads();
+  return pads.size() % 2 == 0 && !pads.empty() && pads[0] == 0 && pads[pads.size() / 2] == 0;
+}
+const RowWiseRule kRowWise[] = {
+    {isOp<colossal::ConvOp>, {0}},        {isOp<colossal::ConvTransposeOp>, {0}},
+    {isOp<colossal::ConvIntegerOp>, {0}}, {isOp<colossal::PoolOp>, {0}},
+    {isOp<colossal::ResizeOp>, {0}},      {isOp<colossal::GridSampleOp>, {0, 1}},
+    {isRowWisePad, {0}},
+};
+
+/// The row-wise rule: rows split over the axes dim 0 of operand 0 is split over (whole otherwise),
+/// every other dim whole; results split alike along dim 0.
+std::optional<Decision> rowWise(Operation *op, ArrayRef<Sharding> in) {
+  const RowWiseRule *row = nullptr;
+  for (const RowWiseRule &r : kRowWise)
+    if (r.matches(op))
+      row = &r;
+  if (!row || in.empty() || in[0].rank() == 0)
+    return std::nullopt;
+  Axes rows = in[0].blocks[0] == 1 ? in[0].dims[0] : Axes();
+  Decision d;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    Sharding s = Sharding::replicated(tensorType(v).getRank());
+    if (llvm::is_contained(row->rowOperands, i) && s.rank() >= 1)
+      s.dims[0] = rows;
+    d.operands.push_back(s);
+  }
+  for (Value r : op->getResults()) {
+    Sharding s = Sharding::replicated(tensorType(r).getRank());
+    if (s.rank() >= 1)
+      s.dims[0] = rows;
+    d.results.push_back(s);
+  }
+  return d;
+}
+
+} // namespace
+
 Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
+  if (std::optional<Decision> d = rowWise(op, in))
+    return *d;
   if (isa<colossal::AddOp, colossal::SubOp, colossal::MulOp, colossal::DivOp, colossal::PowOp,
           colossal::MinOp, colossal::MaxOp, colossal::EqualOp, colossal::LessOp,
           colossal::GreaterOp, colossal::WhereOp, colossal::NegOp, colossal::AbsOp,
@@ -809,6 +864,15 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
       d.operands.push_back(w);
     }
     return d;
+  }
+  // No rule: whole operands are already what replication needs; a split or partial operand would
+  // be gathered or reduced silently, so that is an error naming the op and its shardings.
+  if (llvm::any_of(in, [](const Sharding &s) { return !s.isReplicated(); })) {
+    std::string shardings;
+    for (const Sharding &s : in)
+      shardings += (shardings.empty() ? "" : ", ") + s.str(mesh);
+    noRule(op, "'" + op->getName().getStringRef().str() + "' has no sharding rule for operands " +
+                   shardings);
   }
   return allReplicated(op);
 }

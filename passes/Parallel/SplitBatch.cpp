@@ -207,6 +207,8 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     Strategy strategy;
     strategy.localBatch = {0};
     strategy.localPartialResults = into != kForwardFunction;
+    strategy.noRuleAdvice = "it has no row-wise rule, so the model cannot be split over " + ways() +
+                            "; run it with dp=1 and train.grad_accum=1";
     llvm::StringMap<Sharding> decided; // every parameter replicated
     Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
     if (failed(partitioner.run(target)))

@@ -290,6 +290,8 @@ def case_fixed(args):
         print(f"fixed batch inference, {name} vs one rank")
         ok &= u.compare(ref_out, out, 1e-5, label="fixed " + name)
 
+    ok &= fixed_cnn(s)
+
     def expect(text, pattern, name):
         nonlocal ok
         spec = s.spec(name, text)
@@ -308,6 +310,48 @@ def case_fixed(args):
            "fixed_dp4a4")
     expect("mode: inference\ninputs: {input_ids: [4, 64]}\nmesh: {dp: 2}\n",
            r"input 'input_ids': the spec's inputs give dim 0 = 4 but the model fixes it to 8", "fixed_inputs4")
+    return ok
+
+
+def fixed_cnn(s):
+    """A small CNN (conv, pad, max/avg pool, nearest upsample, flatten, linear) exported by torch with a
+    fixed batch of 4: dp=2 and dp=4 inference (each rank 2 or 1 rows: the row-wise rules of
+    convolution, pooling, pad and resize) against the one-rank plan within 1e-5 of max|output|."""
+    import torch
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.head = torch.nn.Linear(4 * 8 * 8, 5)
+
+        def forward(self, x):
+            h = torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)
+            h = torch.nn.functional.pad(h, (1, 1, 1, 1))
+            h = torch.nn.functional.interpolate(h, scale_factor=2.0, mode="nearest")
+            h = torch.nn.functional.avg_pool2d(h, 2)[:, :, 1:9, 1:9]
+            return self.head(h.flatten(1))
+
+    model = os.path.join(s.work, "cnn.onnx")
+    x = torch.randn(4, 3, 16, 16)
+    torch.onnx.export(Net().eval(), (x,), model, input_names=["x"], output_names=["y"], opset_version=14)
+    xs = os.path.join(s.work, "cnn_x.npy")
+    np.save(xs, x.numpy())
+    ok = True
+    ref = None
+    for name, mesh, ranks in (("one", "", 1), ("dp2", "mesh: {dp: 2}\n", 2), ("dp4", "mesh: {dp: 4}\n", 4)):
+        spec = s.spec("cnn_" + name, "mode: inference\n" + mesh)
+        plan = os.path.join(s.work, f"cnn_{name}.cplan")
+        u.compile_plan(s.opt, model, spec, plan)
+        out = os.path.join(s.work, "cnn_out_" + name)
+        shutil.rmtree(out, ignore_errors=True)
+        run_mpi(ranks, [s.run_bin, plan, "--input", f"x={xs}", "--output-dir", out, "--threads", "1"], "cnn " + name)
+        if ref is None:
+            ref = u.npy_dir(out)
+            continue
+        print(f"fixed-batch CNN inference, {name} vs one rank")
+        ok &= u.compare(ref, out, 1e-5, label="cnn " + name)
     return ok
 
 
