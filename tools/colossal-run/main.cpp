@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/Checkpoint.h"
+#include "colossal/runtime/DataParallelIO.h"
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/Mesh.h"
@@ -141,20 +142,6 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 int fail(llvm::Error err) { return fail(llvm::toString(std::move(err))); }
-
-uint16_t floatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
-  x += 0x7fffu + ((x >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(x >> 16);
-}
-float bf16ToFloat(uint16_t h) {
-  uint32_t x = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
 
 /// One input read from disk, in the binding's dtype (bf16 converted from f32).
 struct InputData {
@@ -391,7 +378,7 @@ llvm::Error dumpStates(const StateStore &states, llvm::StringRef dir, CommContex
     }
     if (e.tensor.dtype == DType::BF16) {
       std::vector<float> f(numElements(shape));
-      for (size_t i = 0; i < f.size(); ++i) f[i] = bf16ToFloat(reinterpret_cast<const uint16_t *>(host.data())[i]);
+      for (size_t i = 0; i < f.size(); ++i) f[i] = bfloat16ToFloat(reinterpret_cast<const uint16_t *>(host.data())[i]);
       if (llvm::Error err = writeNpy(path, DType::F32, shape, f.data())) return err;
     } else if (llvm::Error err = writeNpy(path, e.tensor.dtype, shape, host.data())) {
       return err;
@@ -407,7 +394,7 @@ llvm::Error writeOutput(llvm::StringRef path, const TensorRef &t, Device &device
   if (t.dtype != DType::BF16) return writeNpy(path, t.dtype, t.shape, host.data());
   std::vector<float> f(t.numel());
   const auto *src = reinterpret_cast<const uint16_t *>(host.data());
-  for (int64_t i = 0; i < t.numel(); ++i) f[i] = bf16ToFloat(src[i]);
+  for (int64_t i = 0; i < t.numel(); ++i) f[i] = bfloat16ToFloat(src[i]);
   return writeNpy(path, DType::F32, t.shape, f.data());
 }
 
@@ -471,21 +458,15 @@ int runMain(int argc, char **argv) {
   if (!executor) return fail(executor.takeError());
   Executor &ex = **executor;
 
-  // Data-parallel inference (docs/parallelism.md "Data parallelism"): the plan's programs take
-  // B/dp rows; every rank reads the global inputs [B, ...] and keeps rows [r·B/dp, (r+1)·B/dp);
-  // the outputs are gathered along dim 0 over 'dp' and rank 0 writes them whole.
-  int64_t dpSize = 1, dpRank = 0;
-  Communicator *dpGroup = nullptr;
+  // Data-parallel inference (docs/parallelism.md "Data parallelism"; DataParallelIO.h): inputs
+  // are the global arrays, each rank keeps its rows; outputs are gathered for rank 0.
+  DataParallelIO dataParallel;
   if ((*loaded)->plan.mode() != "train") {
     llvm::Expected<Mesh> mesh = Mesh::fromPlan((*loaded)->plan, (*loaded)->path);
     if (!mesh) return fail(mesh.takeError());
-    if (mesh->dataSize() > 1) {
-      auto group = (*comm)->axes(mesh->dataAxes());
-      if (!group) return fail(group.takeError());
-      dpGroup = *group;
-      dpSize = mesh->dataSize();
-      dpRank = dpGroup->rank();
-    }
+    llvm::Expected<DataParallelIO> io = DataParallelIO::create(*mesh, **comm);
+    if (!io) return fail(io.takeError());
+    dataParallel = std::move(*io);
   }
   std::map<std::string, const BindingInfo *> bindings;
   for (const BindingInfo &b : ex.inputs()) bindings[b.name] = &b;
@@ -511,23 +492,9 @@ int runMain(int argc, char **argv) {
     if (arr->dtype != want.dtype && !bf16FromF32 && !bf16Bits)
       return fail("input '" + name + "' (" + file + "): expected dtype " + dtypeName(want.dtype) +
                   ", got " + dtypeName(arr->dtype));
-    if (dpSize > 1) {
-      Shape global = want.shape;
-      if (global.empty() || llvm::ArrayRef<int64_t>(arr->shape).drop_front() != llvm::ArrayRef<int64_t>(global).drop_front() ||
-          arr->shape.empty() || arr->shape[0] != global[0] * dpSize) {
-        if (!global.empty()) global[0] *= dpSize;
-        return fail("input '" + name + "' (" + file + "): expected shape " + shapeToString(global) +
-                    " (the global batch; each of the dp=" + llvm::Twine(dpSize) + " ranks takes " +
-                    llvm::Twine(want.shape.empty() ? 0 : want.shape[0]) + " rows), got " + shapeToString(arr->shape));
-      }
-      // This rank's rows.
-      const size_t rankBytes = static_cast<size_t>(want.numel()) * dtypeSize(arr->dtype);
-      AlignedBuffer mine(rankBytes);
-      std::memcpy(mine.data(), static_cast<const char *>(arr->data.data()) + dpRank * rankBytes, rankBytes);
-      arr->data = std::move(mine);
-      arr->shape.assign(want.shape.begin(), want.shape.end());
-      in.shape = arr->shape;
-    }
+    if (llvm::Error e = dataParallel.scatter(*arr, want.shape, "input '" + name.str() + "' (" + file.str() + ")"))
+      return fail(std::move(e));
+    in.shape = arr->shape;
     if (llvm::ArrayRef<int64_t>(arr->shape) != llvm::ArrayRef<int64_t>(want.shape))
       return fail("input '" + name + "' (" + file + "): expected shape " + shapeToString(want.shape) +
                   ", got " + shapeToString(arr->shape));
@@ -535,7 +502,7 @@ int runMain(int argc, char **argv) {
       in.bytes = AlignedBuffer(want.bytes());
       const float *src = static_cast<const float *>(arr->data.data());
       auto *dst = static_cast<uint16_t *>(in.bytes.data());
-      for (int64_t i = 0; i < want.numel(); ++i) dst[i] = floatToBf16(src[i]);
+      for (int64_t i = 0; i < want.numel(); ++i) dst[i] = floatToBfloat16(src[i]);
     } else {
       in.bytes = std::move(arr->data);
     }
@@ -583,17 +550,16 @@ int runMain(int argc, char **argv) {
   // Data parallelism: every output's dim 0 is the batch; gather the ranks' rows (every rank takes
   // part), then rank 0 writes them.
   std::vector<std::pair<Shape, AlignedBuffer>> gathered;
-  if (dpGroup && !outputDir.empty())
+  if (dataParallel.size() > 1 && !outputDir.empty())
     for (const BindingInfo &out : ex.outputs()) {
       const TensorRef &t = out.tensor;
-      if (t.shape.empty()) return fail("output '" + out.name + "' is a scalar: a data-parallel plan cannot gather it");
       std::vector<char> host(t.bytes());
       device->copyToHost(host.data(), t.data, t.bytes());
+      auto all = dataParallel.gather(host.data(), t.shape, t.dtype, "output '" + out.name + "'");
+      if (!all) return failHere(all.takeError());
       Shape shape = t.shape;
-      shape[0] *= dpSize;
-      AlignedBuffer all(t.bytes() * dpSize);
-      if (llvm::Error e = dpGroup->allGather(host.data(), all.data(), t.shape, 0, t.dtype)) return failHere(std::move(e));
-      gathered.emplace_back(std::move(shape), std::move(all));
+      shape[0] *= dataParallel.size();
+      gathered.emplace_back(std::move(shape), std::move(*all));
     }
   // Rank 0 writes the outputs (each rank holds them whole until plans carry output shardings).
   if (outputDir.empty() || (*comm)->rank() != 0) return 0;

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 
 namespace colossal::runtime {
@@ -35,6 +36,24 @@ enum class DType : uint8_t {
 
 /// The largest enumerator, for loops over every dtype: `for (int v = 1; v <= kLastDType; ++v)`.
 inline constexpr int kLastDType = 13;
+
+/// bfloat16 bits -> float (exact: the upper half of a binary32). The one bfloat16 conversion
+/// (kernels, communication, the tools' .npy boundary).
+inline float bfloat16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// float -> bfloat16 bits, round to nearest even; NaN stays (quiet) NaN.
+inline uint16_t floatToBfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
 
 /// True when `value` is one of the non-invalid enumerators above (e.g. read from a plan).
 bool isValidDType(int64_t value);

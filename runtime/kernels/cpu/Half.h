@@ -2,6 +2,8 @@
 #ifndef COLOSSAL_RUNTIME_KERNELS_CPU_HALF_H
 #define COLOSSAL_RUNTIME_KERNELS_CPU_HALF_H
 
+#include "colossal/runtime/DType.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -50,22 +52,9 @@ inline uint16_t floatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-/// bfloat16 bits -> float (exact: the upper half of a binary32).
-inline float bfloat16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-/// float -> bfloat16 bits, round to nearest even; NaN stays (quiet) NaN.
-inline uint16_t floatToBfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
+/// bfloat16: the runtime's one conversion (DType.h).
+using runtime::bfloat16ToFloat;
+using runtime::floatToBfloat16;
 
 }  // namespace colossal::runtime::cpu
 
