@@ -268,8 +268,8 @@ def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
     Option<"style", "style", "std::string", /*default=*/"\"1d\"", "1d, 2d, 2.5d or 3d">,
     Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
            "Megatron sequence parallelism: norm and residual regions split along the sequence">,
-    Option<"hints", "hints", "std::string", /*default=*/"\"\"",
-           "per-parameter shardings: REGEX=DIMS;... (DIMS: per dim '-' or axes joined by '*', separated by '/')">,
+    ListOption<"hints", "hints", "std::string",
+           "per-parameter shardings, REGEX=DIMS each (DIMS: per dim '-' or axes joined by '*', separated by '/'; split at the last '=')">,
     Option<"stage", "stage", "std::string", /*default=*/"\"partition\"",
            "how far to go (lit tests show each step): strategy (parameters annotated, "
            "nothing rewritten), propagate (every op annotated with its results' shardings, "

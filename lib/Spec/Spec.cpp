@@ -451,8 +451,6 @@ template <> struct MappingTraits<TensorParallel> {
         if (d.trim().empty())
           return "parallel.tensor.hints: '" + pattern + "': '" + dims +
                  "' must list one entry per dim, '-' or mesh axes joined by '*'";
-      if (pattern.find_first_of(";=") != std::string::npos)
-        return "parallel.tensor.hints: '" + pattern + "' may not contain ';' or '='";
     }
     return "";
   }
@@ -874,89 +872,6 @@ std::vector<Spec::MeshAxis> Spec::meshAxes() const {
   out.push_back({"tp_row", q, "grid_row"});
   out.push_back({"tp_col", q, "grid_col"});
   return out;
-}
-
-/// The shortest decimal that reads back as exactly `v` (so the printed pipeline loses nothing).
-static std::string formatReal(double v) {
-  char text[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof text, "%.*g", precision, v);
-    if (std::strtod(text, nullptr) == v)
-      break;
-  }
-  return text;
-}
-
-std::string defaultPipeline(const Spec &spec) {
-  std::string fusion = "func.func(canonicalize, colossal-fuse-norms, colossal-fuse-activations, "
-                       "colossal-fuse-attention, canonicalize, cse)";
-  // Tensor parallelism: the partitioner after everything else, so autodiff and the optimizer
-  // see the whole single-device program (docs/parallelism.md "Tensor parallelism").
-  std::string partition;
-  if (spec.tensorParallel() > 1) {
-    partition = ", colossal-spmd-partition{style=" + spec.tensor.style;    if (spec.tensor.sequenceParallel)
-      partition += " sequence-parallel=true";
-    if (!spec.tensor.hints.empty()) {
-      partition += " hints=\"";
-      for (auto &[pattern, dims] : spec.tensor.hints) {
-        std::string d = dims;
-        std::replace(d.begin(), d.end(), ',', '/');
-        partition += pattern + "=" + d + ";";
-      }
-      partition += "\"";
-    }
-    partition += "}, func.func(canonicalize, cse)";
-  }
-  // Data parallelism and gradient accumulation: the program of one row block of the batch
-  // (docs/parallelism.md "Data parallelism"), before the loss so that @train_step is built on it.
-  const int64_t dp = spec.dataParallel();
-  // The mesh first: every distribution pass finds its axes on it by role.
-  std::string mesh;
-  for (const Spec::MeshAxis &a : spec.meshAxes())
-    mesh += (mesh.empty() ? "colossal-define-mesh{axes=" : ",") + a.name + "=" +
-            std::to_string(a.size) + ":" + a.role;
-  if (!mesh.empty())
-    fusion = mesh + "}, " + fusion;
-  if (!spec.train) {
-    std::string split = dp > 1 ? ", colossal-split-batch{into=forward}" : "";
-    return "builtin.module(" + fusion + split + partition + ")";
-  }
-  const TrainSpec &t = *spec.train;
-  if (dp * t.gradAccum > 1)
-    fusion += ", colossal-split-batch{grad-accum=" + std::to_string(t.gradAccum) + "}";
-  std::string s;
-  raw_string_ostream os(s);
-  os << "builtin.module(" << fusion << ", colossal-append-loss{kind=" << t.lossKind;
-  if (!t.logits.empty())
-    os << " logits=" << t.logits;
-  os << " labels=" << t.labels;
-  if (!t.output.empty())
-    os << " output=" << t.output;
-  os << " ignore-index=" << t.ignoreIndex << "}, colossal-autodiff{grad-accum=" << t.gradAccum * spec.dataParallel();
-  if (!t.frozen.empty())
-    os << " frozen=" << llvm::join(t.frozen, ",");
-  os << "}, colossal-optimizer{kind=" << t.optimizer << " lr=" << formatReal(t.lr);
-  if (t.optimizer == "sgd")
-    os << " momentum=" << formatReal(t.momentum) << " dampening=" << formatReal(t.dampening)
-       << " nesterov=" << (t.nesterov ? "true" : "false");
-  else
-    os << " beta1=" << formatReal(t.beta1) << " beta2=" << formatReal(t.beta2)
-       << " eps=" << formatReal(t.eps);
-  os << " weight-decay=" << formatReal(t.weightDecay);
-  if (!t.noDecay.empty())
-    os << " no-decay=" << llvm::join(t.noDecay, ",");
-  os << " max-grad-norm=" << formatReal(t.gradClip) << " lr-schedule=" << t.schedule;
-  if (t.schedule == "cosine")
-    os << " warmup-steps=" << t.warmupSteps << " total-steps=" << t.totalSteps
-       << " min-lr=" << formatReal(t.minLr);
-  os << "}, func.func(canonicalize, cse)" << partition;
-  // Data parallelism's gradient sum and its buckets, after the partitioner (tensor-parallel
-  // gradients are local shards by then).
-  if (dp > 1)
-    os << ", colossal-data-parallel, func.func(colossal-bucket-gradients{bucket-cap-mb="
-       << formatReal(spec.bucketMb) << "})";
-  os << ")";
-  return s;
 }
 
 } // namespace colossal

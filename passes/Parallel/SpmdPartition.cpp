@@ -84,9 +84,9 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       return module.emitError("colossal-spmd-partition: style must be 1d, 2d, 2.5d or 3d, got '")
              << style << "'";
     }
-    // Hints: REGEX=DIMS;... with DIMS one entry per dim separated by '/', '-' for whole and
-    // axes joined by '*'.
-    for (StringRef hint : llvm::split(StringRef(hints), ';')) {
+    // Hints: REGEX=DIMS entries (split at the last '=', so a regex may hold '=' and ';'), DIMS one
+    // entry per dim separated by '/', '-' for whole and axes joined by '*'.
+    for (StringRef hint : hints) {
       if (hint.trim().empty())
         continue;
       auto [pattern, dimsText] = hint.rsplit('=');

@@ -9,6 +9,7 @@
 // --mlir-print-ir-after-all, -split-input-file, -verify-diagnostics).
 //===----------------------------------------------------------------------===//
 #include "colossal/Import/ONNX.h"
+#include "colossal/Pipeline/Pipeline.h"
 #include "colossal/Spec/Spec.h"
 #include "colossal/Target/Plan.h"
 #include "colossal/runtime/Plan.h"
@@ -114,18 +115,24 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   if (!module)
     return 1;
 
-  // The pipeline: an explicit --pass-pipeline, else the spec's `passes`, else the generated one.
-  // (In this mode passes are given as one pipeline; mlir-opt's per-pass flags apply to .mlir input.)
-  std::string pipeline = spec.passes.empty() ? colossal::defaultPipeline(spec) : spec.passes;
+  // The pipeline: an explicit --pass-pipeline, else the spec's `passes`, else the one the spec
+  // generates (buildColossalPipeline, typed pass options).
+  std::string text = spec.passes;
   auto &registered = llvm::cl::getRegisteredOptions();
   if (auto it = registered.find("pass-pipeline");
       it != registered.end() && it->second->getNumOccurrences() > 0)
-    pipeline = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
-  auto parsed = parsePassPipeline(pipeline, llvm::errs());
-  if (failed(parsed))
-    return fail("invalid pass pipeline '" + pipeline + "'");
-  PassManager pm(&context, parsed->getOpAnchorName());
-  static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    text = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (text.empty()) {
+    colossal::buildColossalPipeline(pm, spec);
+  } else {
+    auto parsed = parsePassPipeline(text, llvm::errs());
+    if (failed(parsed))
+      return fail("invalid pass pipeline '" + text + "'");
+    if (parsed->getOpAnchorName() != ModuleOp::getOperationName())
+      return fail("the pass pipeline must be anchored on builtin.module, got '" + text + "'");
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
+  }
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
   if (config.shouldDumpPassPipeline()) {

@@ -94,10 +94,7 @@ struct Spec {
 /// Relative `values` paths are resolved against the spec's folder.
 llvm::Expected<Spec> parseSpecFile(llvm::StringRef path);
 
-/// The textual pass pipeline the spec generates (what --dump-pass-pipeline prints). In train mode
-/// it appends colossal-append-loss, colossal-autodiff and colossal-optimizer with every `train:`
-/// value as a pass option (docs/training.md "Compiler pipeline").
-std::string defaultPipeline(const Spec &spec);
+/// The pass pipeline a spec generates: colossal::buildColossalPipeline (colossal/Pipeline/Pipeline.h).
 
 } // namespace colossal
 

@@ -1,0 +1,115 @@
+//===- Pipeline.cpp - the pass pipeline a spec asks for, with typed options ---===//
+#include "colossal/Pipeline/Pipeline.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace colossal {
+
+namespace {
+
+void addCleanup(mlir::OpPassManager &pm) {
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
+}
+
+void addFusion(mlir::OpPassManager &pm) {
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(createFuseNorms());
+  fn.addPass(createFuseActivations());
+  fn.addPass(createFuseAttention());
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
+}
+
+void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
+  const TrainSpec &t = *spec.train;
+  AppendLossOptions loss;
+  loss.kind = t.lossKind;
+  loss.logits = t.logits;
+  loss.labels = t.labels;
+  loss.output = t.output;
+  loss.ignoreIndex = t.ignoreIndex;
+  pm.addPass(createAppendLoss(loss));
+
+  // Every rank's accumulators take 1/(dp·grad_accum) of each microbatch gradient, so the sum over
+  // the data axes is the global mean (docs/parallelism.md "Data parallelism").
+  AutodiffOptions autodiff;
+  autodiff.gradAccum = t.gradAccum * spec.dataParallel();
+  autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
+  pm.addPass(createAutodiff(autodiff));
+
+  OptimizerOptions opt;
+  opt.kind = t.optimizer;
+  opt.lr = t.lr;
+  opt.beta1 = t.beta1;
+  opt.beta2 = t.beta2;
+  opt.eps = t.eps;
+  opt.momentum = t.momentum;
+  opt.dampening = t.dampening;
+  opt.nesterov = t.nesterov;
+  opt.weightDecay = t.weightDecay;
+  opt.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
+  opt.maxGradNorm = t.gradClip;
+  opt.lrSchedule = t.schedule;
+  opt.warmupSteps = t.warmupSteps;
+  opt.totalSteps = t.totalSteps;
+  opt.minLr = t.minLr;
+  pm.addPass(createOptimizer(opt));
+  addCleanup(pm);
+}
+
+} // namespace
+
+void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
+  // The mesh first: every distribution pass finds its axes on it by role.
+  std::vector<Spec::MeshAxis> axes = spec.meshAxes();
+  if (!axes.empty()) {
+    DefineMeshOptions mesh;
+    for (const Spec::MeshAxis &a : axes)
+      mesh.axes.push_back(a.name + "=" + std::to_string(a.size) + ":" + a.role);
+    pm.addPass(createDefineMesh(mesh));
+  }
+  addFusion(pm);
+  // Data parallelism and grad_accum: the program of one row block of the batch, before the loss
+  // so that @train_step is built on it.
+  const int64_t dp = spec.dataParallel();
+  const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  if (dp * accum > 1) {
+    SplitBatchOptions split;
+    split.gradAccum = accum;
+    if (!spec.train)
+      split.into = kForwardFunction.str();
+    pm.addPass(createSplitBatch(split));
+  }
+  if (spec.train)
+    addTraining(pm, spec);
+  // Tensor parallelism after everything else, so autodiff and the optimizer see the whole
+  // single-device program (docs/parallelism.md "Tensor parallelism").
+  if (spec.tensorParallel() > 1) {
+    SpmdPartitionOptions partition;
+    partition.style = spec.tensor.style;
+    partition.sequenceParallel = spec.tensor.sequenceParallel;
+    for (const auto &[pattern, dims] : spec.tensor.hints) {
+      std::string d = dims;
+      std::replace(d.begin(), d.end(), ',', '/');
+      partition.hints.push_back(pattern + "=" + d);
+    }
+    pm.addPass(createSpmdPartition(partition));
+    addCleanup(pm);
+  }
+  // Data parallelism's gradient sum and its buckets, after the partitioner (tensor-parallel
+  // gradients are local shards by then).
+  if (spec.train && dp > 1) {
+    pm.addPass(createDataParallel());
+    BucketGradientsOptions buckets;
+    buckets.bucketCapMb = spec.bucketMb;
+    pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));
+  }
+}
+
+} // namespace colossal
