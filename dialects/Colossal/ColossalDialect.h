@@ -27,6 +27,13 @@ inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringA
 inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
 inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
 inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
+/// Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition"): a split argument's
+/// sharding (ArrayAttr per dim of the mesh axes it is split over) and its block counts
+/// (DenseI64ArrayAttr, k > 1: k equal blocks split separately).
+inline constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";
+inline constexpr llvm::StringLiteral kShardBlocksAttr = "colossal.shard_blocks";
+/// The module's ONNX opset (IntegerAttr) and file name (StringAttr, kSourceAttr).
+inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
 /// The programs of a module (docs/plan.md "Programs"): the model, and in train mode the loss
 /// without gradients, one microbatch's gradients, and the update.
 inline constexpr llvm::StringLiteral kForwardFunction = "forward";

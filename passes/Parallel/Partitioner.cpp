@@ -33,7 +33,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
   MLIRContext *ctx = f.getContext();
   SmallVector<std::string> params;
   for (BlockArgument arg : body.getArguments())
-    if (auto p = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "colossal.param"))
+    if (auto p = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
       params.push_back(p.str());
   for (BlockArgument arg : body.getArguments()) {
     auto type = tensorType(arg);
@@ -41,18 +41,18 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     Sharding s = Sharding::replicated(type.getRank());
     std::string name;
     unsigned i = arg.getArgNumber();
-    if (auto p = f.getArgAttrOfType<StringAttr>(i, "colossal.param"))
+    if (auto p = f.getArgAttrOfType<StringAttr>(i, kParamAttr))
       name = p.str();
-    else if (auto st = f.getArgAttrOfType<StringAttr>(i, "colossal.state"))
+    else if (auto st = f.getArgAttrOfType<StringAttr>(i, kStateAttr))
       name = paramOf(st.getValue(), params);
-    if (!name.empty() && f.getArgAttr(i, "colossal.param"))
+    if (!name.empty() && f.getArgAttr(i, kParamAttr))
       weights.insert(arg);
-    if (f.getArgAttr(i, "colossal.input") && isa<IntegerType>(type.getElementType()))
+    if (f.getArgAttr(i, kInputAttr) && isa<IntegerType>(type.getElementType()))
       tokenDerived.insert(arg);
-    if (!strategy.localBatch.empty() && f.getArgAttr(i, "colossal.input") && type.getRank() >= 1)
+    if (!strategy.localBatch.empty() && f.getArgAttr(i, kInputAttr) && type.getRank() >= 1)
       s.dims[0] = strategy.localBatch;
     if (!name.empty()) {
-      bool isParam = f.getArgAttr(i, "colossal.param") != nullptr;
+      bool isParam = f.getArgAttr(i, kParamAttr) != nullptr;
       auto it = decided.find(name);
       if (it != decided.end())
         s = it->second;
@@ -73,7 +73,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     int64_t p = mesh.groupSize(strategy.batch);
     for (BlockArgument arg : body.getArguments()) {
       auto type = tensorType(arg);
-      if (!f.getArgAttr(arg.getArgNumber(), "colossal.input") ||
+      if (!f.getArgAttr(arg.getArgNumber(), kInputAttr) ||
           !isa<IntegerType>(type.getElementType()) || type.getRank() < 1 ||
           type.getDimSize(0) % p != 0 || arg.use_empty())
         continue;
@@ -217,9 +217,9 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       dims.push_back(mesh.axesAttr(ctx, axes));
       blocked |= k > 1;
     }
-    f.setArgAttr(arg.getArgNumber(), "colossal.sharding", ArrayAttr::get(ctx, dims));
+    f.setArgAttr(arg.getArgNumber(), kShardingAttr, ArrayAttr::get(ctx, dims));
     if (blocked)
-      f.setArgAttr(arg.getArgNumber(), "colossal.shard_blocks",
+      f.setArgAttr(arg.getArgNumber(), kShardBlocksAttr,
                    DenseI64ArrayAttr::get(ctx, s.blocks));
   }
   f.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), ret->getOperandTypes()));

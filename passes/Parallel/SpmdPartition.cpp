@@ -147,7 +147,7 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       return signalPassFailure();
     }
     for (unsigned i = 0; i < primary.getNumArguments(); ++i) {
-      auto name = primary.getArgAttrOfType<StringAttr>(i, "colossal.param");
+      auto name = primary.getArgAttrOfType<StringAttr>(i, kParamAttr);
       if (!name)
         continue;
       auto shape = cast<RankedTensorType>(primary.getArgument(i).getType()).getShape();
@@ -210,10 +210,10 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
       for (auto f : module.getOps<func::FuncOp>()) {
         // Parameters (and their states) with their shardings; the program stays whole.
         for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-          auto name = f.getArgAttrOfType<StringAttr>(i, "colossal.param");
+          auto name = f.getArgAttrOfType<StringAttr>(i, kParamAttr);
           if (!name || !decided.count(name.getValue()))
             continue;
-          f.setArgAttr(i, "colossal.sharding",
+          f.setArgAttr(i, kShardingAttr,
                        StringAttr::get(ctx, decided[name.getValue()].str(mesh)));
         }
         if (stage == "strategy")
@@ -229,7 +229,7 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
         size_t i = 0;
         for (Operation &op : f.getBody().front().without_terminator())
           if (i < trace.size())
-            op.setAttr("colossal.sharding", StringAttr::get(ctx, trace[i++]));
+            op.setAttr(kShardingAttr, StringAttr::get(ctx, trace[i++]));
       }
       return;
     }

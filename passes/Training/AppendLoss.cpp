@@ -42,10 +42,10 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
     if (!forward)
       return module.emitError("colossal-append-loss needs @forward (the imported model)");
-    for (StringRef name : {"eval", "train_step"})
+    for (StringRef name : {kEvalFunction, kTrainStepFunction})
       if (module.lookupSymbol(name))
         return module.emitError() << "colossal-append-loss: the module already has @" << name;
     if (kind != "cross_entropy" && kind != "output")
@@ -158,7 +158,7 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
     OpBuilder b(ctx);
     b.setInsertionPointAfter(forward);
     auto eval = llvm::cast<func::FuncOp>(b.clone(*basis));
-    eval.setName("eval");
+    eval.setName(kEvalFunction);
     Block &body = eval.getBody().front();
     Operation *ret = body.getTerminator();
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"), module.getLoc());
@@ -196,7 +196,7 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
 
     b.setInsertionPointAfter(eval);
     auto trainStep = llvm::cast<func::FuncOp>(b.clone(*eval));
-    trainStep.setName("train_step");
+    trainStep.setName(kTrainStepFunction);
     if (micro)
       micro.erase();
 

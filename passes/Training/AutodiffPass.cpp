@@ -81,11 +81,11 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    auto trainStep = module.lookupSymbol<func::FuncOp>("train_step");
+    auto trainStep = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
     if (!trainStep)
       return module.emitError("colossal-autodiff needs @train_step (run colossal-append-loss "
                               "first)");
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
     int64_t gradAccum = this->gradAccum;
     if (gradAccum < 1)
       return module.emitError() << "colossal-autodiff: grad-accum must be >= 1, got " << gradAccum;

@@ -71,13 +71,13 @@ struct OptimizerPass : colossal::impl::OptimizerBase<OptimizerPass> {
     MLIRContext *ctx = module.getContext();
     if (failed(checkOptions(module)))
       return failure();
-    auto trainStep = module.lookupSymbol<func::FuncOp>("train_step");
+    auto trainStep = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
     if (!trainStep)
       return module.emitError("colossal-optimizer needs @train_step (run colossal-append-loss "
                               "and colossal-autodiff first)");
-    if (module.lookupSymbol("optimizer_step"))
+    if (module.lookupSymbol(kOptimizerStepFunction))
       return module.emitError("colossal-optimizer: the module already has @optimizer_step");
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
 
     // The trainable parameters: those with a `<p>.grad` accumulator in @train_step.
     struct Param {
@@ -143,7 +143,7 @@ struct OptimizerPass : colossal::impl::OptimizerBase<OptimizerPass> {
 
     OpBuilder b(ctx);
     b.setInsertionPointAfter(trainStep);
-    auto fn = func::FuncOp::create(b, module.getLoc(), "optimizer_step",
+    auto fn = func::FuncOp::create(b, module.getLoc(), kOptimizerStepFunction,
                                    FunctionType::get(ctx, argTypes, {f32}));
     fn.setAllArgAttrs(argAttrs);
     fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{marker(kOutputAttr, "grad_norm")});

@@ -241,11 +241,11 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     return llvm::Error::success();
   };
   const std::vector<DType> tokenTypes = {DType::I64, DType::I32};
-  for (llvm::StringRef name : {"forward", "eval", "train_step", "optimizer_step"})
+  for (llvm::StringRef name : {kForwardProgram, kEvalProgram, kTrainStepProgram, kOptimizerStepProgram})
     if (!findProgram(p, name))
       return fail(file + "training plan has no program '" + name + "' (docs/training.md)");
 
-  const plan::Program &fwd = *findProgram(p, "forward");
+  const plan::Program &fwd = *findProgram(p, kForwardProgram);
   if (llvm::Error e = expectBinding(fwd, true, tc.tokens_input(), tokenTypes, {B, T})) return e;
   const plan::Buffer *logits = findBinding(fwd, fwd.outputs(), tc.logits_output());
   if (!logits) return fail(file + "program 'forward' output '" + tc.logits_output() + "': missing (TrainConfig.logits_output)");
@@ -255,7 +255,7 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     return fail(file + "program 'forward' output '" + tc.logits_output() + "': " +
                 dtypeName(static_cast<DType>(logits->dtype())) + " " + shapeToString(ls) +
                 ", expected f32 [" + llvm::Twine(B) + ", " + llvm::Twine(T) + ", " + llvm::Twine(tc.vocab_size()) + "]");
-  for (llvm::StringRef name : {"eval", "train_step"}) {
+  for (llvm::StringRef name : {kEvalProgram, kTrainStepProgram}) {
     const plan::Program &prog = *findProgram(p, name);
     if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
     if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
@@ -266,7 +266,7 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
                     "': the training loop fills only the tokens and labels inputs ('" +
                     tc.tokens_input() + "', '" + tc.labels_input() + "')");
   }
-  const plan::Program &opt = *findProgram(p, "optimizer_step");
+  const plan::Program &opt = *findProgram(p, kOptimizerStepProgram);
   if (llvm::Error e = expectBinding(opt, true, "lr", {DType::F32}, {})) return e;
   if (llvm::Error e = expectBinding(opt, true, "step", {DType::I64}, {})) return e;
   if (llvm::Error e = expectBinding(opt, false, "grad_norm", {DType::F32}, {})) return e;

@@ -205,7 +205,7 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
       return fail(plan.path + ": grad_accum " + llvm::Twine(plan.plan.train().grad_accum()) +
                   " (microbatches of all ranks) is not divisible by dp = " + llvm::Twine(t->dpSize_));
     // Every group the programs' collectives name, created now and in one order on every rank.
-    for (llvm::StringRef name : {"train_step", "optimizer_step", "eval"})
+    for (llvm::StringRef name : {kTrainStepProgram, kOptimizerStepProgram, kEvalProgram})
       if (const plan::Program *prog = plan.program(name))
         if (llvm::Error e = comm->prepare(*prog)) return std::move(e);
   }
@@ -220,9 +220,9 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
     out = std::move(*ex);
     return llvm::Error::success();
   };
-  if (llvm::Error e = make("train_step", t->trainStep_)) return std::move(e);
-  if (llvm::Error e = make("optimizer_step", t->optimizerStep_)) return std::move(e);
-  if (llvm::Error e = make("eval", t->eval_)) return std::move(e);
+  if (llvm::Error e = make(kTrainStepProgram, t->trainStep_)) return std::move(e);
+  if (llvm::Error e = make(kOptimizerStepProgram, t->optimizerStep_)) return std::move(e);
+  if (llvm::Error e = make(kEvalProgram, t->eval_)) return std::move(e);
   const plan::TrainConfig &tc = plan.plan.train();
   for (const BindingInfo &in : t->trainStep_->inputs())
     if (in.name == tc.tokens_input()) t->tokensDType_ = in.tensor.dtype;

@@ -85,7 +85,7 @@ cl::opt<int> repeat("repeat", cl::desc("Run the program N times and report timin
 cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl::init(0),
                     cl::cat(category));
 cl::opt<std::string> programName("program", cl::desc("Program of the plan to run"),
-                                 cl::init("forward"), cl::cat(category));
+                                 cl::init(kForwardProgram.str()), cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state from a checkpoint (DIR or DIR/step-N)"),
                                    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write every state tensor to DIR/NAME.npy"),

@@ -27,6 +27,13 @@ namespace colossal::runtime {
 
 /// The plan format version this runtime reads (plan.proto's `version`).
 constexpr uint32_t kPlanVersion = 2;  // 2: MeshAxis.role
+/// The programs of a plan (docs/plan.md "Programs"): the model; in train mode the loss without
+/// gradients, one microbatch's gradients and the update. The compiler's function names
+/// (dialects/Colossal/ColossalDialect.h kForwardFunction, ...) are the same strings.
+inline constexpr llvm::StringLiteral kForwardProgram = "forward";
+inline constexpr llvm::StringLiteral kEvalProgram = "eval";
+inline constexpr llvm::StringLiteral kTrainStepProgram = "train_step";
+inline constexpr llvm::StringLiteral kOptimizerStepProgram = "optimizer_step";
 
 /// Arena offsets are multiples of this.
 constexpr uint64_t kArenaAlignment = 64;

@@ -944,12 +944,12 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   b.setInsertionPointToEnd(module.getBody());
   auto fnType = FunctionType::get(&ctx, body->getArgumentTypes(), ValueRange(results).getTypes());
-  auto fn = func::FuncOp::create(b, module.getLoc(), "forward", fnType);
+  auto fn = func::FuncOp::create(b, module.getLoc(), kForwardFunction, fnType);
   fn.getBody().push_back(bodyOwner.release());
   fn.setAllArgAttrs(argAttrs);
   fn.setAllResultAttrs(resultAttrs);
-  module->setAttr("colossal.source", b.getStringAttr(llvm::sys::path::filename(path)));
-  module->setAttr("colossal.opset", b.getI64IntegerAttr(opset));
+  module->setAttr(kSourceAttr, b.getStringAttr(llvm::sys::path::filename(path)));
+  module->setAttr(kOpsetAttr, b.getI64IntegerAttr(opset));
   if (options.trainParams)
     recordConstantWeights(module);
   if (failed(verify(module))) {

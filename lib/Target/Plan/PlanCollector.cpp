@@ -142,8 +142,7 @@ std::string locName(Location loc) {
 // kTrainAttr, kStateAttr, kSourceAttr: dialects/Colossal/ColossalDialect.h.
 constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argument: UnitAttr/BoolAttr
 // Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition").
-constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";      // ArrayAttr of ArrayAttr
-constexpr llvm::StringLiteral kShardBlocksAttr = "colossal.shard_blocks"; // DenseI64ArrayAttr
+// kShardingAttr, kShardBlocksAttr: dialects/Colossal/ColossalDialect.h.
 
 /// The module's mesh (name, size) in order, empty without one.
 using MeshTable = std::vector<std::pair<std::string, int64_t>>;

@@ -293,10 +293,10 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
   const int64_t accum = train ? planMsg.train().grad_accum() : 1;
   auto runsPerStep = [&](const plan::Program &program) -> int64_t {
     if (!train)
-      return program.name() == "forward" ? 1 : 0;
-    if (program.name() == "train_step")
+      return program.name() == kForwardFunction ? 1 : 0;
+    if (program.name() == kTrainStepFunction)
       return accum / std::max<int64_t>(dp, 1);
-    return program.name() == "optimizer_step" ? 1 : 0;
+    return program.name() == kOptimizerStepFunction ? 1 : 0;
   };
   os << "collectives per program call (bytes = each call's input buffer on one rank):\n";
   CollectiveTally perStep;

@@ -117,9 +117,9 @@ LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collect
     reflection->SetInt64(&config, field, actual);
     return true;
   };
-  const CollectedProgram *forward = program(collected, "forward");
-  const CollectedProgram *trainStep = program(collected, "train_step");
-  const CollectedProgram *eval = program(collected, "eval");
+  const CollectedProgram *forward = program(collected, kForwardFunction);
+  const CollectedProgram *trainStep = program(collected, kTrainStepFunction);
+  const CollectedProgram *eval = program(collected, kEvalFunction);
   const Tensor *tokens = binding(*forward, forward->inputs, config.tokens_input());
   if (!tokens)
     return fail("tokens_input '" + config.tokens_input() + "' is no input of @forward");
