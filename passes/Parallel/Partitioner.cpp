@@ -9,6 +9,10 @@
 #include "dialects/Colossal/ConstantEval.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+#include <cstring>
 
 using namespace mlir;
 using namespace colossal;
@@ -26,6 +30,59 @@ static std::string paramOf(StringRef state, ArrayRef<std::string> params) {
         p.size() > best.size())
       best = p;
   return best;
+}
+
+std::optional<DenseElementsAttr> colossal::spmd::equalRowBlock(ElementsAttr attr, int64_t dim,
+                                                               int64_t ways,
+                                                               RankedTensorType local) {
+  auto value = dyn_cast<DenseElementsAttr>(attr);
+  if (value && value.isSplat())
+    return DenseElementsAttr::get(local, value.getSplatValue<Attribute>());
+  auto type = cast<ShapedType>(attr.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
+    inner *= shape[d];
+  const int64_t rows = shape[dim] / ways;
+  unsigned bits = type.getElementType().getIntOrFloatBitWidth();
+  ArrayRef<char> raw;
+  if (value) {
+    raw = value.getRawData();
+  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      raw = blob->getData();
+  }
+  const size_t esize = bits / 8;
+  if (bits % 8 == 0 && raw.size() == static_cast<size_t>(type.getNumElements()) * esize) {
+    // Whole bytes: compare and cut the raw data.
+    const size_t run = static_cast<size_t>(rows * inner) * esize;
+    std::vector<char> block;
+    block.reserve(static_cast<size_t>(outer) * run);
+    for (int64_t o = 0; o < outer; ++o) {
+      const char *first = raw.data() + static_cast<size_t>(o * shape[dim] * inner) * esize;
+      for (int64_t w = 1; w < ways; ++w)
+        if (std::memcmp(first, first + w * run, run) != 0)
+          return std::nullopt;
+      block.insert(block.end(), first, first + run);
+    }
+    return DenseElementsAttr::getFromRawBuffer(local, block);
+  }
+  if (!value)
+    return std::nullopt;
+  SmallVector<Attribute> all(value.getValues<Attribute>());
+  SmallVector<Attribute> block;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < inner; ++i) {
+        Attribute first = all[(o * shape[dim] + r) * inner + i];
+        for (int64_t w = 1; w < ways; ++w)
+          if (all[(o * shape[dim] + w * rows + r) * inner + i] != first)
+            return std::nullopt;
+        block.push_back(first);
+      }
+  return DenseElementsAttr::get(local, block);
 }
 
 LogicalResult Partitioner::run(func::FuncOp f) {
@@ -84,9 +141,35 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     }
   }
 
+  // Split-batch: constants of the batch's rows with equal row blocks are split like the inputs.
+  llvm::DenseSet<Operation *> presplit;
+  if (!strategy.localBatch.empty() && strategy.localBatchRows > 0 && !deciding) {
+    const int64_t ways = mesh.groupSize(strategy.localBatch);
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      auto cst = dyn_cast<colossal::ConstantOp>(op);
+      if (!cst)
+        continue;
+      ElementsAttr dense = cst.getValue();
+      RankedTensorType type = tensorType(cst);
+      if (type.getRank() < 1 || type.getDimSize(0) != strategy.localBatchRows)
+        continue;
+      Sharding s = Sharding::replicated(type.getRank());
+      s.dims[0] = strategy.localBatch;
+      std::optional<DenseElementsAttr> block = equalRowBlock(dense, 0, ways, localType(type, s));
+      if (!block)
+        continue;
+      OpBuilder b(cst);
+      auto local = colossal::ConstantOp::create(b, cst.getLoc(), cast<ElementsAttr>(*block));
+      record(local, type, s);
+      cst.replaceAllUsesWith(local.getResult());
+      cst.erase();
+      presplit.insert(local);
+    }
+  }
+
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
-    if (!isa<colossal::ShardSliceOp>(op))
+    if (!isa<colossal::ShardSliceOp>(op) && !presplit.contains(&op))
       ops.push_back(&op);
   for (Operation *op : ops) {
     for (Value r : op->getResults())

@@ -48,6 +48,10 @@ struct Strategy {
   /// over `localBatch`) stays the row block's value; the training loop combines the row blocks'
   /// losses (their mean, as grad_accum always has).
   bool localPartialResults = false;
+  /// colossal-split-batch: the global batch (dim 0 of the inputs). A constant with this many rows
+  /// whose row blocks are equal (position ids, masks and tables broadcast to the batch, folded at
+  /// import) is taken as split along dim 0 like an input, so what is computed from it follows.
+  int64_t localBatchRows = 0;
   /// The end of the error for an op without a sharding rule.
   std::string noRuleAdvice =
       "an op without a rule is never silently replicated: give its operands a whole layout with "
@@ -60,6 +64,11 @@ struct Strategy {
   };
   std::vector<std::unique_ptr<Hint>> hints;
 };
+
+/// Block 0 of `value` cut into `ways` equal blocks along `dim`, typed `local`, when every block
+/// holds the same elements; nullopt otherwise.
+std::optional<DenseElementsAttr> equalRowBlock(ElementsAttr value, int64_t dim, int64_t ways,
+                                               RankedTensorType local);
 
 /// One op's needs: the sharding each operand must have, and those of its results.
 struct Decision {

@@ -31,33 +31,6 @@ namespace {
 /// either folded (constants) or reported, so the name never reaches the output IR.
 constexpr llvm::StringLiteral kRowBlockAxis = "row_blocks";
 
-/// Block 0 of `value` split into `ways` blocks along `dim`, when all blocks are equal.
-std::optional<DenseElementsAttr> equalBlock(DenseElementsAttr value, int64_t dim, int64_t ways,
-                                            RankedTensorType local) {
-  if (value.isSplat())
-    return DenseElementsAttr::get(local, value.getSplatValue<Attribute>());
-  ArrayRef<int64_t> shape = value.getType().getShape();
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
-    inner *= shape[d];
-  const int64_t rows = shape[dim] / ways;
-  SmallVector<Attribute> all(value.getValues<Attribute>());
-  SmallVector<Attribute> block;
-  block.reserve(outer * rows * inner);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = 0; i < inner; ++i) {
-        Attribute first = all[(o * shape[dim] + r) * inner + i];
-        for (int64_t w = 1; w < ways; ++w)
-          if (all[(o * shape[dim] + w * rows + r) * inner + i] != first)
-            return std::nullopt;
-        block.push_back(first);
-      }
-  return DenseElementsAttr::get(local, block);
-}
-
 struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
   using SplitBatchBase::SplitBatchBase;
 
@@ -131,10 +104,9 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
           }
         }
         auto cst = slice.getX().getDefiningOp<colossal::ConstantOp>();
-        auto dense = cst ? dyn_cast<DenseElementsAttr>(cst.getValue()) : DenseElementsAttr();
-        if (dense) {
+        if (ElementsAttr dense = cst ? cst.getValue() : ElementsAttr()) {
           auto local = cast<RankedTensorType>(slice.getType());
-          if (auto block = equalBlock(dense, slice.getDim(), blocks, local)) {
+          if (auto block = equalRowBlock(dense, slice.getDim(), blocks, local)) {
             OpBuilder b(slice);
             Value v = colossal::ConstantOp::create(b, slice.getLoc(), cast<ElementsAttr>(*block));
             slice.replaceAllUsesWith(v);
@@ -206,6 +178,11 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     mesh.sizes.push_back(blocks);
     Strategy strategy;
     strategy.localBatch = {0};
+    for (unsigned i = 0; i < target.getNumArguments(); ++i)
+      if (target.getArgAttr(i, kInputAttr)) {
+        strategy.localBatchRows = tensorType(target.getArgument(i)).getDimSize(0);
+        break;
+      }
     strategy.localPartialResults = into != kForwardFunction;
     strategy.noRuleAdvice = "it has no row-wise rule, so the model cannot be split over " + ways() +
                             "; run it with dp=1 and train.grad_accum=1";

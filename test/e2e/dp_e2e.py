@@ -291,6 +291,7 @@ def case_fixed(args):
         ok &= u.compare(ref_out, out, 1e-5, label="fixed " + name)
 
     ok &= fixed_cnn(s)
+    ok &= fixed_position_ids(s)
 
     def expect(text, pattern, name):
         nonlocal ok
@@ -352,6 +353,53 @@ def fixed_cnn(s):
             continue
         print(f"fixed-batch CNN inference, {name} vs one rank")
         ok &= u.compare(ref, out, 1e-5, label="cnn " + name)
+    return ok
+
+
+def fixed_position_ids(s):
+    """HF-style position ids, `arange(T).unsqueeze(0).expand(B, T)` (folded to a [B, T] constant of
+    equal rows), in a fixed-batch export: dp=2 inference against the one-rank plan, and dp=2 x
+    grad_accum 2 training against one rank (losses within 1e-5)."""
+    import torch
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e = torch.nn.Embedding(256, 32)
+            self.p = torch.nn.Embedding(64, 32)
+            self.h = torch.nn.Linear(32, 256)
+
+        def forward(self, x):
+            b, t = x.shape
+            pos = torch.arange(t).unsqueeze(0).expand(b, t)
+            return self.h(torch.tanh(self.e(x) + self.p(pos)))
+
+    model = os.path.join(s.work, "pos.onnx")
+    x = torch.randint(0, 256, (8, 64))
+    torch.onnx.export(Net().eval(), (x,), model, input_names=["input_ids"], output_names=["logits"],
+                      opset_version=17)
+    xs = os.path.join(s.work, "pos_x.npy")
+    np.save(xs, x.numpy())
+    outs = {}
+    for name, mesh, ranks in (("one", "", 1), ("dp2", "mesh: {dp: 2}\n", 2)):
+        plan = os.path.join(s.work, f"pos_{name}.cplan")
+        u.compile_plan(s.opt, model, s.spec("pos_" + name, "mode: inference\n" + mesh), plan)
+        outs[name] = os.path.join(s.work, "pos_out_" + name)
+        shutil.rmtree(outs[name], ignore_errors=True)
+        run_mpi(ranks, [s.run_bin, plan, "--input", f"input_ids={xs}", "--output-dir", outs[name], "--threads", "1"],
+                "position ids " + name)
+    print("fixed-batch position ids, dp2 vs one rank")
+    ok = u.compare(u.npy_dir(outs["one"]), outs["dp2"], 1e-5, label="position ids dp2")
+    train = ("mode: train\ntrain:\n  loss: {kind: cross_entropy, logits: logits, labels: labels}\n"
+             "  optimizer: {kind: adamw, lr: 1.0e-3}\n")
+    runs = {}
+    for name, extra, ranks in (("one", "", 1), ("dp2a2", "  grad_accum: 2\nmesh: {dp: 2}\n", 2)):
+        plan = os.path.join(s.work, f"pos_train_{name}.cplan")
+        u.compile_plan(s.opt, model, s.spec("pos_train_" + name, train + extra), plan)
+        runs[name] = globals()["train"](s, ranks, plan, os.path.join(s.work, f"pos_train_{name}.jsonl"), 5)
+    print("fixed-batch position ids, training dp2 x grad_accum 2 vs one rank")
+    ok &= t.compare_runs(runs["dp2a2"], runs["one"], 1e-5, "pos dp2a2", "1 rank", grad_tol=1e-4)
     return ok
 
 

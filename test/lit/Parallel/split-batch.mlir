@@ -52,3 +52,23 @@ func.func @forward(%x: tensor<4x2xf32> {colossal.input = "x"}) -> (tensor<4x2xf3
   %y = colossal.add %x, %c : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
 }
+
+// -----
+
+// Position ids broadcast to the batch (torch's arange(T).expand(B, T), folded at import) are split
+// like an input, so the position embedding they gather follows the row block.
+// DP2-LABEL: func.func @forward
+// DP2: colossal.constant dense<{{\[}}[0, 1, 2], [0, 1, 2]]> : tensor<2x3xi64>
+// DP2-NOT: shard_slice
+// DP2: return {{.*}} : tensor<2x3x8xf32>
+// TRAIN-LABEL: func.func @forward_microbatch
+// TRAIN: colossal.constant dense<{{\[}}[0, 1, 2]]> : tensor<1x3xi64>
+func.func @forward(%ids: tensor<4x3xi64> {colossal.input = "ids"},
+                   %wte: tensor<16x8xf32> {colossal.param = "wte"},
+                   %wpe: tensor<3x8xf32> {colossal.param = "wpe"}) -> (tensor<4x3x8xf32> {colossal.output = "h"}) {
+  %pos = colossal.constant dense<[[0, 1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2]]> : tensor<4x3xi64>
+  %e = colossal.gather %wte, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<4x3xi64>) -> tensor<4x3x8xf32>
+  %p = colossal.gather %wpe, %pos {axis = 0 : i64} : (tensor<3x8xf32>, tensor<4x3xi64>) -> tensor<4x3x8xf32>
+  %h = colossal.add %e, %p : (tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  return %h : tensor<4x3x8xf32>
+}
