@@ -152,6 +152,13 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
       if (!fwdLogits)
         return module.emitError() << "@forward has no output '" << logits << "'";
       vocab = llvm::cast<RankedTensorType>(forward.getResultTypes()[*fwdLogits]).getShape().back();
+    } else {
+      // The plan needs the logits output (the vocabulary the training loop checks --data's ids
+      // against, and what sample and export read), whatever computes the loss.
+      return module.emitError()
+             << "train.loss: kind output needs logits as well: name the model's logits output "
+                "with train.loss.logits (the training loop checks the token ids against its "
+                "last dim, the vocabulary; sample reads it)";
     }
 
     // @eval: the model and the loss; @train_step starts as its copy.

@@ -1,4 +1,6 @@
 // RUN: colossal-opt %s --pass-pipeline='builtin.module(colossal-append-loss{kind=output output=loss labels=targets logits=logits})' | FileCheck %s
+// RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-append-loss{kind=output output=loss labels=targets})' 2>&1 | FileCheck %s --check-prefix=NOLOGITS
+// NOLOGITS: error: train.loss: kind output needs logits as well: name the model's logits output with train.loss.logits
 
 // A model that computes its own loss (kind=output): its scalar output becomes @eval's result and
 // its `targets` input is the labels; no loss op is added. The logits output gives vocab_size.

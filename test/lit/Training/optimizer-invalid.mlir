@@ -17,7 +17,7 @@
 // RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-optimizer{lr=1}, colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: error: colossal-optimizer: the module already has @optimizer_step
 // RUN: not colossal-opt %S/append-loss-output.mlir --pass-pipeline='builtin.module(colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=NOSTEP
-// RUN: not colossal-opt %S/append-loss-output.mlir --pass-pipeline='builtin.module(colossal-append-loss{kind=output output=loss labels=targets}, colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=NOGRADS
+// RUN: not colossal-opt %S/append-loss-output.mlir --pass-pipeline='builtin.module(colossal-append-loss{kind=output output=loss labels=targets logits=logits}, colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=NOGRADS
 // NOGRADS: error: colossal-optimizer: @train_step has no gradient accumulators (run colossal-autodiff first)
 // NOSTEP: error: colossal-optimizer needs @train_step (run colossal-append-loss and colossal-autodiff first)
 
