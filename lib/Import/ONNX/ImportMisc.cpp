@@ -552,12 +552,20 @@ FailureOr<SmallVector<Value>> importBranch(Ctx &c, StringRef which) {
 /// have no side effects, and the select takes each element from the chosen branch only, so the
 /// result is exactly the chosen branch's (a NaN or inf of the other branch does not leak).
 LogicalResult importDataDependentIf(Ctx &c) {
+  // A branch that cannot be imported: say why it was imported at all (the error above names the
+  // node inside it), and how to import only the taken branch.
+  auto branchFailed = [&](StringRef branch) {
+    llvm::errs() << "note: node '" << c.node.name() << "' (If): the error above is in its "
+                 << branch << "; the condition is not a compile-time constant, so both branches "
+                 << "are imported; " << c.dependence(c.in[0]) << "\n";
+    return failure();
+  };
   auto thenOuts = importBranch(c, "then_branch");
   if (failed(thenOuts))
-    return failure();
+    return branchFailed("then_branch");
   auto elseOuts = importBranch(c, "else_branch");
   if (failed(elseOuts))
-    return failure();
+    return branchFailed("else_branch");
   Emit e(c);
   Value cond = e.reshape(c.in[0], {});
   for (auto [k, t, f] : llvm::enumerate(*thenOuts, *elseOuts)) {
