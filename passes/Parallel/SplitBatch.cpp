@@ -127,8 +127,22 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
           blame = producer;
       } else if (op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
         Operation *user = *op->getResult(0).user_begin();
-        if (!isa<func::ReturnOp>(user))
+        if (!isa<func::ReturnOp>(user)) {
           blame = user;
+        } else {
+          // A model output whose rows are not along dim 0: the runs' outputs are gathered there.
+          for (OpOperand &use : op->getResult(0).getUses()) {
+            auto name = f.getResultAttrOfType<StringAttr>(use.getOperandNumber(), kOutputAttr);
+            auto source = getOperation()->getAttrOfType<StringAttr>(kSourceAttr);
+            f.emitError() << (source ? source.str() + ": " : std::string()) << "output '"
+                          << (name ? name.getValue() : StringRef("?"))
+                          << "' does not keep the batch in dim 0 (its rows would need "
+                          << op->getName().stripDialect()
+                          << " across row blocks), so the model cannot be split over " << ways()
+                          << "; run it with dp=1 and train.grad_accum=1";
+            return WalkResult::interrupt();
+          }
+        }
       }
       blame->emitError() << "this op mixes rows of the batch (splitting it would need "
                          << op->getName().stripDialect()

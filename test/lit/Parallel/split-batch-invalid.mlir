@@ -45,3 +45,12 @@ func.func @forward(%x: tensor<12x2xf32> {colossal.input = "x"}) -> (tensor<12x2x
   %y = colossal.add %x, %c : (tensor<12x2xf32>, tensor<12x2xf32>) -> tensor<12x2xf32>
   return %y : tensor<12x2xf32>
 }
+
+// -----
+
+// An output with the batch in dim 1 (logits.transpose(0, 1)): outputs are gathered along dim 0.
+// expected-error @below {{output 'y' does not keep the batch in dim 0 (its rows would need all_gather across row blocks), so the model cannot be split over dp=2 x train.grad_accum=3; run it with dp=1 and train.grad_accum=1}}
+func.func @forward(%x: tensor<12x2xf32> {colossal.input = "x"}) -> (tensor<2x12xf32> {colossal.output = "y"}) {
+  %y = colossal.transpose %x {perm = array<i64: 1, 0>} : (tensor<12x2xf32>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
