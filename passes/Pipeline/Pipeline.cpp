@@ -10,20 +10,23 @@ namespace colossal {
 
 namespace {
 
-void addCleanup(mlir::OpPassManager &pm) {
-  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+void addCanonicalizeCse(mlir::OpPassManager &fn) {
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(mlir::createCSEPass());
 }
 
+/// func.func(canonicalize, cse): after a rewrite of the module.
+void addCleanup(mlir::OpPassManager &pm) { addCanonicalizeCse(pm.nest<mlir::func::FuncOp>()); }
+
+/// func.func(canonicalize, fusions, canonicalize, cse): shape arithmetic folded first, so the
+/// fusions see constants.
 void addFusion(mlir::OpPassManager &pm) {
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(createFuseNorms());
   fn.addPass(createFuseActivations());
   fn.addPass(createFuseAttention());
-  fn.addPass(mlir::createCanonicalizerPass());
-  fn.addPass(mlir::createCSEPass());
+  addCanonicalizeCse(fn);
 }
 
 void addTraining(mlir::OpPassManager &pm, const Spec &spec) {

@@ -169,3 +169,26 @@ def compare(reference, actual_dir, tol, label="colossal", check_extra=True):
 def die(msg, code=2):
     print(f"error: {msg}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def case_main(doc, cases, threads=1, steps=20, threads_help=None, steps_help=None, shared_default=None):
+    """The `main` of an e2e script made of cases: --case NAME --workdir W [--opt --run --shared-dir
+    --threads --steps]; runs cases[NAME](args), prints PASS or FAIL and exits 0 (pass), 1 (a
+    mismatch) or 2 (a tool failed: ToolError)."""
+    import argparse
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", required=True, choices=sorted(cases))
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--opt")
+    p.add_argument("--run")
+    p.add_argument("--shared-dir", default=(os.environ.get("COLOSSAL_SHARED_DIR", os.path.join(REPO, "..", "shared"))
+                                            if shared_default is None else shared_default))
+    p.add_argument("--threads", type=int, default=threads, help=threads_help)
+    p.add_argument("--steps", type=int, default=steps, help=steps_help)
+    args = p.parse_args()
+    try:
+        ok = cases[args.case](args)
+    except ToolError as e:
+        die(str(e), 2)
+    print("PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)

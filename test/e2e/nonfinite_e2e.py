@@ -38,7 +38,6 @@ kept two checkpoints full of NaN).
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (dp/tp: no mpirun).
 """
-import argparse
 import json
 import os
 import shutil
@@ -351,21 +350,8 @@ CASES = {"stop": case_stop, "skip": case_skip, "checkpoint": case_checkpoint,
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", required=True, choices=sorted(CASES))
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--opt")
-    p.add_argument("--run")
-    p.add_argument("--shared-dir", default=os.environ.get("COLOSSAL_SHARED_DIR", os.path.join(u.REPO, "..", "shared")))
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the PyTorch reference")
-    p.add_argument("--steps", type=int, default=40, help="unused (train_e2e.Setup reads it)")
-    args = p.parse_args()
-    try:
-        ok = CASES[args.case](args)
-    except u.ToolError as e:
-        u.die(str(e), 2)
-    print("PASS" if ok else "FAIL")
-    sys.exit(0 if ok else 1)
+    u.case_main(__doc__, CASES, threads=2, steps=40, threads_help="torch.set_num_threads for the PyTorch reference",
+                steps_help="unused (train_e2e.Setup reads it)")
 
 
 if __name__ == "__main__":

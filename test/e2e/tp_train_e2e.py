@@ -29,7 +29,6 @@ Every rank runs with --threads 1.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
-import argparse
 import json
 import os
 import re
@@ -270,21 +269,7 @@ CASES = {"train": case_train, "resume": case_resume, "report": case_report, "kil
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", required=True, choices=sorted(CASES))
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--opt")
-    p.add_argument("--run")
-    p.add_argument("--shared-dir", default="")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--steps", type=int, default=20)
-    args = p.parse_args()
-    try:
-        ok = CASES[args.case](args)
-    except u.ToolError as e:
-        u.die(str(e), 2)
-    print("PASS" if ok else "FAIL")
-    sys.exit(0 if ok else 1)
+    u.case_main(__doc__, CASES, shared_default="")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ match, accum and sgd need the shared data and exit 77 (skipped) without it; resu
 back to /usr/share/common-licenses (Debian's base-files). Exit codes: 0 pass, 1 mismatch, 2 a tool
 failed (its message is printed), 77 skipped.
 """
-import argparse
 import glob
 import json
 import math
@@ -331,21 +330,8 @@ CASES = {"match": case_match, "accum": case_accum, "sgd": case_sgd, "resume": ca
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", required=True, choices=sorted(CASES))
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--opt")
-    p.add_argument("--run")
-    p.add_argument("--shared-dir", default=os.environ.get("COLOSSAL_SHARED_DIR", os.path.join(u.REPO, "..", "shared")))
-    p.add_argument("--threads", type=int, default=2, help="colossal-run --threads and torch.set_num_threads")
-    p.add_argument("--steps", type=int, default=40, help="steps of match, accum and sgd")
-    args = p.parse_args()
-    try:
-        ok = CASES[args.case](args)
-    except u.ToolError as e:
-        u.die(str(e), 2)
-    print("PASS" if ok else "FAIL")
-    sys.exit(0 if ok else 1)
+    u.case_main(__doc__, CASES, threads=2, steps=40, threads_help="colossal-run --threads and torch.set_num_threads",
+                steps_help="steps of match, accum and sgd")
 
 
 if __name__ == "__main__":
