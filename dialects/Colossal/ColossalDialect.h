@@ -27,11 +27,11 @@ inline constexpr llvm::StringLiteral kOutputAttr = "colossal.output"; // StringA
 inline constexpr llvm::StringLiteral kStateAttr = "colossal.state";   // StringAttr: state name
 inline constexpr llvm::StringLiteral kSourceAttr = "colossal.source"; // StringAttr: ONNX name
 inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // DictionaryAttr (module)
-/// Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition"): a split argument's
-/// sharding (ArrayAttr per dim of the mesh axes it is split over) and its block counts
-/// (DenseI64ArrayAttr, k > 1: k equal blocks split separately).
+/// Shardings (docs/parallelism.md "IR after colossal-spmd-partition"): on a function argument,
+/// the `#colossal.sharding` of the global tensor whose local shard the argument is; on an op (the
+/// partitioner's `stage=propagate` output), its result's sharding, or an ArrayAttr of one per
+/// result. Checked by the dialect against the mesh and the value's type.
 inline constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";
-inline constexpr llvm::StringLiteral kShardBlocksAttr = "colossal.shard_blocks";
 /// The module's ONNX opset (IntegerAttr) and file name (StringAttr, kSourceAttr).
 inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
 /// The programs of a module (docs/plan.md "Programs"): the model, and in train mode the loss

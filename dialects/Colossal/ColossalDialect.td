@@ -16,6 +16,15 @@ def Colossal_Dialect : Dialect {
     `colossal.param`; inputs and outputs are marked `colossal.input` / `colossal.output`.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  // `colossal.sharding` (and the program roles) on function arguments, results and ops are
+  // checked against the module's mesh and the value's type (ColossalDialect.cpp).
+  let hasRegionArgAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Registers ColossalAttrs.td's attributes (ColossalAttrs.cpp, where their storage is).
+    void registerAttributes();
+  }];
 }
 
 #endif // COLOSSAL_DIALECT_TD

@@ -2,6 +2,7 @@
 #ifndef COLOSSAL_DIALECTS_COLOSSAL_COLOSSALOPS_H
 #define COLOSSAL_DIALECTS_COLOSSAL_COLOSSALOPS_H
 
+#include "dialects/Colossal/ColossalAttrs.h"
 #include "dialects/Colossal/ColossalDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"

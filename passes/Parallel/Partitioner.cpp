@@ -183,7 +183,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     }
     if (auto g = dyn_cast<colossal::GlobalNormOp>(op)) {
       if (trace)
-        trace->push_back("[]");
+        trace->push_back(Sharding::replicated(0).toAttr(mesh));
       if (failed(emitGlobalNorm(g)))
         return failure();
       continue;
@@ -213,10 +213,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     if (errorOp)
       return errorOp->emitError(errorMessage);
     if (trace) {
-      std::string text;
+      // One result: its sharding; several: one per result; none: an empty list.
+      SmallVector<Attribute> results;
       for (const Sharding &r : d.results)
-        text += (text.empty() ? "" : "; ") + r.str(mesh);
-      trace->push_back(text);
+        results.push_back(r.toAttr(mesh));
+      trace->push_back(results.size() == 1 ? results[0]
+                                           : Attribute(ArrayAttr::get(mesh.context, results)));
     }
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       auto it = freeParams.find(op->getOperand(i));
@@ -294,16 +296,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     const Sharding &s = shardings.lookup(arg);
     if (!s.isSplit() || !strategy.localBatch.empty())
       continue;
-    SmallVector<Attribute> dims;
-    bool blocked = false;
-    for (auto [axes, k] : llvm::zip(s.dims, s.blocks)) {
-      dims.push_back(mesh.axesAttr(ctx, axes));
-      blocked |= k > 1;
-    }
-    f.setArgAttr(arg.getArgNumber(), kShardingAttr, ArrayAttr::get(ctx, dims));
-    if (blocked)
-      f.setArgAttr(arg.getArgNumber(), kShardBlocksAttr,
-                   DenseI64ArrayAttr::get(ctx, s.blocks));
+    f.setArgAttr(arg.getArgNumber(), kShardingAttr, s.toAttr(mesh));
   }
   f.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), ret->getOperandTypes()));
   return success();

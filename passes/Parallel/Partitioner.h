@@ -85,7 +85,7 @@ public:
 
   LogicalResult run(func::FuncOp f);
   /// Records, op by op in walk order, the shardings of each op's results (stage=propagate).
-  void setTrace(std::vector<std::string> *t) { trace = t; }
+  void setTrace(std::vector<Attribute> *t) { trace = t; }
 
 private:
   const Mesh &mesh;
@@ -97,7 +97,7 @@ private:
   llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
   llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
   llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
-  std::vector<std::string> *trace = nullptr;     // stage=propagate: results' shardings per op
+  std::vector<Attribute> *trace = nullptr;       // stage=propagate: results' shardings per op
   Operation *errorOp = nullptr;                  // a size the strategy cannot split (phase 1)
   std::string errorMessage;
 

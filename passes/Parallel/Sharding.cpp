@@ -3,10 +3,22 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
 namespace colossal::spmd {
+
+Mesh Mesh::of(MeshOp op) {
+  Mesh mesh;
+  mesh.context = op->getContext();
+  mesh.symbol = op.getSymName().str();
+  for (auto [name, size] : llvm::zip(op.getAxes(), op.getShape())) {
+    mesh.names.push_back(cast<StringAttr>(name).str());
+    mesh.sizes.push_back(size);
+  }
+  return mesh;
+}
 
 int Mesh::find(llvm::StringRef name) const {
   for (size_t i = 0; i < names.size(); ++i)
@@ -40,26 +52,49 @@ Axes Sharding::usedAxes() const {
   return used;
 }
 
-std::string Sharding::str(const Mesh &mesh) const {
-  std::string s = "[";
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (d)
-      s += ", ";
-    if (dims[d].empty())
-      s += "-";
-    for (size_t i = 0; i < dims[d].size(); ++i)
-      s += (i ? "*" : "") + mesh.names[dims[d][i]];
-    if (blocks[d] > 1)
-      s += "/" + std::to_string(blocks[d]);
+ShardingAttr Sharding::toAttr(const Mesh &mesh) const {
+  MLIRContext *ctx = mesh.context;
+  auto names = [&](ArrayRef<int> axes) {
+    SmallVector<StringAttr> out;
+    for (int a : axes)
+      out.push_back(StringAttr::get(ctx, mesh.names[a]));
+    return out;
+  };
+  SmallVector<DimShardingAttr> attrDims;
+  for (auto [axes, k] : llvm::zip(dims, blocks))
+    attrDims.push_back(DimShardingAttr::get(ctx, names(axes), axes.empty() ? 1 : k));
+  return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, mesh.symbol), attrDims,
+                           names(partial));
+}
+
+FailureOr<Sharding> Sharding::fromAttr(ShardingAttr attr, const Mesh &mesh) {
+  auto indices = [&](ArrayRef<StringAttr> axes, Axes &out) {
+    for (StringAttr a : axes) {
+      int i = mesh.find(a.getValue());
+      if (i < 0)
+        return false;
+      out.push_back(i);
+    }
+    return true;
+  };
+  Sharding s;
+  for (DimShardingAttr d : attr.getDims()) {
+    s.dims.emplace_back();
+    if (!indices(d.getAxes(), s.dims.back()))
+      return failure();
+    s.blocks.push_back(d.getBlocks());
   }
-  s += "]";
-  if (!partial.empty()) {
-    s += " partial(";
-    for (size_t i = 0; i < partial.size(); ++i)
-      s += (i ? "," : "") + mesh.names[partial[i]];
-    s += ")";
-  }
+  if (!indices(attr.getPartial(), s.partial))
+    return failure();
+  llvm::sort(s.partial);
   return s;
+}
+
+std::string Sharding::str(const Mesh &mesh) const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << toAttr(mesh);
+  return text;
 }
 
 SmallVector<int64_t> localShape(ArrayRef<int64_t> global, const Sharding &s, const Mesh &mesh) {

@@ -1,5 +1,7 @@
 //===- Sharding.h - shardings of tensors over a named device mesh -----*- C++ -*-===//
 //
+// The partitioner's working form of a `#colossal.sharding` (ColossalAttrs.td), with mesh axes as
+// indices; toAttr/fromAttr convert, and the IR and every diagnostic print the attribute.
 // The value a sharding describes (docs/parallelism.md "Tensor parallelism"): a tensor of global
 // shape G, split over the mesh. Per dim, the mesh axes it is split over (major to minor; group
 // rank row-major over them) and a block count k (k > 1: the dim is k equal blocks, each split
@@ -10,6 +12,8 @@
 #ifndef COLOSSAL_PASSES_PARALLEL_SHARDING_H
 #define COLOSSAL_PASSES_PARALLEL_SHARDING_H
 
+#include "dialects/Colossal/ColossalOps.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -19,10 +23,16 @@
 
 namespace colossal::spmd {
 
-/// The mesh: axis names in rank-layout order and their sizes.
+/// The mesh: axis names in rank-layout order and their sizes, and the symbol of its
+/// `colossal.mesh` (the `@mesh` of every `#colossal.sharding` written over it).
 struct Mesh {
+  mlir::MLIRContext *context = nullptr;
+  std::string symbol;
   llvm::SmallVector<std::string> names;
   llvm::SmallVector<int64_t> sizes;
+
+  /// The axes of `op`.
+  static Mesh of(MeshOp op);
 
   /// Index of `name`, or -1.
   int find(llvm::StringRef name) const;
@@ -60,7 +70,12 @@ struct Sharding {
     return dims == o.dims && blocks == o.blocks && partial == o.partial;
   }
   bool operator!=(const Sharding &o) const { return !(*this == o); }
-  /// `[tp, -] partial(tp)` for diagnostics and the IR attribute `colossal.sharding_debug`.
+  /// The IR form, `#colossal.sharding<@mesh, [{"tp"}, {}], partial = {"tp"}>`.
+  ShardingAttr toAttr(const Mesh &mesh) const;
+  /// The working form of `attr`, whose axes are on `mesh` (the dialect verified them); failure
+  /// when one is not.
+  static mlir::FailureOr<Sharding> fromAttr(ShardingAttr attr, const Mesh &mesh);
+  /// The attribute's text, for diagnostics.
   std::string str(const Mesh &mesh) const;
 };
 

@@ -188,6 +188,8 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       return failure();
 
     Mesh mesh;
+    mesh.context = module.getContext();
+    mesh.symbol = kRowBlockAxis.str();
     mesh.names.push_back(kRowBlockAxis.str());
     mesh.sizes.push_back(blocks);
     Strategy strategy;

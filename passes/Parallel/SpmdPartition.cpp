@@ -50,10 +50,7 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
     if (!meshOp)
       return module.emitError("colossal-spmd-partition needs the module's colossal.mesh (run "
                               "colossal-define-mesh first)");
-    for (auto [name, size] : llvm::zip(meshOp.getAxes(), meshOp.getShape())) {
-      mesh.names.push_back(cast<StringAttr>(name).str());
-      mesh.sizes.push_back(size);
-    }
+    mesh = Mesh::of(meshOp);
     auto axes = [&](AxisRole role) { return Axes(meshOp.axesWithRole(role)); };
     strategy.style = style;
     strategy.sequenceParallel = sequenceParallel;
@@ -213,12 +210,11 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
           auto name = f.getArgAttrOfType<StringAttr>(i, kParamAttr);
           if (!name || !decided.count(name.getValue()))
             continue;
-          f.setArgAttr(i, kShardingAttr,
-                       StringAttr::get(ctx, decided[name.getValue()].str(mesh)));
+          f.setArgAttr(i, kShardingAttr, decided[name.getValue()].toAttr(mesh));
         }
         if (stage == "strategy")
           continue;
-        std::vector<std::string> trace;
+        std::vector<Attribute> trace;
         auto clone = cast<func::FuncOp>(f->clone());
         Partitioner p(mesh, strategy, decided, /*deciding=*/false);
         p.setTrace(&trace);
@@ -229,7 +225,7 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
         size_t i = 0;
         for (Operation &op : f.getBody().front().without_terminator())
           if (i < trace.size())
-            op.setAttr(kShardingAttr, StringAttr::get(ctx, trace[i++]));
+            op.setAttr(kShardingAttr, trace[i++]);
       }
       return;
     }

@@ -9,7 +9,7 @@ module of the same model.
 The model (vocab V = 8, width D = 4, batch B = 4 rows of T = 4 tokens, grad_accum 2, AdamW with
 weight decay 0.01 and gradient clipping at 0.5): logits = E[tokens] @ W, cross-entropy loss. Its
 per-rank program at tp = 2 is Megatron's: E [V, D] split by columns (`colossal.sharding =
-[[], ["tp"]]`), W [D, V] split by rows ([["tp"], []]), so each rank computes a partial product of
+#colossal.sharding<@mesh, [{}, {"tp"}]>`), W [D, V] split by rows ([{"tp"}, {}]), so each rank computes a partial product of
 its D/2 features and one all_reduce over 'tp' makes the logits; the backward needs no collective
 (the logits' gradient is whole on every rank) and writes local gradients, and the global gradient
 norm is sqrt(all_reduce(local norm^2)). The one-rank module is the same without the shardings and
@@ -72,8 +72,8 @@ def module(E, W, tp, dp):
         mesh = ("colossal.mesh @mesh axes = [" + ", ".join(f'"{n}"' for n, _ in axes) + "] shape = ["
                 + ", ".join(str(s) for _, s in axes) + "] roles = ["
                 + ", ".join(f'"{roles[n]}"' for n, _ in axes) + "]\n")
-    shE = ', colossal.sharding = [[], ["tp"]]' if tp > 1 else ""
-    shW = ', colossal.sharding = [["tp"], []]' if tp > 1 else ""
+    shE = ', colossal.sharding = #colossal.sharding<@mesh, [{}, {"tp"}]>' if tp > 1 else ""
+    shW = ', colossal.sharding = #colossal.sharding<@mesh, [{"tp"}, {}]>' if tp > 1 else ""
     tE, tW = f"tensor<{V}x{Dl}xf32>", f"tensor<{Dl}x{V}xf32>"
 
     def args(values):

@@ -42,15 +42,15 @@ std::string denseRows(int rows, int cols, int rowScale) {
   return s + "]>";
 }
 
-std::string module(llvm::StringRef wSharding = R"([["tp"], []])",
+std::string module(llvm::StringRef wSharding = R"(#colossal.sharding<@mesh, [{"tp"}, {}]>)",
                    llvm::StringRef wValueType = "tensor<8x4xf32>",
                    llvm::StringRef meshOp = R"(colossal.mesh @mesh axes = ["tp"] shape = [2] roles = ["tensor"])") {
   int rows = 0, cols = 0;  // of wValueType, "tensor<RxCxf32>"
   std::sscanf(wValueType.str().c_str(), "tensor<%dx%dx", &rows, &cols);
   std::string w = "{colossal.param = \"w\", colossal.sharding = " + wSharding.str() +
                   ", colossal.value = " + denseRows(rows, cols, 10) + " : " + wValueType.str() + "}";
-  std::string qkv = "{colossal.param = \"qkv\", colossal.sharding = [[], [\"tp\"]], "
-                    "colossal.shard_blocks = array<i64: 1, 3>, colossal.value = " +
+  std::string qkv = "{colossal.param = \"qkv\", colossal.sharding = "
+                    "#colossal.sharding<@mesh, [{}, {\"tp\"}/3]>, colossal.value = " +
                     denseRows(2, 12, 100) + " : tensor<2x12xf32>}";
   return R"(module attributes {
   colossal.train = {tokens_input = "tokens", labels_input = "labels", logits_output = "logits",
@@ -329,23 +329,24 @@ TEST_F(ShardedPlanTest, CheckpointsHoldGlobalTensorsAndLoadSlices) {
 
 TEST_F(ShardedPlanTest, EmitterErrors) {
   // The value must be the global tensor.
-  EXPECT_TRUE(failed(emit(module(R"([["tp"], []])", "tensor<4x4xf32>"))));
+  EXPECT_TRUE(failed(emit(module(R"(#colossal.sharding<@mesh, [{"tp"}, {}]>)", "tensor<4x4xf32>"))));
   EXPECT_NE(diagnostics.find("parameter 'w' has data of type 'tensor<4x4xf32>' but is declared 'tensor<4x4xf32>' "
                              "(sharded: its data must be the global tensor, of shape 'tensor<8x4xf32>')"),
             std::string::npos)
       << diagnostics;
-  EXPECT_TRUE(failed(emit(module(R"([["mp"], []])"))));
-  EXPECT_NE(diagnostics.find("argument #1 ('w'): 'colossal.sharding' dim 0 names axis 'mp', which is not on the "
-                             "module's mesh"),
+  EXPECT_TRUE(failed(emit(module(R"(#colossal.sharding<@mesh, [{"mp"}, {}]>)"))));
+  EXPECT_NE(diagnostics.find("argument #1: 'colossal.sharding' dim 0 names axis 'mp', which is not on mesh @mesh"),
             std::string::npos)
       << diagnostics;
-  EXPECT_TRUE(failed(emit(module(R"([["tp"]])"))));
-  EXPECT_NE(diagnostics.find("'colossal.sharding' must list, for each of its 2 dims"), std::string::npos)
+  EXPECT_TRUE(failed(emit(module(R"(#colossal.sharding<@mesh, [{"tp"}]>)"))));
+  EXPECT_NE(diagnostics.find("'colossal.sharding' gives 1 dims for a value of type 'tensor<4x4xf32>'"), std::string::npos)
       << diagnostics;
-  EXPECT_TRUE(failed(emit(module(R"([["tp"], ["tp"]])", "tensor<8x8xf32>"))));
-  EXPECT_NE(diagnostics.find("names axis 'tp' twice"), std::string::npos) << diagnostics;
-  EXPECT_TRUE(failed(emit(module(R"([["tp"], []])", "tensor<8x4xf32>", ""))));
-  EXPECT_NE(diagnostics.find("'colossal.sharding' needs the module's mesh"), std::string::npos) << diagnostics;
+  EXPECT_TRUE(failed(emit(module(R"(#colossal.sharding<@mesh, [{"tp"}, {"tp"}]>)", "tensor<8x8xf32>"))));
+  EXPECT_NE(diagnostics.find("a sharding names mesh axis 'tp' twice"), std::string::npos) << diagnostics;
+  EXPECT_TRUE(failed(emit(module(R"(#colossal.sharding<@mesh, [{"tp"}, {}]>)", "tensor<8x4xf32>", ""))));
+  EXPECT_NE(diagnostics.find("'colossal.sharding' names mesh @mesh, which is not a colossal.mesh of the module"),
+            std::string::npos)
+      << diagnostics;
 }
 
 }  // namespace

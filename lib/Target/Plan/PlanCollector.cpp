@@ -142,65 +142,43 @@ std::string locName(Location loc) {
 // kTrainAttr, kStateAttr, kSourceAttr: dialects/Colossal/ColossalDialect.h.
 constexpr llvm::StringLiteral kNoDecayAttr = "colossal.no_decay"; // param argument: UnitAttr/BoolAttr
 // Tensor parallelism (docs/parallelism.md "IR after colossal-spmd-partition").
-// kShardingAttr, kShardBlocksAttr: dialects/Colossal/ColossalDialect.h.
+// kShardingAttr: dialects/Colossal/ColossalDialect.h; #colossal.sharding: ColossalAttrs.td.
 
 /// The module's mesh (name, size) in order, empty without one.
 using MeshTable = std::vector<std::pair<std::string, int64_t>>;
 
-/// Argument `i`'s sharding as plan.proto's Sharding, global shape computed from its local type
-/// (global dim = local dim x the product of its axes' sizes); nullopt when the argument has no
-/// `colossal.sharding`. Errors are emitted on `func`, naming the argument.
+/// Argument `i`'s `#colossal.sharding` as plan.proto's Sharding, global shape computed from its
+/// local type (global dim = local dim x the product of its axes' sizes); nullopt when the argument
+/// has none. The dialect verified the attribute against the mesh and the argument's type; a
+/// partial sum cannot be a program's argument. Errors are emitted on `func`, naming the argument.
 FailureOr<std::optional<plan::Sharding>> argSharding(func::FuncOp func, unsigned i, llvm::StringRef name,
                                                       const TensorType &local, const MeshTable &mesh) {
   Attribute attr = func.getArgAttr(i, kShardingAttr);
-  Attribute blocksAttr = func.getArgAttr(i, kShardBlocksAttr);
-  if (!attr) {
-    if (blocksAttr)
-      return func.emitError() << "argument #" << i << " ('" << name << "') has '" << kShardBlocksAttr
-                              << "' but no '" << kShardingAttr << "'";
+  if (!attr)
     return std::optional<plan::Sharding>();
-  }
   auto where = [&]() {
     return func.emitError() << "argument #" << i << " ('" << name << "'): ";
   };
-  auto dims = llvm::dyn_cast<ArrayAttr>(attr);
-  if (!dims || dims.size() != local.shape.size())
-    return where() << "'" << kShardingAttr << "' must list, for each of its " << local.shape.size()
-                   << " dims, the mesh axes it is split over (e.g. [[], [\"tp\"]]); got " << attr;
-  auto blocks = llvm::dyn_cast_or_null<DenseI64ArrayAttr>(blocksAttr);
-  if (blocksAttr && (!blocks || blocks.size() != static_cast<int64_t>(local.shape.size())))
-    return where() << "'" << kShardBlocksAttr << "' must be array<i64> with one entry per dim; got "
-                   << blocksAttr;
-  if (mesh.empty())
-    return where() << "'" << kShardingAttr << "' needs the module's mesh (colossal.mesh)";
+  auto sharding = llvm::dyn_cast<ShardingAttr>(attr);
+  if (!sharding || sharding.getDims().size() != local.shape.size())
+    return where() << "'" << kShardingAttr << "' must be a #colossal.sharding with one entry per dim ("
+                   << local.shape.size() << "); got " << attr;
+  if (!sharding.getPartial().empty())
+    return where() << "'" << kShardingAttr << "' is a partial sum, which no program argument may be";
   plan::Sharding out;
-  llvm::StringSet<> used;
-  for (unsigned d = 0; d < dims.size(); ++d) {
-    auto axes = llvm::dyn_cast<ArrayAttr>(dims[d]);
-    if (!axes)
-      return where() << "'" << kShardingAttr << "' dim " << d << " is " << dims[d]
-                     << ", expected a list of mesh axis names";
+  for (auto [d, dim] : llvm::enumerate(sharding.getDims())) {
     plan::DimSharding *ds = out.add_dims();
     int64_t group = 1;
-    for (Attribute a : axes) {
-      auto axis = llvm::dyn_cast<StringAttr>(a);
-      if (!axis)
-        return where() << "'" << kShardingAttr << "' dim " << d << ": " << a << " is not an axis name";
+    for (StringAttr axis : dim.getAxes()) {
       auto it = llvm::find_if(mesh, [&](const auto &m) { return m.first == axis.getValue(); });
       if (it == mesh.end())
         return where() << "'" << kShardingAttr << "' dim " << d << " names axis '" << axis.getValue()
                        << "', which is not on the module's mesh";
-      if (!used.insert(axis.getValue()).second)
-        return where() << "'" << kShardingAttr << "' names axis '" << axis.getValue() << "' twice";
       ds->add_axes(axis.getValue().str());
       group *= it->second;
     }
-    int64_t k = blocks ? blocks[d] : 1;
-    if (k < 1 || local.shape[d] % k != 0)
-      return where() << "'" << kShardBlocksAttr << "' dim " << d << " is " << k
-                     << ", which must be >= 1 and divide the local size " << local.shape[d];
-    if (k > 1)
-      ds->set_blocks(k);
+    if (dim.getBlocks() > 1)
+      ds->set_blocks(dim.getBlocks());
     out.add_global_shape(local.shape[d] * group);
   }
   return std::optional<plan::Sharding>(std::move(out));

@@ -32,13 +32,13 @@ module {
   }
 }
 
-// PROPAGATE: colossal.rms_norm {{.*}}colossal.sharding = "[-, -, -]"
-// PROPAGATE: colossal.matmul %{{.*}}, %arg1 {colossal.sharding = "[-, -, tp]"}
-// PROPAGATE: colossal.matmul %{{.*}}, %arg2 {colossal.sharding = "[-, -, tp]"}
-// PROPAGATE: colossal.reshape {{.*}}colossal.sharding = "[-, -, tp, -]"
-// PROPAGATE: colossal.attention {{.*}}colossal.sharding = "[-, tp, -, -]"
-// PROPAGATE: colossal.matmul %{{.*}}, %arg4 {colossal.sharding = "[-, -, -] partial(tp)"}
-// PROPAGATE: colossal.add %arg0, %{{.*}} {colossal.sharding = "[-, -, -]"}
+// PROPAGATE: colossal.rms_norm {{.*}}colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}]>
+// PROPAGATE: colossal.matmul %{{.*}}, %arg1 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}]>}
+// PROPAGATE: colossal.matmul %{{.*}}, %arg2 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}]>}
+// PROPAGATE: colossal.reshape {{.*}}colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}, {}]>
+// PROPAGATE: colossal.attention {{.*}}colossal.sharding = #colossal.sharding<@mesh, [{}, {"tp"}, {}, {}]>
+// PROPAGATE: colossal.matmul %{{.*}}, %arg4 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}], partial = {"tp"}>}
+// PROPAGATE: colossal.add %arg0, %{{.*}} {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}]>}
 
 // PARTITION: colossal.matmul %{{.*}}, %arg1 : (tensor<2x8x32xf32>, tensor<32x16xf32>) -> tensor<2x8x16xf32>
 // PARTITION: colossal.matmul %{{.*}}, %arg2 : (tensor<2x8x32xf32>, tensor<32x8xf32>) -> tensor<2x8x8xf32>

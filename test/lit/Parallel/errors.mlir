@@ -14,7 +14,7 @@
 // NOMATCH: error: parallel.tensor.hints: 'nothing\.matches' matches no parameter of the model
 // RANK: error: parallel.tensor.hints: 'fc1\.weight' gives 1 dims but parameter 'fc1.weight' has shape [8x6]
 // AXIS: error: parallel.tensor.hints: 'fc1\.weight': 'xp' is not a mesh axis
-// DIVIDE: error: parallel.tensor.hints: 'fc2\.bias' splits parameter 'fc2.bias' [7] as [tp], which does not divide its shape
+// DIVIDE: error: parallel.tensor.hints: 'fc2\.bias' splits parameter 'fc2.bias' [7] as #colossal.sharding<@mesh, [{"tp"}]>, which does not divide its shape
 // RUN: not colossal-opt %s --split-input-file --pass-pipeline='builtin.module(colossal-define-mesh{axes=tp=2:tensor}, colossal-spmd-partition{hints={fc.\.weight=-/-,fc1.*=-/-}})' 2>&1 | FileCheck %s --check-prefix=BOTH
 // BOTH: error: parallel.tensor.hints: parameter 'fc1.weight' matches both 'fc.\.weight' and 'fc1.*'; make the regexes exclusive
 // TWICE: error: parallel.tensor.hints: 'fc1\.weight' names mesh axis 'tp' twice

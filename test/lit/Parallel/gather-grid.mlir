@@ -18,8 +18,8 @@ module {
   }
 }
 
-// PROPAGATE: colossal.gather %arg1, %arg0 {axis = 0 : i64, colossal.sharding = "[tp_row, -, tp_col]"}
-// PROPAGATE: colossal.gather %{{.*}}, %{{.*}} {axis = 1 : i64, colossal.sharding = "[tp_row, tp_col]"}
+// PROPAGATE: colossal.gather %arg1, %arg0 {axis = 0 : i64, colossal.sharding = #colossal.sharding<@mesh, [{"tp_row"}, {}, {"tp_col"}]>}
+// PROPAGATE: colossal.gather %{{.*}}, %{{.*}} {axis = 1 : i64, colossal.sharding = #colossal.sharding<@mesh, [{"tp_row"}, {"tp_col"}]>}
 
 // PARTITION: %[[IDS:.*]] = colossal.shard_slice %arg0 {axes = ["tp_row"], dim = 0 : i64} : tensor<4x8xi64> -> tensor<2x8xi64>
 // PARTITION: %[[H:.*]] = colossal.gather %arg1, %[[IDS]] {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x8xi64>) -> tensor<2x8x8xf32>

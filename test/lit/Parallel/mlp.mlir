@@ -27,21 +27,21 @@ module {
 
 // Column-parallel fc1 (and its bias), row-parallel fc2, fc2's bias whole.
 // STRATEGY: colossal.mesh @mesh axes = ["tp"] shape = [2] roles = ["tensor"]
-// STRATEGY: %arg1: tensor<16x64xf32> {colossal.param = "fc1.weight", colossal.sharding = "[-, tp]"}
-// STRATEGY-SAME: %arg2: tensor<64xf32> {colossal.param = "fc1.bias", colossal.sharding = "[tp]"}
-// STRATEGY-SAME: %arg3: tensor<64x16xf32> {colossal.param = "fc2.weight", colossal.sharding = "[tp, -]"}
-// STRATEGY-SAME: %arg4: tensor<16xf32> {colossal.param = "fc2.bias", colossal.sharding = "[-]"}
+// STRATEGY: %arg1: tensor<16x64xf32> {colossal.param = "fc1.weight", colossal.sharding = #colossal.sharding<@mesh, [{}, {"tp"}]>}
+// STRATEGY-SAME: %arg2: tensor<64xf32> {colossal.param = "fc1.bias", colossal.sharding = #colossal.sharding<@mesh, [{"tp"}]>}
+// STRATEGY-SAME: %arg3: tensor<64x16xf32> {colossal.param = "fc2.weight", colossal.sharding = #colossal.sharding<@mesh, [{"tp"}, {}]>}
+// STRATEGY-SAME: %arg4: tensor<16xf32> {colossal.param = "fc2.bias", colossal.sharding = #colossal.sharding<@mesh, [{}]>}
 // STRATEGY: colossal.matmul %arg0, %arg1 : (tensor<4x8x16xf32>, tensor<16x64xf32>)
 
-// PROPAGATE: colossal.matmul %arg0, %arg1 {colossal.sharding = "[-, -, tp]"}
-// PROPAGATE: colossal.add %{{.*}}, %arg2 {colossal.sharding = "[-, -, tp]"}
-// PROPAGATE: colossal.gelu %{{.*}} {approximate = "tanh", colossal.sharding = "[-, -, tp]"}
-// PROPAGATE: colossal.matmul %{{.*}}, %arg3 {colossal.sharding = "[-, -, -] partial(tp)"}
-// PROPAGATE: colossal.add %{{.*}}, %arg4 {colossal.sharding = "[-, -, -]"}
-// PROPAGATE: colossal.add %arg0, %{{.*}} {colossal.sharding = "[-, -, -]"}
+// PROPAGATE: colossal.matmul %arg0, %arg1 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}]>}
+// PROPAGATE: colossal.add %{{.*}}, %arg2 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}]>}
+// PROPAGATE: colossal.gelu %{{.*}} {approximate = "tanh", colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {"tp"}]>}
+// PROPAGATE: colossal.matmul %{{.*}}, %arg3 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}], partial = {"tp"}>}
+// PROPAGATE: colossal.add %{{.*}}, %arg4 {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}]>}
+// PROPAGATE: colossal.add %arg0, %{{.*}} {colossal.sharding = #colossal.sharding<@mesh, [{}, {}, {}]>}
 
 // One all_reduce, after the row-parallel matmul and before its bias.
-// PARTITION: func.func @forward(%arg0: tensor<4x8x16xf32> {colossal.input = "x"}, %arg1: tensor<16x32xf32> {colossal.param = "fc1.weight", colossal.sharding = {{\[\[\], \["tp"\]\]}}}, %arg2: tensor<32xf32> {colossal.param = "fc1.bias", colossal.sharding = {{\[\["tp"\]\]}}}, %arg3: tensor<32x16xf32> {colossal.param = "fc2.weight", colossal.sharding = {{\[\["tp"\], \[\]\]}}}, %arg4: tensor<16xf32> {colossal.param = "fc2.bias"})
+// PARTITION: func.func @forward(%arg0: tensor<4x8x16xf32> {colossal.input = "x"}, %arg1: tensor<16x32xf32> {colossal.param = "fc1.weight", colossal.sharding = #colossal.sharding<@mesh, [{}, {"tp"}]>}, %arg2: tensor<32xf32> {colossal.param = "fc1.bias", colossal.sharding = #colossal.sharding<@mesh, [{"tp"}]>}, %arg3: tensor<32x16xf32> {colossal.param = "fc2.weight", colossal.sharding = #colossal.sharding<@mesh, [{"tp"}, {}]>}, %arg4: tensor<16xf32> {colossal.param = "fc2.bias"})
 // PARTITION-NEXT: %[[H:.*]] = colossal.matmul %arg0, %arg1 : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
 // PARTITION-NEXT: %[[HB:.*]] = colossal.add %[[H]], %arg2 : (tensor<4x8x32xf32>, tensor<32xf32>) -> tensor<4x8x32xf32>
 // PARTITION-NEXT: %[[G:.*]] = colossal.gelu %[[HB]]
@@ -64,5 +64,5 @@ module {
 // `dp` is on the mesh but never in a sharding.
 // HINT: colossal.mesh @mesh axes = ["dp", "tp"] shape = [2, 2] roles = ["data", "tensor"]
 // HINT: %arg1: tensor<16x64xf32> {colossal.param = "fc1.weight"}
-// HINT-SAME: %arg3: tensor<64x8xf32> {colossal.param = "fc2.weight", colossal.sharding = {{\[\[\], \["tp"\]\]}}}
+// HINT-SAME: %arg3: tensor<64x8xf32> {colossal.param = "fc2.weight", colossal.sharding = #colossal.sharding<@mesh, [{}, {"tp"}]>}
 // HINT: colossal.all_gather %{{.*}} {axes = ["tp"], dim = 2 : i64} : tensor<4x8x8xf32> -> tensor<4x8x16xf32>

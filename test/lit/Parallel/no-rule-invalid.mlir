@@ -9,7 +9,7 @@
 func.func @forward(%x: tensor<4x8xf32> {colossal.input = "x"},
                    %w: tensor<8x4xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "d"}) {
   %h = colossal.matmul %x, %w : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
-  // expected-error @below {{'colossal.det' has no sharding rule for operands [-, tp]; an op without a rule is never silently replicated: give its operands a whole layout with parallel.tensor.hints, or run it without tensor parallelism}}
+  // expected-error @below {{'colossal.det' has no sharding rule for operands #colossal.sharding<@mesh, [{}, {"tp"}]>; an op without a rule is never silently replicated: give its operands a whole layout with parallel.tensor.hints, or run it without tensor parallelism}}
   %d = colossal.det %h : (tensor<4x4xf32>) -> tensor<f32>
   return %d : tensor<f32>
 }
