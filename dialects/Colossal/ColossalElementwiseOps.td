@@ -11,7 +11,8 @@
 #ifndef COLOSSAL_ELEMENTWISE_OPS_TD
 #define COLOSSAL_ELEMENTWISE_OPS_TD
 
-def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor, VJP]> {
+def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Elementwise unary function selected by `fn` (ONNX math and activations)";
   let description = [{
     `x`: tensor<S x T>; result: tensor<S x T>, or tensor<S x i1> for the predicates `is_nan`,
@@ -49,7 +50,8 @@ def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor, VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_BinaryFnOp : Colossal_Op<"binary", [InferTypeOpAdaptor]> {
+def Colossal_BinaryFnOp : Colossal_Op<"binary", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Elementwise binary function selected by `fn`, with NumPy broadcasting";
   let description = [{
     `lhs`: tensor<A x T>, `rhs`: tensor<B x T>; the result has the broadcast shape and element

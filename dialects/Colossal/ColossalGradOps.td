@@ -9,7 +9,8 @@
 #ifndef COLOSSAL_GRAD_OPS_TD
 #define COLOSSAL_GRAD_OPS_TD
 
-def Colossal_SoftmaxGradOp : Colossal_Op<"softmax_grad", [SameOperandsAndResultType]> {
+def Colossal_SoftmaxGradOp : Colossal_Op<"softmax_grad", [SameOperandsAndResultType, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis(), /*numX=*/2)">.body;
   let summary = "VJP of softmax: dx = y·(dy − Σ_axis dy·y)";
   let description = [{
     y: the softmax result [S...], dy: its cotangent [S...] (same type). Result dx [S...].
@@ -20,7 +21,8 @@ def Colossal_SoftmaxGradOp : Colossal_Op<"softmax_grad", [SameOperandsAndResultT
   let hasVerifier = 1;
 }
 
-def Colossal_LogSoftmaxGradOp : Colossal_Op<"log_softmax_grad", [SameOperandsAndResultType]> {
+def Colossal_LogSoftmaxGradOp : Colossal_Op<"log_softmax_grad", [SameOperandsAndResultType, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis(), /*numX=*/2)">.body;
   let summary = "VJP of log_softmax: dx = dy − exp(y)·Σ_axis dy";
   let description = [{
     y: the log_softmax result [S...], dy: its cotangent (same type). Result dx [S...].
@@ -31,7 +33,8 @@ def Colossal_LogSoftmaxGradOp : Colossal_Op<"log_softmax_grad", [SameOperandsAnd
   let hasVerifier = 1;
 }
 
-def Colossal_LayerNormGradOp : Colossal_Op<"layer_norm_grad", [InferTypeOpAdaptor]> {
+def Colossal_LayerNormGradOp : Colossal_Op<"layer_norm_grad", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis(), 1, /*numResultsReduced=*/2, /*dy=*/2)">.body;
   let summary = "VJP of layer_norm: (dx, dscale, dbias)";
   let description = [{
     x: the forward input [R..., N...] (normalized dims [axis, rank)), scale: [N...], dy: x's type.
@@ -46,7 +49,8 @@ def Colossal_LayerNormGradOp : Colossal_Op<"layer_norm_grad", [InferTypeOpAdapto
   let hasVerifier = 1;
 }
 
-def Colossal_RmsNormGradOp : Colossal_Op<"rms_norm_grad", [InferTypeOpAdaptor]> {
+def Colossal_RmsNormGradOp : Colossal_Op<"rms_norm_grad", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis(), 1, /*numResultsReduced=*/1, /*dy=*/2)">.body;
   let summary = "VJP of rms_norm: (dx, dscale)";
   let description = [{
     x: [R..., N...], scale: [N...], dy: x's type. With r = 1/√(mean(x²) + epsilon) per row and
@@ -59,7 +63,8 @@ def Colossal_RmsNormGradOp : Colossal_Op<"rms_norm_grad", [InferTypeOpAdaptor]> 
   let hasVerifier = 1;
 }
 
-def Colossal_UnaryGradOp : Colossal_Op<"unary_grad", [SameOperandsAndResultType]> {
+def Colossal_UnaryGradOp : Colossal_Op<"unary_grad", [SameOperandsAndResultType, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "dx = dy·f'(x) for an elementwise function f named by `fn`";
   let description = [{
     x: the forward input, dy: the cotangent of f(x) (same float type). `fn` is one of `relu`
@@ -74,7 +79,8 @@ def Colossal_UnaryGradOp : Colossal_Op<"unary_grad", [SameOperandsAndResultType]
   let hasVerifier = 1;
 }
 
-def Colossal_AttentionGradOp : Colossal_Op<"attention_grad", [InferTypeOpAdaptor]> {
+def Colossal_AttentionGradOp : Colossal_Op<"attention_grad", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Attention)">.body;
   let summary = "VJP of attention: (dq, dk, dv)";
   let description = [{
     q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], mask (optional, as `attention`'s),
@@ -91,7 +97,8 @@ def Colossal_AttentionGradOp : Colossal_Op<"attention_grad", [InferTypeOpAdaptor
   let hasVerifier = 1;
 }
 
-def Colossal_GatherGradOp : Colossal_Op<"gather_grad"> {
+def Colossal_GatherGradOp : Colossal_Op<"gather_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"getAxis() == 0 ? ShardingRule::of(ShardingRule::Kind::GatherGrad) : ShardingRule::of(ShardingRule::Kind::Whole)">.body;
   let summary = "Adjoint of gather (embedding backward): scatter-add dy into zeros of data's shape";
   let description = [{
     indices: i64/i32 [I...], dy: [data.shape[:axis] + I... + data.shape[axis+1:]]. Result (explicit
@@ -104,7 +111,8 @@ def Colossal_GatherGradOp : Colossal_Op<"gather_grad"> {
   let hasVerifier = 1;
 }
 
-def Colossal_SliceGradOp : Colossal_Op<"slice_grad"> {
+def Colossal_SliceGradOp : Colossal_Op<"slice_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::SliceGrad)">.body;
   let summary = "Adjoint of slice: zeros of x's shape with dy at the sliced positions";
   let description = [{
     dy: the cotangent of `slice(x)`; result (explicit type): x's type. `starts` and `steps` are

@@ -32,4 +32,22 @@ def Colossal_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+// Tensor parallelism (passes/Parallel, docs/parallelism.md "Sharding rules"). An op that can run
+// on split operands states its rule next to its definition: `Sharded` among its traits and
+// `let extraClassDefinition = ShardingRuleIs<"...">.body;` (ColossalOps.td). The partitioner
+// applies the rule; an op without one is an error when a split operand reaches it.
+def Colossal_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::colossal";
+  let description = [{
+    How the op's operand and result shardings relate (dialects/Colossal/ShardingRule.h).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+      The op's sharding rule, or nullopt when its attributes leave it without one (a pad that
+      pads the batch dim): a split operand is then an error naming the op.
+    }],
+    "std::optional<::colossal::ShardingRule>", "getShardingRule", (ins)>,
+  ];
+}
+
 #endif

@@ -33,7 +33,8 @@ def Colossal_ReverseSequenceOp : Colossal_Op<"reverse_sequence", [InferTypeOpAda
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_GridSampleOp : Colossal_Op<"grid_sample", [InferTypeOpAdaptor]> {
+def Colossal_GridSampleOp : Colossal_Op<"grid_sample", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise({0, 1})">.body;
   let summary = "Sample an image at grid locations (ONNX GridSample-16, PyTorch grid_sample)";
   let description = [{
     `x`: tensor<NxCxHxWxT>, `grid`: tensor<NxHoxWox2xT> of normalized (x, y) coordinates in

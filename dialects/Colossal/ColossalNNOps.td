@@ -16,7 +16,8 @@
 // Convolution
 //===----------------------------------------------------------------------===//
 
-def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptor]> {
+def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "N-d grouped, strided, dilated cross-correlation (ONNX Conv)";
   let description = [{
     x: [N, C, D1..Dn], w: [M, C/group, K1..Kn], bias (optional): [M]; float element type T.
@@ -32,7 +33,8 @@ def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptor]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor]> {
+def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "N-d transposed convolution, the adjoint of conv (ONNX ConvTranspose)";
   let description = [{
     x: [N, C, D1..Dn], w: [C, M/group, K1..Kn], bias (optional): [M]. Result [N, M, O1..On] with
@@ -49,7 +51,8 @@ def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_ConvIntegerOp : Colossal_Op<"conv_integer", [InferTypeOpAdaptor]> {
+def Colossal_ConvIntegerOp : Colossal_Op<"conv_integer", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "Integer conv with zero points, i32 accumulation (ONNX ConvInteger)";
   let description = [{
     x: [N, C, D...] of ui8/i8, w: [M, C/group, K...] of ui8/i8, x_zero_point: scalar (or [1]) of
@@ -80,7 +83,8 @@ def Colossal_MatMulIntegerOp : Colossal_Op<"matmul_integer", [InferTypeOpAdaptor
 // Pooling
 //===----------------------------------------------------------------------===//
 
-def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor]> {
+def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "Sliding-window max / average / Lp pooling (ONNX MaxPool, AveragePool, LpPool)";
   let description = [{
     x: [N, C, D1..Dn]. Result [N, C, O1..On], same element type, with
@@ -136,7 +140,8 @@ def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool"> {
 // Resize
 //===----------------------------------------------------------------------===//
 
-def Colossal_ResizeOp : Colossal_Op<"resize"> {
+def Colossal_ResizeOp : Colossal_Op<"resize", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "Nearest / linear / cubic resampling of every dim (ONNX Resize, Upsample)";
   let description = [{
     x: [D0..Dr) float; result (explicit type): same rank and element type, sizes O0..Or). Output
@@ -169,7 +174,8 @@ def Colossal_ResizeOp : Colossal_Op<"resize"> {
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Colossal_NllLossOp : Colossal_Op<"nll_loss", [InferTypeOpAdaptor, VJP]> {
+def Colossal_NllLossOp : Colossal_Op<"nll_loss", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::NllLoss)">.body;
   let summary = "Negative log-likelihood loss (ONNX NegativeLogLikelihoodLoss)";
   let description = [{
     input: [N, C, d1..dk] log-probabilities (float), target: [N, d1..dk] i64 or i32 class

@@ -4,6 +4,7 @@
 
 #include "dialects/Colossal/ColossalAttrs.h"
 #include "dialects/Colossal/ColossalDialect.h"
+#include "dialects/Colossal/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

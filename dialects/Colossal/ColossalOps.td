@@ -14,6 +14,15 @@ class Colossal_Op<string mnemonic, list<Trait> traits = []>
 // The op states its vector-Jacobian product (buildVJP, in its family's .cpp) for autodiff.
 defvar VJP = DeclareOpInterfaceMethods<Colossal_VJPOpInterface>;
 
+// The op states its sharding rule for tensor parallelism (ColossalInterfaces.td): `Sharded`
+// among its traits and `let extraClassDefinition = ShardingRuleIs<"EXPR">.body;`, EXPR a
+// ::colossal::ShardingRule (dialects/Colossal/ShardingRule.h) built from the op's accessors.
+defvar Sharded = DeclareOpInterfaceMethods<Colossal_ShardingRuleOpInterface>;
+class ShardingRuleIs<string rule> {
+  code body = "std::optional<::colossal::ShardingRule> $cppClass::getShardingRule() {\n"
+              "  using ::colossal::ShardingRule;\n  return " # rule # ";\n}\n";
+}
+
 //===----------------------------------------------------------------------===//
 // Constants
 //===----------------------------------------------------------------------===//
@@ -47,16 +56,31 @@ class Colossal_BroadcastBinaryOp<string mnemonic, string math, list<Trait> trait
   let hasFolder = 1;
 }
 
-def Colossal_AddOp : Colossal_BroadcastBinaryOp<"add", "addition", [VJP]>;
-def Colossal_SubOp : Colossal_BroadcastBinaryOp<"sub", "subtraction", [VJP]>;
-def Colossal_MulOp : Colossal_BroadcastBinaryOp<"mul", "multiplication", [VJP]>;
-def Colossal_DivOp : Colossal_BroadcastBinaryOp<"div", "division (integers truncate toward zero)", [VJP]>;
-def Colossal_PowOp : Colossal_BroadcastBinaryOp<"pow", "power", [VJP]>;
-def Colossal_MinOp : Colossal_BroadcastBinaryOp<"min", "minimum", [VJP]>;
-def Colossal_MaxOp : Colossal_BroadcastBinaryOp<"max", "maximum", [VJP]>;
+def Colossal_AddOp : Colossal_BroadcastBinaryOp<"add", "addition", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise(ShardingRule::Partial::Additive)">.body;
+}
+def Colossal_SubOp : Colossal_BroadcastBinaryOp<"sub", "subtraction", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise(ShardingRule::Partial::Additive)">.body;
+}
+def Colossal_MulOp : Colossal_BroadcastBinaryOp<"mul", "multiplication", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise(ShardingRule::Partial::Scaling)">.body;
+}
+def Colossal_DivOp : Colossal_BroadcastBinaryOp<"div", "division (integers truncate toward zero)", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise(ShardingRule::Partial::Numerator)">.body;
+}
+def Colossal_PowOp : Colossal_BroadcastBinaryOp<"pow", "power", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
+}
+def Colossal_MinOp : Colossal_BroadcastBinaryOp<"min", "minimum", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
+}
+def Colossal_MaxOp : Colossal_BroadcastBinaryOp<"max", "maximum", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
+}
 
 class Colossal_CompareOp<string mnemonic, string math>
-    : Colossal_BroadcastBinaryOp<mnemonic, math> {
+    : Colossal_BroadcastBinaryOp<mnemonic, math, [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let description = [{
     Like the arithmetic ops, but the result element type is i1 (ONNX bool).
   }];
@@ -65,7 +89,8 @@ def Colossal_EqualOp : Colossal_CompareOp<"equal", "comparison a == b">;
 def Colossal_LessOp : Colossal_CompareOp<"less", "comparison a < b">;
 def Colossal_GreaterOp : Colossal_CompareOp<"greater", "comparison a > b">;
 
-def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor, VJP]> {
+def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Elementwise select: cond ? x : y, all three broadcast (ONNX Where)";
   let arguments = (ins AnyRankedTensor:$condition, AnyRankedTensor:$x, AnyRankedTensor:$y);
   let results = (outs AnyRankedTensor:$result);
@@ -74,7 +99,8 @@ def Colossal_WhereOp : Colossal_Op<"where", [InferTypeOpAdaptor, VJP]> {
 }
 
 class Colossal_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
-    : Colossal_Op<mnemonic, !listconcat([SameOperandsAndResultType], traits)> {
+    : Colossal_Op<mnemonic, !listconcat([SameOperandsAndResultType, Sharded], traits)> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Elementwise " # math;
   let arguments = (ins AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
@@ -82,7 +108,9 @@ class Colossal_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
   let hasFolder = 1;
 }
 
-def Colossal_NegOp : Colossal_UnaryOp<"neg", "negation", [VJP]>;
+def Colossal_NegOp : Colossal_UnaryOp<"neg", "negation", [VJP]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise(ShardingRule::Partial::Scaling)">.body;
+}
 def Colossal_AbsOp : Colossal_UnaryOp<"abs", "absolute value", [VJP]>;
 def Colossal_SqrtOp : Colossal_UnaryOp<"sqrt", "square root", [VJP]>;
 def Colossal_ReciprocalOp : Colossal_UnaryOp<"reciprocal", "1 / x", [VJP]>;
@@ -94,7 +122,8 @@ def Colossal_SigmoidOp : Colossal_UnaryOp<"sigmoid", "logistic 1 / (1 + e^-x)", 
 def Colossal_ReluOp : Colossal_UnaryOp<"relu", "max(x, 0)", [VJP]>;
 def Colossal_SiluOp : Colossal_UnaryOp<"silu", "x * sigmoid(x) (SiLU / swish, Elfwing et al. 2017)", [VJP]>;
 
-def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType, VJP]> {
+def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "GELU (Hendrycks & Gimpel 2016), exact erf form or tanh approximation";
   let description = [{
     `approximate = "none"`: 0.5·x·(1 + erf(x/√2)).
@@ -106,7 +135,8 @@ def Colossal_GeluOp : Colossal_Op<"gelu", [SameOperandsAndResultType, VJP]> {
   let hasVerifier = 1;
 }
 
-def Colossal_CastOp : Colossal_Op<"cast", [VJP]> {
+def Colossal_CastOp : Colossal_Op<"cast", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Element type conversion (ONNX Cast)";
   let description = [{
     Same shape, new element type. float → int truncates toward zero; → i1 is `x != 0`.
@@ -122,7 +152,8 @@ def Colossal_CastOp : Colossal_Op<"cast", [VJP]> {
 // Normalization and softmax
 //===----------------------------------------------------------------------===//
 
-def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType, VJP]> {
+def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis())">.body;
   let summary = "softmax along one axis: exp(x - max) / sum(exp(x - max))";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -130,7 +161,8 @@ def Colossal_SoftmaxOp : Colossal_Op<"softmax", [SameOperandsAndResultType, VJP]
   let hasVerifier = 1;
 }
 
-def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultType, VJP]> {
+def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultType, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis())">.body;
   let summary = "log(softmax(x)) along one axis, computed as x - max - log(sum(exp(x - max)))";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -138,7 +170,8 @@ def Colossal_LogSoftmaxOp : Colossal_Op<"log_softmax", [SameOperandsAndResultTyp
   let hasVerifier = 1;
 }
 
-def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor, VJP]> {
+def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis())">.body;
   let summary = "Layer normalization (Ba et al. 2016; ONNX LayerNormalization)";
   let description = [{
     Normalizes `x` over dims [axis, rank): y = (x − mean) / sqrt(var + epsilon) · scale + bias,
@@ -151,7 +184,8 @@ def Colossal_LayerNormOp : Colossal_Op<"layer_norm", [InferTypeOpAdaptor, VJP]> 
   let hasVerifier = 1;
 }
 
-def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor, VJP]> {
+def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(getAxis())">.body;
   let summary = "RMS normalization (Zhang & Sennrich 2019)";
   let description = [{
     y = x / sqrt(mean(x², dims [axis, rank)) + epsilon) · scale; `scale` has shape x.shape[axis:].
@@ -167,7 +201,7 @@ def Colossal_RmsNormOp : Colossal_Op<"rms_norm", [InferTypeOpAdaptor, VJP]> {
 //===----------------------------------------------------------------------===//
 
 class Colossal_ReduceOp<string mnemonic, string math>
-    : Colossal_Op<mnemonic, [InferTypeOpAdaptor, VJP]> {
+    : Colossal_Op<mnemonic, [InferTypeOpAdaptor, VJP, Sharded]> {
   let summary = math # " over `axes` (sorted, non-negative, non-empty)";
   let description = [{
     With `keepdims` the reduced dims stay as 1, else they are removed.
@@ -177,15 +211,22 @@ class Colossal_ReduceOp<string mnemonic, string math>
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
 }
-def Colossal_ReduceSumOp : Colossal_ReduceOp<"reduce_sum", "Sum">;
-def Colossal_ReduceMeanOp : Colossal_ReduceOp<"reduce_mean", "Arithmetic mean">;
-def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum">;
+def Colossal_ReduceSumOp : Colossal_ReduceOp<"reduce_sum", "Sum"> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::reduction(ShardingRule::Reduce::Sum)">.body;
+}
+def Colossal_ReduceMeanOp : Colossal_ReduceOp<"reduce_mean", "Arithmetic mean"> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::reduction(ShardingRule::Reduce::Mean)">.body;
+}
+def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum"> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::reduction(ShardingRule::Reduce::Max)">.body;
+}
 
 //===----------------------------------------------------------------------===//
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP]> {
+def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "Batched matrix product [..., M, K] × [..., K, N] → [..., M, N]";
   let description = [{
     Both operands have rank ≥ 2 (the importer reshapes ONNX's 1-D cases); batch dims broadcast.
@@ -195,7 +236,8 @@ def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP]> {
+def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "alpha · op(a) · op(b) + beta · c (ONNX Gemm), op = optional transpose";
   let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
                    BoolAttr:$trans_a, BoolAttr:$trans_b, F32Attr:$alpha, F32Attr:$beta);
@@ -203,7 +245,8 @@ def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP]> {
+def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Attention)">.body;
   let summary = "Scaled dot-product attention, causal and/or masked, with GQA";
   let description = [{
     q: [B, Hq, Tq, D], k: [B, Hkv, Tk, D], v: [B, Hkv, Tk, Dv], mask (optional, additive float or
@@ -223,7 +266,8 @@ def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Colossal_ReshapeOp : Colossal_Op<"reshape", [VJP]> {
+def Colossal_ReshapeOp : Colossal_Op<"reshape", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Reshape)">.body;
   let summary = "Same elements, new static shape (ONNX Reshape/Squeeze/Unsqueeze/Flatten)";
   let arguments = (ins AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
@@ -232,7 +276,8 @@ def Colossal_ReshapeOp : Colossal_Op<"reshape", [VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor, VJP]> {
+def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Transpose)">.body;
   let summary = "Permute dims: result.shape[i] = x.shape[perm[i]]";
   let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$perm);
   let results = (outs AnyRankedTensor:$result);
@@ -240,7 +285,8 @@ def Colossal_TransposeOp : Colossal_Op<"transpose", [InferTypeOpAdaptor, VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor, VJP]> {
+def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Gather)">.body;
   let summary = "ONNX Gather: pick slices of `data` along `axis` at `indices`";
   let description = [{
     Result shape: data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative indices count
@@ -252,7 +298,8 @@ def Colossal_GatherOp : Colossal_Op<"gather", [InferTypeOpAdaptor, VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor, VJP]> {
+def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Slice)">.body;
   let summary = "Strided slice with one normalized (start, limit, step) per dim";
   let description = [{
     For every dim d: start in [0, size), step ≠ 0, and the count is
@@ -265,7 +312,8 @@ def Colossal_SliceOp : Colossal_Op<"slice", [InferTypeOpAdaptor, VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor, VJP]> {
+def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Concat)">.body;
   let summary = "Concatenate along `axis`";
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -273,7 +321,8 @@ def Colossal_ConcatOp : Colossal_Op<"concat", [InferTypeOpAdaptor, VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_SplitOp : Colossal_Op<"split", [VJP]> {
+def Colossal_SplitOp : Colossal_Op<"split", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Split)">.body;
   let summary = "Split into consecutive pieces along `axis`; sizes from the result types";
   let description = [{
     Folds when `x` is a constant (shape arithmetic: torch's `repeat_interleave` splits a constant
@@ -286,7 +335,8 @@ def Colossal_SplitOp : Colossal_Op<"split", [VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_ExpandOp : Colossal_Op<"expand", [VJP]> {
+def Colossal_ExpandOp : Colossal_Op<"expand", [VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Broadcast)">.body;
   let summary = "Broadcast `x` to the result's shape (ONNX Expand)";
   let arguments = (ins AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
@@ -295,7 +345,8 @@ def Colossal_ExpandOp : Colossal_Op<"expand", [VJP]> {
   let hasFolder = 1;
 }
 
-def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType, VJP]> {
+def Colossal_TriluOp : Colossal_Op<"trilu", [SameOperandsAndResultType, VJP, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::normalization(::mlir::cast<::mlir::RankedTensorType>(getOperation()->getOperand(0).getType()).getRank() - 2)">.body;
   let summary = "Keep the upper (j − i ≥ k) or lower (j − i ≤ k) triangle of the last two dims";
   let arguments = (ins AnyRankedTensor:$x, BoolAttr:$upper, I64Attr:$k);
   let results = (outs AnyRankedTensor:$result);

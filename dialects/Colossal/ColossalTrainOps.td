@@ -17,7 +17,8 @@
 //===----------------------------------------------------------------------===//
 
 def Colossal_CrossEntropyOp : Colossal_Op<"cross_entropy",
-    [InferTypeOpAdaptor, DeclareOpInterfaceMethods<Colossal_VJPOpInterface>]> {
+    [InferTypeOpAdaptor, DeclareOpInterfaceMethods<Colossal_VJPOpInterface>, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::CrossEntropy)">.body;
   let summary = "Mean softmax cross-entropy over rows (torch.nn.functional.cross_entropy)";
   let description = [{
     `logits`: tensor<NxCxf32>, `labels`: tensor<Nxi64> → tensor<f32>:
@@ -32,7 +33,8 @@ def Colossal_CrossEntropyOp : Colossal_Op<"cross_entropy",
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_CrossEntropyGradOp : Colossal_Op<"cross_entropy_grad", [InferTypeOpAdaptor]> {
+def Colossal_CrossEntropyGradOp : Colossal_Op<"cross_entropy_grad", [InferTypeOpAdaptor, Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::CrossEntropy)">.body;
   let summary = "∂loss/∂logits of colossal.cross_entropy";
   let description = [{
     `logits`: tensor<NxCxf32>, `labels`: tensor<Nxi64>, `dloss`: tensor<f32> → tensor<NxCxf32>:
@@ -74,7 +76,8 @@ class Colossal_UpdateOp<string mnemonic, list<Trait> traits = []>
 // A state operand: read, then written in place.
 class Colossal_StateOperand<string desc> : Arg<AnyRankedTensor, desc, [MemRead, MemWrite]>;
 
-def Colossal_AccumulateGradOp : Colossal_UpdateOp<"accumulate_grad"> {
+def Colossal_AccumulateGradOp : Colossal_UpdateOp<"accumulate_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::AccumulateGrad)">.body;
   let summary = "acc += scale · g (gradient accumulation over microbatches)";
   let description = [{
     `acc`: a `colossal.state` argument (the accumulator `<p>.grad`), `g`: the microbatch's gradient,
@@ -85,7 +88,8 @@ def Colossal_AccumulateGradOp : Colossal_UpdateOp<"accumulate_grad"> {
                    DefaultValuedAttr<F64Attr, "1.0">:$scale);
 }
 
-def Colossal_AdamWUpdateOp : Colossal_UpdateOp<"adamw_update"> {
+def Colossal_AdamWUpdateOp : Colossal_UpdateOp<"adamw_update", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::OptimizerUpdate)">.body;
   let summary = "One torch.optim.AdamW step on one parameter (Loshchilov & Hutter 2019)";
   let description = [{
     `p` (the parameter), `g` (its accumulated gradient), `m`, `v` (`exp_avg`, `exp_avg_sq`): same
@@ -102,7 +106,8 @@ def Colossal_AdamWUpdateOp : Colossal_UpdateOp<"adamw_update"> {
                    F64Attr:$max_grad_norm);
 }
 
-def Colossal_AdamUpdateOp : Colossal_UpdateOp<"adam_update"> {
+def Colossal_AdamUpdateOp : Colossal_UpdateOp<"adam_update", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::OptimizerUpdate)">.body;
   let summary = "One torch.optim.Adam step on one parameter (Kingma & Ba 2015)";
   let description = [{
     As `adamw_update`, but weight decay is L2 regularization added to the gradient
@@ -115,7 +120,8 @@ def Colossal_AdamUpdateOp : Colossal_UpdateOp<"adam_update"> {
                    F64Attr:$max_grad_norm);
 }
 
-def Colossal_SgdUpdateOp : Colossal_UpdateOp<"sgd_update"> {
+def Colossal_SgdUpdateOp : Colossal_UpdateOp<"sgd_update", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::OptimizerUpdate)">.body;
   let summary = "One torch.optim.SGD step on one parameter (momentum, dampening, Nesterov)";
   let description = [{
     `p`, `g`, `buf` (`momentum_buffer`, present exactly when momentum ≠ 0): same float type,

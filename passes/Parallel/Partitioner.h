@@ -1,7 +1,7 @@
 //===- Partitioner.h - the SPMD partitioner's walk, rules and resharding ---*- C++ -*-===//
 //
 // docs/parallelism.md "Tensor parallelism: the partitioner". A Partitioner rewrites one function
-// into its per-rank program: Partitioner.cpp walks the ops, Rules.cpp holds each op's sharding
+// into its per-rank program: Partitioner.cpp walks the ops, Rules.cpp applies each op's sharding
 // rule (and the strategy's choice for a parameter at its first use), Reshard.cpp the collectives
 // that move a value between shardings, Emit.cpp the ops that become several (vocab-parallel
 // gather and cross-entropy, SUMMA, the sharded global norm). SpmdPartition.cpp is the pass.
@@ -132,14 +132,27 @@ private:
     return v;
   }
 
+  /// The op's sharding rule (its ShardingRuleOpInterface, dialects/Colossal/ShardingRule.h)
+  /// applied to its operands' shardings `in`; one function per ShardingRule::Kind below.
   Decision rule(Operation *op, ArrayRef<Sharding> in);
-  Decision elementwise(Operation *op, ArrayRef<Sharding> in);
+  Decision elementwise(Operation *op, ArrayRef<Sharding> in, ShardingRule::Partial partial);
   Decision contraction(Operation *op, ArrayRef<Sharding> in);
   Decision reshape(Operation *op, ArrayRef<Sharding> in);
   Decision normalization(Operation *op, ArrayRef<Sharding> in, int64_t axis, int numX,
-                         int numResultsReduced);
+                         int numResultsReduced, int xLikeOperand);
   Decision attention(Operation *op, ArrayRef<Sharding> in);
   Decision gather(Operation *op, ArrayRef<Sharding> in);
+  Decision rowWise(Operation *op, ArrayRef<Sharding> in, ArrayRef<unsigned> rowOperands);
+  Decision transpose(colossal::TransposeOp op, ArrayRef<Sharding> in);
+  Decision split(colossal::SplitOp op, ArrayRef<Sharding> in);
+  Decision concat(colossal::ConcatOp op, ArrayRef<Sharding> in);
+  Decision slice(colossal::SliceOp op, ArrayRef<Sharding> in);
+  Decision sliceGrad(colossal::SliceGradOp op, ArrayRef<Sharding> in);
+  Decision broadcast(Operation *op, ArrayRef<Sharding> in);
+  Decision reduction(Operation *op, ArrayRef<Sharding> in, ShardingRule::Reduce reduce);
+  Decision gatherGrad(Operation *op, ArrayRef<Sharding> in);
+  Decision crossEntropy(Operation *op, ArrayRef<Sharding> in);
+  Decision nllLoss(colossal::NllLossOp op, ArrayRef<Sharding> in);
   Decision allReplicated(Operation *op);
 
   Value reshard(OpBuilder &b, Location loc, Value v, const Sharding &to);

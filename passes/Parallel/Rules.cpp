@@ -42,7 +42,8 @@ void Partitioner::sequenceParallelPolicy(Sharding &out, const Sharding &partialO
 
 /// Elementwise ops with NumPy broadcasting. Sums stay partial through add/sub (all operands
 /// partial alike), mul/div by a whole value and neg; everything else needs whole values.
-Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in) {
+Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in,
+                                  ShardingRule::Partial partialRule) {
   auto result = globalTypes.lookup(op->getResult(0));
   ArrayRef<int64_t> shape = result.getShape();
   int64_t rank = result.getRank();
@@ -63,8 +64,9 @@ Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in) {
     }
   }
   // Partial sums.
-  bool linearAdd = isa<colossal::AddOp, colossal::SubOp>(op);
-  bool linearScale = isa<colossal::MulOp, colossal::DivOp, colossal::NegOp>(op);
+  bool linearAdd = partialRule == ShardingRule::Partial::Additive;
+  bool linearScale = partialRule == ShardingRule::Partial::Scaling ||
+                     partialRule == ShardingRule::Partial::Numerator;
   Axes partial;
   SmallVector<bool> keepPartial(in.size(), false);
   if (linearAdd && llvm::all_of(in, [&](const Sharding &s) {
@@ -77,7 +79,7 @@ Decision Partitioner::elementwise(Operation *op, ArrayRef<Sharding> in) {
     for (unsigned i = 0; i < in.size(); ++i)
       if (!in[i].partial.empty())
         partials.push_back(i);
-    if (partials.size() == 1 && (!isa<colossal::DivOp>(op) || partials[0] == 0)) {
+    if (partials.size() == 1 && (partialRule != ShardingRule::Partial::Numerator || partials[0] == 0)) {
       partial = in[partials[0]].partial;
       keepPartial[partials[0]] = true;
     }
@@ -464,7 +466,7 @@ Decision Partitioner::reshape(Operation *op, ArrayRef<Sharding> in) {
 /// one sharding); other operands (scale, bias) whole. Results: the first numX-like ones take x's
 /// sharding; the last `numResultsReduced` (dscale, dbias) are sums over x's leading dims.
 Decision Partitioner::normalization(Operation *op, ArrayRef<Sharding> in, int64_t axis, int numX,
-                                    int numResultsReduced) {
+                                    int numResultsReduced, int xLikeOperand) {
   int64_t rank = in[0].rank();
   if (axis < 0)
     axis += rank;
@@ -482,9 +484,9 @@ Decision Partitioner::normalization(Operation *op, ArrayRef<Sharding> in, int64_
   Decision d;
   for (unsigned i = 0; i < op->getNumOperands(); ++i)
     d.operands.push_back(static_cast<int>(i) < numX ? xs : Sharding::replicated(in[i].rank()));
-  // Operand order of the *_grad ops is (x, scale, dy): dy is x-like too.
-  if (isa<colossal::LayerNormGradOp, colossal::RmsNormGradOp>(op))
-    d.operands[2] = xs;
+  // The *_grad ops' dy (operands x, scale, dy) is x-like too.
+  if (xLikeOperand >= 0)
+    d.operands[xLikeOperand] = xs;
   Axes leading;
   for (int64_t j = 0; j < axis; ++j)
     leading.append(xs.dims[j].begin(), xs.dims[j].end());
@@ -580,45 +582,15 @@ Decision Partitioner::gather(Operation *op, ArrayRef<Sharding> in) {
   return Decision{{data, idx}, {out}};
 }
 
-namespace {
-
-/// Ops that compute each row of dim 0 (the batch) from the same row of their row-major operands
-/// alone: convolutions, pooling, resize, grid sampling, a pad that leaves dim 0 alone. Their
-/// other operands (weights, biases, zero points, the pad value) are read whole. (Rules as data:
-/// one row per op, the operand positions that are row-major.)
-struct RowWiseRule {
-  bool (*matches)(Operation *);
-  std::initializer_list<unsigned> rowOperands;
-};
-template <typename OpTy> bool isOp(Operation *op) { return isa<OpTy>(op); }
-bool isRowWisePad(Operation *op) {
-  auto pad = dyn_cast<colossal::PadOp>(op);
-  if (!pad)
-    return false;
-  ArrayRef<int64_t> pads = pad.getPads();
-  return pads.size() % 2 == 0 && !pads.empty() && pads[0] == 0 && pads[pads.size() / 2] == 0;
-}
-const RowWiseRule kRowWise[] = {
-    {isOp<colossal::ConvOp>, {0}},        {isOp<colossal::ConvTransposeOp>, {0}},
-    {isOp<colossal::ConvIntegerOp>, {0}}, {isOp<colossal::PoolOp>, {0}},
-    {isOp<colossal::ResizeOp>, {0}},      {isOp<colossal::GridSampleOp>, {0, 1}},
-    {isRowWisePad, {0}},
-};
-
 /// The row-wise rule: rows split over the axes dim 0 of operand 0 is split over (whole otherwise),
-/// every other dim whole; results split alike along dim 0.
-std::optional<Decision> rowWise(Operation *op, ArrayRef<Sharding> in) {
-  const RowWiseRule *row = nullptr;
-  for (const RowWiseRule &r : kRowWise)
-    if (r.matches(op))
-      row = &r;
-  if (!row || in.empty() || in[0].rank() == 0)
-    return std::nullopt;
-  Axes rows = in[0].blocks[0] == 1 ? in[0].dims[0] : Axes();
+/// every other dim whole; the `rowOperands` and the results split alike along dim 0.
+Decision Partitioner::rowWise(Operation *op, ArrayRef<Sharding> in,
+                              ArrayRef<unsigned> rowOperands) {
+  Axes rows = in.empty() || in[0].rank() == 0 || in[0].blocks[0] != 1 ? Axes() : in[0].dims[0];
   Decision d;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     Sharding s = Sharding::replicated(tensorType(v).getRank());
-    if (llvm::is_contained(row->rowOperands, i) && s.rank() >= 1)
+    if (llvm::is_contained(rowOperands, i) && s.rank() >= 1)
       s.dims[0] = rows;
     d.operands.push_back(s);
   }
@@ -631,232 +603,258 @@ std::optional<Decision> rowWise(Operation *op, ArrayRef<Sharding> in) {
   return d;
 }
 
-} // namespace
+Decision Partitioner::transpose(colossal::TransposeOp t, ArrayRef<Sharding> in) {
+  Sharding out = Sharding::replicated(in[0].rank());
+  out.partial = in[0].partial;
+  for (auto [d, p] : llvm::enumerate(t.getPerm())) {
+    out.dims[d] = in[0].dims[p];
+    out.blocks[d] = in[0].blocks[p];
+  }
+  return Decision{{in[0]}, {out}};
+}
+
+Decision Partitioner::split(colossal::SplitOp s, ArrayRef<Sharding> in) {
+  int64_t axis = s.getAxis();
+  Sharding want = in[0];
+  Decision d;
+  unsigned n = s.getNumResults();
+  Sharding out = want;
+  if (!want.dims[axis].empty()) {
+    bool equal = llvm::all_equal(llvm::map_range(
+        s.getResults(), [&](Value r) { return globalTypes.lookup(r).getDimSize(axis); }));
+    if (want.blocks[axis] == static_cast<int64_t>(n) && equal) {
+      out.blocks[axis] = 1;
+    } else {
+      want.dims[axis].clear();
+      want.blocks[axis] = 1;
+      out = want;
+    }
+  }
+  d.operands = {want};
+  d.results.assign(n, out);
+  return d;
+}
+
+Decision Partitioner::concat(colossal::ConcatOp c, ArrayRef<Sharding> in) {
+  int64_t axis = c.getAxis();
+  Sharding first = in[0];
+  bool same = llvm::all_of(in, [&](const Sharding &s) { return s == first; });
+  bool equal = llvm::all_equal(llvm::map_range(
+      c.getInputs(), [&](Value v) { return globalTypes.lookup(v).getDimSize(axis); }));
+  Decision d;
+  if (same && !first.dims[axis].empty() && first.blocks[axis] == 1 && equal) {
+    Sharding out = first;
+    out.blocks[axis] = in.size();
+    d.operands.assign(in.size(), first);
+    d.results = {out};
+    return d;
+  }
+  Sharding want = first;
+  if (!same)
+    want.partial.clear();
+  want.dims[axis].clear();
+  want.blocks[axis] = 1;
+  d.operands.assign(in.size(), want);
+  d.results = {want};
+  return d;
+}
+
+Decision Partitioner::slice(colossal::SliceOp s, ArrayRef<Sharding> in) {
+  Sharding want = in[0];
+  ArrayRef<int64_t> shape = gshape(s.getX());
+  for (int64_t d = 0; d < want.rank(); ++d)
+    if (s.getStarts()[d] != 0 || s.getSteps()[d] != 1 || s.getLimits()[d] < shape[d]) {
+      want.dims[d].clear();
+      want.blocks[d] = 1;
+    }
+  return Decision{{want}, {want}};
+}
+
+Decision Partitioner::sliceGrad(colossal::SliceGradOp s, ArrayRef<Sharding> in) {
+  Sharding want = in[0];
+  ArrayRef<int64_t> dy = gshape(s.getDy());
+  ArrayRef<int64_t> x = globalTypes.lookup(s.getResult()).getShape();
+  for (int64_t d = 0; d < want.rank(); ++d)
+    if (dy[d] != x[d]) {
+      want.dims[d].clear();
+      want.blocks[d] = 1;
+    }
+  return Decision{{want}, {want}};
+}
+
+Decision Partitioner::broadcast(Operation *op, ArrayRef<Sharding> in) {
+  ArrayRef<int64_t> is = gshape(op->getOperand(0));
+  ArrayRef<int64_t> os = globalTypes.lookup(op->getResult(0)).getShape();
+  Sharding want = in[0], out = Sharding::replicated(os.size());
+  want.partial.clear();
+  int64_t off = os.size() - is.size();
+  for (int64_t j = 0; j < static_cast<int64_t>(is.size()); ++j) {
+    if (is[j] != os[off + j]) {
+      want.dims[j].clear();
+      want.blocks[j] = 1;
+    }
+    out.dims[off + j] = want.dims[j];
+    out.blocks[off + j] = want.blocks[j];
+  }
+  return Decision{{want}, {out}};
+}
+
+Decision Partitioner::reduction(Operation *op, ArrayRef<Sharding> in, ShardingRule::Reduce reduce) {
+  ArrayRef<int64_t> axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  bool keepdims = op->getAttrOfType<BoolAttr>("keepdims").getValue();
+  bool sum = reduce == ShardingRule::Reduce::Sum;
+  // Row blocks (colossal-split-batch): a mean over the rows is the row block's mean, which the
+  // training loop averages (a partial over the row-block axes, legal only as a loss).
+  bool rowMean = reduce == ShardingRule::Reduce::Mean && !strategy.localBatch.empty();
+  Sharding want = in[0];
+  if (!sum)
+    want.partial.clear();
+  Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
+  out.partial = want.partial;
+  int64_t o = 0;
+  for (int64_t d = 0; d < want.rank(); ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (reduced) {
+      if ((sum || (rowMean && want.dims[d] == strategy.localBatch)) && want.blocks[d] == 1 &&
+          !want.dims[d].empty())
+        out.partial.append(want.dims[d].begin(), want.dims[d].end());
+      else {
+        want.dims[d].clear();
+        want.blocks[d] = 1;
+      }
+      if (keepdims)
+        ++o;
+      continue;
+    }
+    out.dims[o] = want.dims[d];
+    out.blocks[o] = want.blocks[d];
+    ++o;
+  }
+  llvm::sort(out.partial);
+  return Decision{{want}, {out}};
+}
+
+Decision Partitioner::gatherGrad(Operation *op, ArrayRef<Sharding> in) {
+  // indices [I...], dy [I..., rest...] -> [V, rest...]: rows of dy split alike with the
+  // indices give a partial sum; trailing splits carry over.
+  Sharding dy = in[1];
+  dy.partial.clear();
+  int64_t ni = in[0].rank();
+  Sharding idx = Sharding::replicated(ni);
+  Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
+  for (int64_t j = 0; j < ni; ++j) {
+    idx.dims[j] = dy.dims[j];
+    if (dy.blocks[j] != 1)
+      dy.dims[j].clear(), dy.blocks[j] = 1, idx.dims[j].clear();
+    out.partial.append(dy.dims[j].begin(), dy.dims[j].end());
+  }
+  for (int64_t j = ni; j < dy.rank(); ++j) {
+    out.dims[j - ni + 1] = dy.dims[j];
+    out.blocks[j - ni + 1] = dy.blocks[j];
+  }
+  llvm::sort(out.partial);
+  return Decision{{idx, dy}, {out}};
+}
+
+Decision Partitioner::crossEntropy(Operation *op, ArrayRef<Sharding> in) {
+  // Vocab-parallel when the logits arrive split over the classes only (Megatron's
+  // vocab_parallel_cross_entropy); otherwise whole.
+  const Sharding &logits = in[0];
+  if (logits.rank() == 2 && logits.dims[0].empty() && !logits.dims[1].empty() &&
+      logits.blocks[1] == 1) {
+    Sharding l = logits;
+    l.partial.clear();
+    Decision d;
+    d.operands.push_back(l);
+    for (unsigned i = 1; i < op->getNumOperands(); ++i)
+      d.operands.push_back(Sharding::replicated(in[i].rank()));
+    // cross_entropy's loss is a whole scalar; cross_entropy_grad's result is like the logits.
+    Value result = op->getResult(0);
+    d.results.push_back(tensorType(result).getRank() == 0 ? Sharding::replicated(0) : l);
+    return d;
+  }
+  return allReplicated(op);
+}
+
+Decision Partitioner::nllLoss(colossal::NllLossOp nll, ArrayRef<Sharding> in) {
+  // Row blocks (colossal-split-batch): the loss of the row block's rows; "mean" and "sum" are
+  // partial over the row-block axes (combined by the training loop, as a model's own loss
+  // under grad_accum always was), "none" keeps the rows split.
+  const Axes &rows = strategy.localBatch;
+  Decision d;
+  for (Value v : nll->getOperands())
+    d.operands.push_back(Sharding::replicated(tensorType(v).getRank()));
+  d.operands[0].dims[0] = rows;
+  d.operands[1].dims[0] = rows;
+  Sharding out = Sharding::replicated(tensorType(nll.getResult()).getRank());
+  if (nll.getReduction() == "none")
+    out.dims[0] = rows;
+  else
+    out.partial = rows;
+  d.results.push_back(out);
+  return d;
+}
 
 Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
-  if (std::optional<Decision> d = rowWise(op, in))
-    return *d;
-  if (isa<colossal::AddOp, colossal::SubOp, colossal::MulOp, colossal::DivOp, colossal::PowOp,
-          colossal::MinOp, colossal::MaxOp, colossal::EqualOp, colossal::LessOp,
-          colossal::GreaterOp, colossal::WhereOp, colossal::NegOp, colossal::AbsOp,
-          colossal::SqrtOp, colossal::ReciprocalOp, colossal::ExpOp, colossal::LogOp,
-          colossal::ErfOp, colossal::TanhOp, colossal::SigmoidOp, colossal::ReluOp,
-          colossal::SiluOp, colossal::GeluOp, colossal::CastOp, colossal::UnaryFnOp,
-          colossal::BinaryFnOp, colossal::UnaryGradOp>(op))
-    return elementwise(op, in);
-  if (isa<colossal::MatMulOp, colossal::GemmOp>(op))
-    return contraction(op, in);
-  if (isa<colossal::ReshapeOp>(op))
-    return reshape(op, in);
-  if (auto t = dyn_cast<colossal::TransposeOp>(op)) {
-    Sharding out = Sharding::replicated(in[0].rank());
-    out.partial = in[0].partial;
-    for (auto [d, p] : llvm::enumerate(t.getPerm())) {
-      out.dims[d] = in[0].dims[p];
-      out.blocks[d] = in[0].blocks[p];
-    }
-    return Decision{{in[0]}, {out}};
-  }
-  if (auto s = dyn_cast<colossal::SplitOp>(op)) {
-    int64_t axis = s.getAxis();
-    Sharding want = in[0];
-    Decision d;
-    unsigned n = s.getNumResults();
-    Sharding out = want;
-    if (!want.dims[axis].empty()) {
-      bool equal = llvm::all_equal(llvm::map_range(
-          s.getResults(), [&](Value r) { return globalTypes.lookup(r).getDimSize(axis); }));
-      if (want.blocks[axis] == static_cast<int64_t>(n) && equal) {
-        out.blocks[axis] = 1;
-      } else {
-        want.dims[axis].clear();
-        want.blocks[axis] = 1;
-        out = want;
-      }
-    }
-    d.operands = {want};
-    d.results.assign(n, out);
-    return d;
-  }
-  if (auto c = dyn_cast<colossal::ConcatOp>(op)) {
-    int64_t axis = c.getAxis();
-    Sharding first = in[0];
-    bool same = llvm::all_of(in, [&](const Sharding &s) { return s == first; });
-    bool equal = llvm::all_equal(llvm::map_range(
-        c.getInputs(), [&](Value v) { return globalTypes.lookup(v).getDimSize(axis); }));
-    Decision d;
-    if (same && !first.dims[axis].empty() && first.blocks[axis] == 1 && equal) {
-      Sharding out = first;
-      out.blocks[axis] = in.size();
-      d.operands.assign(in.size(), first);
-      d.results = {out};
-      return d;
-    }
-    Sharding want = first;
-    if (!same)
-      want.partial.clear();
-    want.dims[axis].clear();
-    want.blocks[axis] = 1;
-    d.operands.assign(in.size(), want);
-    d.results = {want};
-    return d;
-  }
-  if (auto s = dyn_cast<colossal::SliceOp>(op)) {
-    Sharding want = in[0];
-    ArrayRef<int64_t> shape = gshape(s.getX());
-    for (int64_t d = 0; d < want.rank(); ++d)
-      if (s.getStarts()[d] != 0 || s.getSteps()[d] != 1 || s.getLimits()[d] < shape[d]) {
-        want.dims[d].clear();
-        want.blocks[d] = 1;
-      }
-    return Decision{{want}, {want}};
-  }
-  if (auto s = dyn_cast<colossal::SliceGradOp>(op)) {
-    Sharding want = in[0];
-    ArrayRef<int64_t> dy = gshape(s.getDy());
-    ArrayRef<int64_t> x = globalTypes.lookup(s.getResult()).getShape();
-    for (int64_t d = 0; d < want.rank(); ++d)
-      if (dy[d] != x[d]) {
-        want.dims[d].clear();
-        want.blocks[d] = 1;
-      }
-    return Decision{{want}, {want}};
-  }
-  if (isa<colossal::ExpandOp>(op)) {
-    ArrayRef<int64_t> is = gshape(op->getOperand(0));
-    ArrayRef<int64_t> os = globalTypes.lookup(op->getResult(0)).getShape();
-    Sharding want = in[0], out = Sharding::replicated(os.size());
-    want.partial.clear();
-    int64_t off = os.size() - is.size();
-    for (int64_t j = 0; j < static_cast<int64_t>(is.size()); ++j) {
-      if (is[j] != os[off + j]) {
-        want.dims[j].clear();
-        want.blocks[j] = 1;
-      }
-      out.dims[off + j] = want.dims[j];
-      out.blocks[off + j] = want.blocks[j];
-    }
-    return Decision{{want}, {out}};
-  }
-  if (auto t = dyn_cast<colossal::TriluOp>(op))
-    return normalization(op, in, in[0].rank() - 2, 1, 0);
-  if (auto s = dyn_cast<colossal::SoftmaxOp>(op))
-    return normalization(op, in, s.getAxis(), 1, 0);
-  if (auto s = dyn_cast<colossal::LogSoftmaxOp>(op))
-    return normalization(op, in, s.getAxis(), 1, 0);
-  if (auto s = dyn_cast<colossal::SoftmaxGradOp>(op))
-    return normalization(op, in, s.getAxis(), 2, 0);
-  if (auto s = dyn_cast<colossal::LogSoftmaxGradOp>(op))
-    return normalization(op, in, s.getAxis(), 2, 0);
-  if (auto n = dyn_cast<colossal::LayerNormOp>(op))
-    return normalization(op, in, n.getAxis(), 1, 0);
-  if (auto n = dyn_cast<colossal::RmsNormOp>(op))
-    return normalization(op, in, n.getAxis(), 1, 0);
-  if (auto n = dyn_cast<colossal::LayerNormGradOp>(op))
-    return normalization(op, in, n.getAxis(), 1, 2);
-  if (auto n = dyn_cast<colossal::RmsNormGradOp>(op))
-    return normalization(op, in, n.getAxis(), 1, 1);
-  if (isa<colossal::ReduceSumOp, colossal::ReduceMeanOp, colossal::ReduceMaxOp>(op)) {
-    ArrayRef<int64_t> axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
-    bool keepdims = op->getAttrOfType<BoolAttr>("keepdims").getValue();
-    bool sum = isa<colossal::ReduceSumOp>(op);
-    // Row blocks (colossal-split-batch): a mean over the rows is the row block's mean, which the
-    // training loop averages (a partial over the row-block axes, legal only as a loss).
-    bool rowMean = isa<colossal::ReduceMeanOp>(op) && !strategy.localBatch.empty();
-    Sharding want = in[0];
-    if (!sum)
-      want.partial.clear();
-    Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
-    out.partial = want.partial;
-    int64_t o = 0;
-    for (int64_t d = 0; d < want.rank(); ++d) {
-      bool reduced = llvm::is_contained(axes, d);
-      if (reduced) {
-        if ((sum || (rowMean && want.dims[d] == strategy.localBatch)) && want.blocks[d] == 1 &&
-            !want.dims[d].empty())
-          out.partial.append(want.dims[d].begin(), want.dims[d].end());
-        else {
-          want.dims[d].clear();
-          want.blocks[d] = 1;
-        }
-        if (keepdims)
-          ++o;
-        continue;
-      }
-      out.dims[o] = want.dims[d];
-      out.blocks[o] = want.blocks[d];
-      ++o;
-    }
-    llvm::sort(out.partial);
-    return Decision{{want}, {out}};
-  }
-  if (isa<colossal::AttentionOp, colossal::AttentionGradOp>(op))
-    return attention(op, in);
-  if (isa<colossal::GatherOp>(op))
-    return gather(op, in);
-  if (auto gg = dyn_cast<colossal::GatherGradOp>(op)) {
-    if (gg.getAxis() != 0)
-      return allReplicated(op);
-    // indices [I...], dy [I..., rest...] -> [V, rest...]: rows of dy split alike with the
-    // indices give a partial sum; trailing splits carry over.
-    Sharding dy = in[1];
-    dy.partial.clear();
-    int64_t ni = in[0].rank();
-    Sharding idx = Sharding::replicated(ni);
-    Sharding out = Sharding::replicated(tensorType(op->getResult(0)).getRank());
-    for (int64_t j = 0; j < ni; ++j) {
-      idx.dims[j] = dy.dims[j];
-      if (dy.blocks[j] != 1)
-        dy.dims[j].clear(), dy.blocks[j] = 1, idx.dims[j].clear();
-      out.partial.append(dy.dims[j].begin(), dy.dims[j].end());
-    }
-    for (int64_t j = ni; j < dy.rank(); ++j) {
-      out.dims[j - ni + 1] = dy.dims[j];
-      out.blocks[j - ni + 1] = dy.blocks[j];
-    }
-    llvm::sort(out.partial);
-    return Decision{{idx, dy}, {out}};
-  }
-  if (isa<colossal::CrossEntropyOp, colossal::CrossEntropyGradOp>(op)) {
-    // Vocab-parallel when the logits arrive split over the classes only (Megatron's
-    // vocab_parallel_cross_entropy); otherwise whole.
-    const Sharding &logits = in[0];
-    if (logits.rank() == 2 && logits.dims[0].empty() && !logits.dims[1].empty() &&
-        logits.blocks[1] == 1) {
-      Sharding l = logits;
-      l.partial.clear();
-      Decision d;
-      d.operands.push_back(l);
-      for (unsigned i = 1; i < op->getNumOperands(); ++i)
-        d.operands.push_back(Sharding::replicated(in[i].rank()));
-      d.results.push_back(isa<colossal::CrossEntropyOp>(op) ? Sharding::replicated(0) : l);
-      return d;
+  using Kind = ShardingRule::Kind;
+  std::optional<ShardingRule> r;
+  if (auto sharded = dyn_cast<colossal::ShardingRuleOpInterface>(op))
+    r = sharded.getShardingRule();
+  // Row blocks only (colossal-split-batch): nll_loss's rule is the block's rows.
+  if (r && r->kind == Kind::NllLoss && strategy.localBatch.empty())
+    r.reset();
+  if (!r) {
+    // No rule: whole operands are already what replication needs; a split or partial operand
+    // would be gathered or reduced silently, so that is an error naming the op and its shardings.
+    if (llvm::any_of(in, [](const Sharding &s) { return !s.isReplicated(); })) {
+      std::string shardings;
+      for (const Sharding &s : in)
+        shardings += (shardings.empty() ? "" : ", ") + s.str(mesh);
+      noRule(op, "'" + op->getName().getStringRef().str() + "' has no sharding rule for operands " +
+                     shardings);
     }
     return allReplicated(op);
   }
-  if (auto nll = dyn_cast<colossal::NllLossOp>(op); nll && !strategy.localBatch.empty()) {
-    // Row blocks (colossal-split-batch): the loss of the row block's rows; "mean" and "sum" are
-    // partial over the row-block axes (combined by the training loop, as a model's own loss
-    // under grad_accum always was), "none" keeps the rows split.
-    const Axes &rows = strategy.localBatch;
-    Decision d;
-    for (Value v : op->getOperands())
-      d.operands.push_back(Sharding::replicated(tensorType(v).getRank()));
-    d.operands[0].dims[0] = rows;
-    d.operands[1].dims[0] = rows;
-    Sharding out = Sharding::replicated(tensorType(nll.getResult()).getRank());
-    if (nll.getReduction() == "none")
-      out.dims[0] = rows;
-    else
-      out.partial = rows;
-    d.results.push_back(out);
-    return d;
-  }
-  if (isa<colossal::AccumulateGradOp>(op)) {
-    Sharding acc = in[0];
-    return Decision{{acc, acc}, {}};
-  }
-  if (isa<colossal::AdamWUpdateOp, colossal::AdamUpdateOp, colossal::SgdUpdateOp>(op)) {
+  switch (r->kind) {
+  case Kind::Whole:
+    return allReplicated(op);
+  case Kind::RowWise:
+    return rowWise(op, in, r->rowOperands);
+  case Kind::Elementwise:
+    return elementwise(op, in, r->partial);
+  case Kind::Contraction:
+    return contraction(op, in);
+  case Kind::Reshape:
+    return reshape(op, in);
+  case Kind::Normalization:
+    return normalization(op, in, r->axis, r->numX, r->numResultsReduced, r->xLikeOperand);
+  case Kind::Attention:
+    return attention(op, in);
+  case Kind::Gather:
+    return gather(op, in);
+  case Kind::Transpose:
+    return transpose(cast<colossal::TransposeOp>(op), in);
+  case Kind::Split:
+    return split(cast<colossal::SplitOp>(op), in);
+  case Kind::Concat:
+    return concat(cast<colossal::ConcatOp>(op), in);
+  case Kind::Slice:
+    return slice(cast<colossal::SliceOp>(op), in);
+  case Kind::SliceGrad:
+    return sliceGrad(cast<colossal::SliceGradOp>(op), in);
+  case Kind::Broadcast:
+    return broadcast(op, in);
+  case Kind::Reduction:
+    return reduction(op, in, r->reduce);
+  case Kind::GatherGrad:
+    return gatherGrad(op, in);
+  case Kind::CrossEntropy:
+    return crossEntropy(op, in);
+  case Kind::NllLoss:
+    return nllLoss(cast<colossal::NllLossOp>(op), in);
+  case Kind::AccumulateGrad:
+    return Decision{{in[0], in[0]}, {}};
+  case Kind::OptimizerUpdate: {
     Decision d;
     for (const Sharding &s : in) {
       Sharding w = s;
@@ -865,14 +863,6 @@ Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
     }
     return d;
   }
-  // No rule: whole operands are already what replication needs; a split or partial operand would
-  // be gathered or reduced silently, so that is an error naming the op and its shardings.
-  if (llvm::any_of(in, [](const Sharding &s) { return !s.isReplicated(); })) {
-    std::string shardings;
-    for (const Sharding &s : in)
-      shardings += (shardings.empty() ? "" : ", ") + s.str(mesh);
-    noRule(op, "'" + op->getName().getStringRef().str() + "' has no sharding rule for operands " +
-                   shardings);
   }
-  return allReplicated(op);
+  llvm_unreachable("ShardingRule::Kind");
 }

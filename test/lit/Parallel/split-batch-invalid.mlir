@@ -54,3 +54,21 @@ func.func @forward(%x: tensor<12x2xf32> {colossal.input = "x"}) -> (tensor<2x12x
   %y = colossal.transpose %x {perm = array<i64: 1, 0>} : (tensor<12x2xf32>) -> tensor<2x12xf32>
   return %y : tensor<2x12xf32>
 }
+
+// -----
+
+// pad states its rule only when it leaves the batch dim alone (ShardingRuleOpInterface returns
+// none for a pad of dim 0): padding the rows is no row-wise op.
+func.func @forward(%x: tensor<12x4xf32> {colossal.input = "x"}) -> (tensor<14x4xf32> {colossal.output = "y"}) {
+  // expected-error @below {{'colossal.pad' has no sharding rule for operands #colossal.sharding<@row_blocks, [{"row_blocks"}, {}]>; it has no row-wise rule, so the model cannot be split over dp=2 x train.grad_accum=3; run it with dp=1 and train.grad_accum=1}}
+  %y = colossal.pad %x {mode = "constant", pads = array<i64: 1, 0, 1, 0>} : (tensor<12x4xf32>) -> tensor<14x4xf32>
+  return %y : tensor<14x4xf32>
+}
+
+// -----
+
+// A pad of the other dims is row-wise.
+func.func @forward(%x: tensor<12x4xf32> {colossal.input = "x"}) -> (tensor<12x6xf32> {colossal.output = "y"}) {
+  %y = colossal.pad %x {mode = "constant", pads = array<i64: 0, 1, 0, 1>} : (tensor<12x4xf32>) -> tensor<12x6xf32>
+  return %y : tensor<12x6xf32>
+}
