@@ -247,8 +247,9 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
   let options = [
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
            "microbatches per optimizer step (train.grad_accum)">,
-    Option<"into", "into", "std::string", /*default=*/"\"forward_microbatch\"",
-           "the split program's name; `forward` rewrites @forward in place">,
+    Option<"into", "into", "std::string", /*default=*/"\"microbatch\"",
+           "the split program's role: `microbatch` (a new program beside @forward) or `forward` "
+           "(rewrites the forward program in place)">,
   ];
   let dependentDialects = ["colossal::ColossalDialect"];
 }

@@ -1,6 +1,7 @@
 //===- ColossalDialect.cpp - the colossal dialect ------------------------===//
 #include "dialects/Colossal/ColossalDialect.h"
 #include "dialects/Colossal/ColossalOps.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -93,7 +94,42 @@ LogicalResult ColossalDialect::verifyRegionArgAttribute(Operation *op, unsigned 
                         /*local=*/true, emitError);
 }
 
+namespace {
+/// `colossal.program` on a function: a known role, stated by no other function of the module,
+/// and every argument at most one of parameter, state, input.
+LogicalResult verifyProgram(Operation *op, Attribute value) {
+  auto f = llvm::dyn_cast<func::FuncOp>(op);
+  if (!f)
+    return op->emitOpError() << "'" << kProgramAttr << "' is for func.func only";
+  auto name = llvm::dyn_cast<StringAttr>(value);
+  std::optional<ProgramRole> role = name ? parseProgramRole(name.getValue()) : std::nullopt;
+  if (!role)
+    return op->emitOpError() << "'" << kProgramAttr << "' must be one of \"forward\", "
+                             << "\"microbatch\", \"eval\", \"train_step\", \"optimizer_step\"; got "
+                             << value;
+  if (auto module = f->getParentOfType<ModuleOp>())
+    for (func::FuncOp other : module.getOps<func::FuncOp>())
+      if (other != f && other->getAttr(kProgramAttr) == value)
+        return op->emitOpError() << "is the " << name << " program, but so is @"
+                                 << other.getSymName();
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    int kinds = 0;
+    for (llvm::StringRef kind : {kParamAttr, kStateAttr, kInputAttr})
+      kinds += f.getArgAttr(i, kind) ? 1 : 0;
+    if (kinds > 1)
+      return op->emitOpError() << "argument #" << i << " is more than one of '" << kParamAttr
+                               << "', '" << kStateAttr << "' and '" << kInputAttr << "'";
+    if (f.getArgAttr(i, kValueAttr) && !f.getArgAttr(i, kParamAttr))
+      return op->emitOpError() << "argument #" << i << " has '" << kValueAttr
+                               << "' but is no '" << kParamAttr << "'";
+  }
+  return success();
+}
+} // namespace
+
 LogicalResult ColossalDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kProgramAttr)
+    return verifyProgram(op, attr.getValue());
   if (attr.getName() != kShardingAttr)
     return success();
   // An op's results: one sharding, or one per result.

@@ -34,21 +34,31 @@ inline constexpr llvm::StringLiteral kTrainAttr = "colossal.train";   // Diction
 inline constexpr llvm::StringLiteral kShardingAttr = "colossal.sharding";
 /// The module's ONNX opset (IntegerAttr) and file name (StringAttr, kSourceAttr).
 inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
-/// The programs of a module (docs/plan.md "Programs"): the model, and in train mode the loss
-/// without gradients, one microbatch's gradients, and the update.
-inline constexpr llvm::StringLiteral kForwardFunction = "forward";
-inline constexpr llvm::StringLiteral kEvalFunction = "eval";
-inline constexpr llvm::StringLiteral kTrainStepFunction = "train_step";
-inline constexpr llvm::StringLiteral kOptimizerStepFunction = "optimizer_step";
+/// The programs of a module (docs/plan.md "Programs") and what each is for: the function attribute
+/// `colossal.program = "<role>"` (checked by the dialect: a known role, one function per role, each
+/// argument at most one of param/state/input) and plan.proto's Program.role. Passes and the plan
+/// emitter find programs by role (Programs.h lookupProgram), never by symbol name.
+///   forward         the model: inputs -> outputs, at the global batch
+///   microbatch      train mode, dp x grad_accum > 1: the program of one row block of
+///                   B / (dp x grad_accum) rows (colossal-split-batch), which colossal-append-loss
+///                   turns into eval and train_step (and then erases)
+///   eval            the loss of one row block, without gradients
+///   train_step      one row block's loss and its gradients, accumulated into <p>.grad
+///   optimizer_step  the update of every parameter from the accumulated gradients
+enum class ProgramRole { Forward, Microbatch, Eval, TrainStep, OptimizerStep };
+/// "forward", "microbatch", "eval", "train_step", "optimizer_step".
+llvm::StringRef programRoleName(ProgramRole role);
+/// The role named `name`, or nullopt.
+std::optional<ProgramRole> parseProgramRole(llvm::StringRef name);
+/// The symbol a pass gives the function it creates for `role` ("forward_microbatch" for
+/// microbatch, the role's name otherwise).
+llvm::StringRef programSymbol(ProgramRole role);
+inline constexpr llvm::StringLiteral kProgramAttr = "colossal.program"; // StringAttr: the role
 /// Train mode (module): the model's weight-like tensors (initializers, float Constant nodes) that
 /// the importer kept as constants, and why: ArrayAttr of {name: StringAttr, type: TypeAttr,
 /// why: StringAttr}, in model order. Read by `--report` and by autodiff's "no trainable
 /// parameter" error (docs/training.md "Which initializers train").
 inline constexpr llvm::StringLiteral kConstantWeightsAttr = "colossal.constant_weights";
-/// Train mode, dp x grad_accum > 1: the program of one row block of B / (dp x grad_accum) rows
-/// (colossal-split-batch), which colossal-append-loss turns into @eval and @train_step (and
-/// then erases).
-inline constexpr llvm::StringLiteral kMicrobatchFunction = "forward_microbatch";
 } // namespace colossal
 
 #endif

@@ -8,6 +8,7 @@
 // buckets (one collective per bucket).
 //===----------------------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -130,7 +131,7 @@ struct DataParallelPass : colossal::impl::DataParallelBase<DataParallelPass> {
       dataAxes.push_back(mesh.getAxes()[i]);
       dp *= mesh.getShape()[i];
     }
-    auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepFunction);
+    auto step = lookupProgram(module, ProgramRole::OptimizerStep);
     if (dp == 1 || !step)
       return;
     OpBuilder b = OpBuilder::atBlockBegin(&step.getBody().front());
@@ -144,7 +145,7 @@ struct DataParallelPass : colossal::impl::DataParallelBase<DataParallelPass> {
       if (!name) {
         Operation *reader = *g.user_begin();
         reader->emitError("colossal-data-parallel: this op reads a gradient that is not a ")
-            << kStateAttr << " argument of @" << kOptimizerStepFunction
+            << kStateAttr << " argument of @" << step.getSymName()
             << ", so it cannot be summed over the data axes in place";
         return signalPassFailure();
       }

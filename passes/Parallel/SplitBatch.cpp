@@ -11,6 +11,7 @@
 // table folded at B) is resliced when its row blocks are equal; otherwise it is an error too.
 //===----------------------------------------------------------------------------------===//
 #include "passes/Parallel/Partitioner.h"
+#include "dialects/Colossal/Programs.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -170,16 +171,22 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     if (MeshOp mesh = lookupMesh(module))
       for (int i : mesh.axesWithRole(AxisRole::Data))
         dp *= mesh.getShape()[i];
-    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
+    auto forward = lookupProgram(module, ProgramRole::Forward);
     if (!forward)
-      return module.emitError("colossal-split-batch needs @forward (the imported model)");
+      return module.emitError("colossal-split-batch needs the forward program (the imported model)");
+    std::optional<ProgramRole> role = parseProgramRole(into);
+    if (role != ProgramRole::Microbatch && role != ProgramRole::Forward)
+      return module.emitError() << "colossal-split-batch: into must be microbatch or forward, got '"
+                                << into << "'";
     const int64_t blocks = dp * gradAccum;
     func::FuncOp target = forward;
-    if (into != kForwardFunction) {
-      if (module.lookupSymbol(into))
-        return module.emitError() << "colossal-split-batch: the module already has @" << into;
+    if (role == ProgramRole::Microbatch) {
+      if (lookupProgram(module, ProgramRole::Microbatch) ||
+          module.lookupSymbol(programSymbol(ProgramRole::Microbatch)))
+        return module.emitError() << "colossal-split-batch: the module already has a microbatch program";
       target = cast<func::FuncOp>(forward->clone());
-      target.setName(into);
+      target.setName(programSymbol(ProgramRole::Microbatch));
+      setProgramRole(target, ProgramRole::Microbatch);
       module.push_back(target);
     }
     if (blocks == 1)
@@ -199,7 +206,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
         strategy.localBatchRows = tensorType(target.getArgument(i)).getDimSize(0);
         break;
       }
-    strategy.localPartialResults = into != kForwardFunction;
+    strategy.localPartialResults = role == ProgramRole::Microbatch;
     strategy.noRuleAdvice = "it has no row-wise rule, so the model cannot be split over " + ways() +
                             "; run it with dp=1 and train.grad_accum=1";
     llvm::StringMap<Sharding> decided; // every parameter replicated

@@ -20,6 +20,7 @@
 // batch and colossal-data-parallel sums the gradients.
 //===----------------------------------------------------------------------------------===//
 #include "passes/Parallel/Partitioner.h"
+#include "dialects/Colossal/Programs.h"
 #include "passes/Passes.h"
 
 #include "dialects/Colossal/ConstantEval.h"
@@ -136,11 +137,12 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
 
     // Phase 1: hints, then the primary function's walk decides the remaining parameters.
     llvm::StringMap<Sharding> decided;
-    func::FuncOp primary = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
+    func::FuncOp primary = lookupProgram(module, ProgramRole::TrainStep);
     if (!primary)
-      primary = module.lookupSymbol<func::FuncOp>(kForwardFunction);
+      primary = lookupProgram(module, ProgramRole::Forward);
     if (!primary) {
-      module.emitError("colossal-spmd-partition: the module has neither @train_step nor @forward");
+      module.emitError("colossal-spmd-partition: the module has neither a train_step nor a forward "
+                       "program");
       return signalPassFailure();
     }
     for (unsigned i = 0; i < primary.getNumArguments(); ++i) {

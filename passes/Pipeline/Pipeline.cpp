@@ -2,6 +2,7 @@
 #include "colossal/Pipeline/Pipeline.h"
 
 #include "passes/Passes.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
@@ -86,7 +87,7 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     SplitBatchOptions split;
     split.gradAccum = accum;
     if (!spec.train)
-      split.into = kForwardFunction.str();
+      split.into = programRoleName(ProgramRole::Forward).str();
     pm.addPass(createSplitBatch(split));
   }
   if (spec.train)

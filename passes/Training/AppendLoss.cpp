@@ -8,6 +8,7 @@
 #include "passes/Training/TrainUtils.h"
 
 #include "dialects/Colossal/ConstantEval.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
@@ -42,16 +43,17 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
+    auto forward = lookupProgram(module, ProgramRole::Forward);
     if (!forward)
-      return module.emitError("colossal-append-loss needs @forward (the imported model)");
-    for (StringRef name : {kEvalFunction, kTrainStepFunction})
-      if (module.lookupSymbol(name))
-        return module.emitError() << "colossal-append-loss: the module already has @" << name;
+      return module.emitError("colossal-append-loss needs the forward program (the imported model)");
+    for (ProgramRole role : {ProgramRole::Eval, ProgramRole::TrainStep})
+      if (lookupProgram(module, role) || module.lookupSymbol(programSymbol(role)))
+        return module.emitError() << "colossal-append-loss: the module already has a "
+                                  << programRoleName(role) << " program";
     if (kind != "cross_entropy" && kind != "output")
       return module.emitError() << "colossal-append-loss: kind must be cross_entropy or output, "
                                    "got '" << kind << "'";
-    auto micro = module.lookupSymbol<func::FuncOp>(kMicrobatchFunction);
+    auto micro = lookupProgram(module, ProgramRole::Microbatch);
     func::FuncOp basis = micro ? micro : forward;
 
     // The model's unbound inputs (the `values` bindings are constants by now).
@@ -165,7 +167,8 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
     OpBuilder b(ctx);
     b.setInsertionPointAfter(forward);
     auto eval = llvm::cast<func::FuncOp>(b.clone(*basis));
-    eval.setName(kEvalFunction);
+    eval.setName(programSymbol(ProgramRole::Eval));
+    setProgramRole(eval, ProgramRole::Eval);
     Block &body = eval.getBody().front();
     Operation *ret = body.getTerminator();
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"), module.getLoc());
@@ -203,7 +206,8 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
 
     b.setInsertionPointAfter(eval);
     auto trainStep = llvm::cast<func::FuncOp>(b.clone(*eval));
-    trainStep.setName(kTrainStepFunction);
+    trainStep.setName(programSymbol(ProgramRole::TrainStep));
+    setProgramRole(trainStep, ProgramRole::TrainStep);
     if (micro)
       micro.erase();
 

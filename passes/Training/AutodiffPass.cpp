@@ -5,6 +5,7 @@
 // `<p>.grad` state with scale 1/grad_accum.
 //===------------------------------------------------------------------------------------===//
 #include "passes/Autodiff/Autodiff.h"
+#include "dialects/Colossal/Programs.h"
 #include "passes/Passes.h"
 #include "passes/Training/TrainUtils.h"
 
@@ -81,11 +82,11 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    auto trainStep = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
+    auto trainStep = lookupProgram(module, ProgramRole::TrainStep);
     if (!trainStep)
       return module.emitError("colossal-autodiff needs @train_step (run colossal-append-loss "
                               "first)");
-    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
+    auto forward = lookupProgram(module, ProgramRole::Forward);
     int64_t gradAccum = this->gradAccum;
     if (gradAccum < 1)
       return module.emitError() << "colossal-autodiff: grad-accum must be >= 1, got " << gradAccum;
@@ -113,7 +114,7 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
              << "', but a global batch of " << batch << " in " << gradAccum
              << " microbatches needs " << batch / gradAccum
              << " (run colossal-split-batch before colossal-append-loss to build the microbatch "
-                "program @" << kMicrobatchFunction << ", as colossal-opt does in train mode)";
+                "program @" << programSymbol(ProgramRole::Microbatch) << ", as colossal-opt does in train mode)";
 
     Block &body = trainStep.getBody().front();
     Operation *ret = body.getTerminator();

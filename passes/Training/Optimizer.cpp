@@ -5,6 +5,7 @@
 // learning-rate schedule is recorded in `colossal.train` for the runtime.
 //===------------------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "dialects/Colossal/Programs.h"
 #include "passes/Training/TrainUtils.h"
 
 #include "mlir/IR/Builders.h"
@@ -71,13 +72,14 @@ struct OptimizerPass : colossal::impl::OptimizerBase<OptimizerPass> {
     MLIRContext *ctx = module.getContext();
     if (failed(checkOptions(module)))
       return failure();
-    auto trainStep = module.lookupSymbol<func::FuncOp>(kTrainStepFunction);
+    auto trainStep = lookupProgram(module, ProgramRole::TrainStep);
     if (!trainStep)
       return module.emitError("colossal-optimizer needs @train_step (run colossal-append-loss "
                               "and colossal-autodiff first)");
-    if (module.lookupSymbol(kOptimizerStepFunction))
-      return module.emitError("colossal-optimizer: the module already has @optimizer_step");
-    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunction);
+    if (lookupProgram(module, ProgramRole::OptimizerStep) ||
+        module.lookupSymbol(programSymbol(ProgramRole::OptimizerStep)))
+      return module.emitError("colossal-optimizer: the module already has an optimizer_step program");
+    auto forward = lookupProgram(module, ProgramRole::Forward);
 
     // The trainable parameters: those with a `<p>.grad` accumulator in @train_step.
     struct Param {
@@ -143,8 +145,9 @@ struct OptimizerPass : colossal::impl::OptimizerBase<OptimizerPass> {
 
     OpBuilder b(ctx);
     b.setInsertionPointAfter(trainStep);
-    auto fn = func::FuncOp::create(b, module.getLoc(), kOptimizerStepFunction,
+    auto fn = func::FuncOp::create(b, module.getLoc(), programSymbol(ProgramRole::OptimizerStep),
                                    FunctionType::get(ctx, argTypes, {f32}));
+    setProgramRole(fn, ProgramRole::OptimizerStep);
     fn.setAllArgAttrs(argAttrs);
     fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{marker(kOutputAttr, "grad_norm")});
     Block *body = fn.addEntryBlock();

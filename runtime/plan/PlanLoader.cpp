@@ -11,6 +11,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <map>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -190,9 +191,9 @@ const plan::Buffer *findBinding(const plan::Program &prog,
   return nullptr;
 }
 
-const plan::Program *findProgram(const plan::Plan &p, llvm::StringRef name) {
+const plan::Program *findProgram(const plan::Plan &p, plan::Program::Role role) {
   for (const plan::Program &prog : p.programs())
-    if (prog.name() == name) return &prog;
+    if (prog.role() == role) return &prog;
   return nullptr;
 }
 
@@ -241,11 +242,12 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     return llvm::Error::success();
   };
   const std::vector<DType> tokenTypes = {DType::I64, DType::I32};
-  for (llvm::StringRef name : {kForwardProgram, kEvalProgram, kTrainStepProgram, kOptimizerStepProgram})
-    if (!findProgram(p, name))
-      return fail(file + "training plan has no program '" + name + "' (docs/training.md)");
+  for (plan::Program::Role role : {plan::Program::FORWARD, plan::Program::EVAL, plan::Program::TRAIN_STEP,
+                                   plan::Program::OPTIMIZER_STEP})
+    if (!findProgram(p, role))
+      return fail(file + "training plan has no " + programRoleName(role) + " program (docs/training.md)");
 
-  const plan::Program &fwd = *findProgram(p, kForwardProgram);
+  const plan::Program &fwd = *findProgram(p, plan::Program::FORWARD);
   if (llvm::Error e = expectBinding(fwd, true, tc.tokens_input(), tokenTypes, {B, T})) return e;
   const plan::Buffer *logits = findBinding(fwd, fwd.outputs(), tc.logits_output());
   if (!logits) return fail(file + "program 'forward' output '" + tc.logits_output() + "': missing (TrainConfig.logits_output)");
@@ -255,8 +257,9 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     return fail(file + "program 'forward' output '" + tc.logits_output() + "': " +
                 dtypeName(static_cast<DType>(logits->dtype())) + " " + shapeToString(ls) +
                 ", expected f32 [" + llvm::Twine(B) + ", " + llvm::Twine(T) + ", " + llvm::Twine(tc.vocab_size()) + "]");
-  for (llvm::StringRef name : {kEvalProgram, kTrainStepProgram}) {
-    const plan::Program &prog = *findProgram(p, name);
+  for (plan::Program::Role role : {plan::Program::EVAL, plan::Program::TRAIN_STEP}) {
+    const plan::Program &prog = *findProgram(p, role);
+    const std::string &name = prog.name();
     if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
     if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
     if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
@@ -266,7 +269,7 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
                     "': the training loop fills only the tokens and labels inputs ('" +
                     tc.tokens_input() + "', '" + tc.labels_input() + "')");
   }
-  const plan::Program &opt = *findProgram(p, kOptimizerStepProgram);
+  const plan::Program &opt = *findProgram(p, plan::Program::OPTIMIZER_STEP);
   if (llvm::Error e = expectBinding(opt, true, "lr", {DType::F32}, {})) return e;
   if (llvm::Error e = expectBinding(opt, true, "step", {DType::I64}, {})) return e;
   if (llvm::Error e = expectBinding(opt, false, "grad_norm", {DType::F32}, {})) return e;
@@ -437,9 +440,16 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
   StateMap states;
   if (llvm::Error e = validateStates(p, file, *mesh, states)) return e;
   llvm::StringSet<> names;
+  std::map<int, std::string> roles;
   for (const plan::Program &prog : p.programs()) {
     if (!names.insert(prog.name()).second)
       return fail(file + "program '" + prog.name() + "' appears twice");
+    if (!plan::Program::Role_IsValid(prog.role()) || prog.role() == plan::Program::ROLE_UNSPECIFIED)
+      return fail(file + "program '" + prog.name() + "' has no role (Program.role: forward, eval, "
+                  "train_step or optimizer_step)");
+    if (auto [it, fresh] = roles.try_emplace(prog.role(), prog.name()); !fresh)
+      return fail(file + "programs '" + it->second + "' and '" + prog.name() + "' are both the " +
+                  programRoleName(prog.role()) + " program");
     if (prog.device() != plan::CPU && prog.device() != plan::CUDA)
       return fail(file + "program '" + prog.name() + "': invalid device " + llvm::Twine(prog.device()));
     if (llvm::Error e = validateProgram(prog, file + "program '" + prog.name() + "': ", registry, states, *mesh))
@@ -459,6 +469,8 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
                     (first.has_sharding() ? shardingText(first.sharding()) : std::string("replicated")) + " and " +
                     (b.has_sharding() ? shardingText(b.sharding()) : std::string("replicated")) + ")");
     }
+  if (!findProgram(p, plan::Program::FORWARD))
+    return fail(file + "plan has no forward program");
   if (p.mode() == "train")
     if (llvm::Error e = validateTrainConfig(p, file)) return e;
   // The mesh and the collectives' axes and group sizes (runtime/comm/Collectives.cpp).
@@ -506,6 +518,18 @@ llvm::Error validateWeights(const plan::Plan &p, llvm::StringRef planPath, const
     }
   return llvm::Error::success();
 }
+
+llvm::StringRef programRoleName(plan::Program::Role role) {
+  switch (role) {
+  case plan::Program::FORWARD: return "forward";
+  case plan::Program::EVAL: return "eval";
+  case plan::Program::TRAIN_STEP: return "train_step";
+  case plan::Program::OPTIMIZER_STEP: return "optimizer_step";
+  default: return "unspecified";
+  }
+}
+
+const plan::Program *LoadedPlan::program(plan::Program::Role role) const { return findProgram(plan, role); }
 
 const plan::Program *LoadedPlan::program(llvm::StringRef name) const {
   for (const plan::Program &prog : plan.programs())

@@ -72,7 +72,7 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
   ExecutorOptions opts;
   opts.states = &states;
   opts.comm = o.comm;
-  auto ex = Executor::create(plan, registry, device, kForwardProgram, opts);
+  auto ex = Executor::create(plan, registry, device, plan.program(plan::Program::FORWARD)->name(), opts);
   if (!ex) return ex.takeError();
   DType tokensDType = DType::I64;
   for (const BindingInfo &in : (*ex)->inputs())

@@ -205,8 +205,8 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
       return fail(plan.path + ": grad_accum " + llvm::Twine(plan.plan.train().grad_accum()) +
                   " (microbatches of all ranks) is not divisible by dp = " + llvm::Twine(t->dpSize_));
     // Every group the programs' collectives name, created now and in one order on every rank.
-    for (llvm::StringRef name : {kTrainStepProgram, kOptimizerStepProgram, kEvalProgram})
-      if (const plan::Program *prog = plan.program(name))
+    for (plan::Program::Role role : {plan::Program::TRAIN_STEP, plan::Program::OPTIMIZER_STEP, plan::Program::EVAL})
+      if (const plan::Program *prog = plan.program(role))
         if (llvm::Error e = comm->prepare(*prog)) return std::move(e);
   }
   ExecutorOptions opts;
@@ -214,15 +214,16 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   opts.states = t->states_.get();
   opts.arena = t->arena_;
   opts.arenaBytes = arenaBytes;
-  auto make = [&](llvm::StringRef name, std::unique_ptr<Executor> &out) -> llvm::Error {
-    auto ex = Executor::create(plan, registry, device, name, opts);
+  // The loader checked that a training plan has one program of each role.
+  auto make = [&](plan::Program::Role role, std::unique_ptr<Executor> &out) -> llvm::Error {
+    auto ex = Executor::create(plan, registry, device, plan.program(role)->name(), opts);
     if (!ex) return ex.takeError();
     out = std::move(*ex);
     return llvm::Error::success();
   };
-  if (llvm::Error e = make(kTrainStepProgram, t->trainStep_)) return std::move(e);
-  if (llvm::Error e = make(kOptimizerStepProgram, t->optimizerStep_)) return std::move(e);
-  if (llvm::Error e = make(kEvalProgram, t->eval_)) return std::move(e);
+  if (llvm::Error e = make(plan::Program::TRAIN_STEP, t->trainStep_)) return std::move(e);
+  if (llvm::Error e = make(plan::Program::OPTIMIZER_STEP, t->optimizerStep_)) return std::move(e);
+  if (llvm::Error e = make(plan::Program::EVAL, t->eval_)) return std::move(e);
   const plan::TrainConfig &tc = plan.plan.train();
   for (const BindingInfo &in : t->trainStep_->inputs())
     if (in.name == tc.tokens_input()) t->tokensDType_ = in.tensor.dtype;

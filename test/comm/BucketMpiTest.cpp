@@ -100,6 +100,7 @@ plan::Plan makePlan(int n, const std::vector<Tensor1> &tensors, const std::vecto
   m->set_role(plan::MeshAxis::DATA);
   plan::Program &prog = *p.add_programs();
   prog.set_name("forward");
+  prog.set_role(plan::Program::FORWARD);
   prog.set_device(plan::CPU);
   std::map<std::string, uint32_t> ids;
   uint64_t offset = 0;

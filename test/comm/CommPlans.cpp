@@ -23,6 +23,7 @@ plan::Plan makeCollectivePlan(const std::vector<MeshAxis> &mesh, DType dtype,
   }
   plan::Program &prog = *p.add_programs();
   prog.set_name("forward");
+  prog.set_role(plan::Program::FORWARD);
   prog.set_device(plan::CPU);
   std::map<std::string, uint32_t> ids;
   uint64_t offset = 0;

@@ -1,6 +1,7 @@
 //===- ColossalRunTest.cpp - The colossal-run command line ----------------------------------===//
 #include "TestPlans.h"
 
+#include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Npy.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -80,10 +81,10 @@ TEST_F(ColossalRunTest, Errors) {
   EXPECT_EQ(run(path("absent.cplan") + " --input x=" + path("x.npy"), out), 1);
   EXPECT_EQ(out.rfind("error: " + path("absent.cplan") + ": cannot read plan", 0), 0u) << out;
 
-  model.set_version(3);
+  model.set_version(colossal::runtime::kPlanVersion + 1);
   std::string broken = writePlan("broken.cplan");
   EXPECT_EQ(run(broken + " --input x=" + path("x.npy"), out), 1);
-  EXPECT_EQ(out.rfind("error: " + broken + ": plan version 3", 0), 0u) << out;
+  EXPECT_EQ(out.rfind("error: " + broken + ": plan version " + std::to_string(colossal::runtime::kPlanVersion + 1), 0), 0u) << out;
 
   EXPECT_EQ(run(planPath + " --input x", out), 1);
   EXPECT_NE(out.find("error: --input expects NAME=FILE.npy"), std::string::npos) << out;

@@ -67,7 +67,7 @@ TEST_F(PlanEmitterTest, MlpPlanAndWeights) {
   ASSERT_TRUE(succeeded(emit(kMlp, &report))) << diagnostics;
   EXPECT_EQ(files(), (std::vector<std::string>{"model.cplan", "model.safetensors"}));
   plan::Plan p = readPlan();
-  EXPECT_EQ(p.version(), 2u);
+  EXPECT_EQ(p.version(), rt::kPlanVersion);
   EXPECT_EQ(p.mode(), "inference");
   EXPECT_EQ(p.producer(), "colossal-opt");
   EXPECT_EQ(p.weights_file(), "model.safetensors");
@@ -289,7 +289,7 @@ func.func @forward(%x: tensor<4xf32>) -> (tensor<4xf32> {colossal.output = "y"})
 func.func @main(%x: tensor<4xf32> {colossal.input = "x"}) -> (tensor<4xf32> {colossal.output = "y"}) {
   return %x : tensor<4xf32>
 })mlir",
-       "no 'func.func @forward'"},
+       "no forward program (a func.func with colossal.program = \"forward\") to lower to a plan"},
   };
   for (const Case &c : cases) {
     EXPECT_TRUE(failed(emit(c.src))) << c.src;

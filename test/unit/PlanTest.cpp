@@ -43,7 +43,7 @@ TEST_F(PlanTest, ValidPlanLoads) { EXPECT_EQ(loadError(), ""); }
 
 TEST_F(PlanTest, VersionMismatch) {
   model.set_version(kPlanVersion + 1);
-  expectError("plan version 3, this runtime reads version 2");
+  expectError("plan version " + std::to_string(kPlanVersion + 1) + ", this runtime reads version " + std::to_string(kPlanVersion));
 }
 
 TEST_F(PlanTest, OffsetOutsideArena) {

@@ -56,6 +56,7 @@ void MlpPlanTest::SetUp() {
   model.set_weights_file("model.safetensors");
   plan::Program &p = *model.add_programs();
   p.set_name("forward");
+  p.set_role(plan::Program::FORWARD);
   p.set_device(plan::CPU);
   p.set_arena_bytes(512);
   addBuffer(p, "x", {4, 8}, plan::ARENA, 0);                              // 0

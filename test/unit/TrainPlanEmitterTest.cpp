@@ -165,6 +165,11 @@ TEST_F(TrainPlanTest, FourProgramsStatesAndSharedWeights) {
   EXPECT_EQ(p.programs(1).name(), "eval");
   EXPECT_EQ(p.programs(2).name(), "train_step");
   EXPECT_EQ(p.programs(3).name(), "optimizer_step");
+  // Each program says what it is for (the runtime finds them by role).
+  EXPECT_EQ(p.programs(0).role(), plan::Program::FORWARD);
+  EXPECT_EQ(p.programs(1).role(), plan::Program::EVAL);
+  EXPECT_EQ(p.programs(2).role(), plan::Program::TRAIN_STEP);
+  EXPECT_EQ(p.programs(3).role(), plan::Program::OPTIMIZER_STEP);
   for (const plan::Program &prog : p.programs())
     colossal::test::expectSoundLayout(prog);
 
@@ -370,7 +375,7 @@ TEST_F(TrainPlanTest, ErrorsNameTheProblemAndLeaveNoFiles) {
     const char *message;
   } cases[] = {
       {replaced(kTrainModule, "func.func @eval", "func.func @evaluate"),
-       "must define 'func.func @eval'"},
+       "must define the eval program (a func.func with colossal.program = \"eval\""},
       {replaced(kTrainModule, "{colossal.state = \"wte.exp_avg\"}",
                 "{colossal.state = \"scale.exp_avg\"}"),
        "state 'scale.exp_avg' belongs to parameter 'scale', which is frozen"},

@@ -193,9 +193,18 @@ TEST_F(TrainPlanTest, TrainConfigErrors) {
   model.mutable_train()->set_seq_len(6);
   expectError("program 'forward' input 'input_ids': shape [4, 5], expected [4, 6]");
   model = good;
+  // Programs are found by role, not by name: a renamed eval program is still the eval program.
   for (int i = 0; i < model.programs_size(); ++i)
     if (model.programs(i).name() == "eval") model.mutable_programs(i)->set_name("evaluate");
-  expectError("training plan has no program 'eval'");
+  EXPECT_EQ(loadError(), "");
+  model = good;
+  for (int i = 0; i < model.programs_size(); ++i)
+    if (model.programs(i).name() == "eval") model.mutable_programs(i)->set_role(plan::Program::ROLE_UNSPECIFIED);
+  expectError("program 'eval' has no role (Program.role: forward, eval, train_step or optimizer_step)");
+  model = good;
+  for (int i = 0; i < model.programs_size(); ++i)
+    if (model.programs(i).name() == "eval") model.mutable_programs(i)->set_role(plan::Program::TRAIN_STEP);
+  expectError("programs 'eval' and 'train_step' are both the train_step program");
   model = good;
   prog("optimizer_step").mutable_inputs(1)->set_name("t");
   expectError("program 'optimizer_step' input 'step': missing");

@@ -18,8 +18,9 @@ namespace {
 /// offsets (no reuse), views share their base buffer's bytes under another shape.
 class ProgramBuilder {
 public:
-  ProgramBuilder(plan::Program &p, const std::string &name) : p_(p) {
+  ProgramBuilder(plan::Program &p, const std::string &name, plan::Program::Role role) : p_(p) {
     p_.set_name(name);
+    p_.set_role(role);
     p_.set_device(plan::CPU);
   }
   uint32_t arena(const std::string &name, DType dt, std::vector<int64_t> shape) {
@@ -131,7 +132,7 @@ plan::Plan buildTrainPlan(llvm::StringRef dir, const TrainPlanConfig &c, std::ve
 
   // forward: [B, T] tokens -> [B, T, V] logits.
   {
-    ProgramBuilder pb(*model.add_programs(), "forward");
+    ProgramBuilder pb(*model.add_programs(), "forward", plan::Program::FORWARD);
     uint32_t tokens = pb.arena("input_ids", c.tokens, {c.B, c.T});
     uint32_t W = pb.state("W", {c.V, c.D}), U = pb.state("U", {c.D, c.V});
     uint32_t h = pb.arena("h", DType::F32, {c.B, c.T, c.D});
@@ -145,12 +146,12 @@ plan::Plan buildTrainPlan(llvm::StringRef dir, const TrainPlanConfig &c, std::ve
   }
   // eval: loss of b rows.
   {
-    ProgramBuilder pb(*model.add_programs(), "eval");
+    ProgramBuilder pb(*model.add_programs(), "eval", plan::Program::EVAL);
     buildLoss(pb, c, b);
   }
   // train_step: loss, backward, accumulate.
   {
-    ProgramBuilder pb(*model.add_programs(), "train_step");
+    ProgramBuilder pb(*model.add_programs(), "train_step", plan::Program::TRAIN_STEP);
     LossBuffers r = buildLoss(pb, c, b);
     uint32_t Wg = pb.state("W.grad", {c.V, c.D}), Ug = pb.state("U.grad", {c.D, c.V});
     uint32_t p = pb.arena("p", DType::F32, {N, c.V});
@@ -176,7 +177,7 @@ plan::Plan buildTrainPlan(llvm::StringRef dir, const TrainPlanConfig &c, std::ve
   }
   // optimizer_step.
   {
-    ProgramBuilder pb(*model.add_programs(), "optimizer_step");
+    ProgramBuilder pb(*model.add_programs(), "optimizer_step", plan::Program::OPTIMIZER_STEP);
     uint32_t lr = pb.arena("lr", DType::F32, {});
     uint32_t step = pb.arena("step", DType::I64, {});
     uint32_t gn = pb.arena("grad_norm", DType::F32, {});

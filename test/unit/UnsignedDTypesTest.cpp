@@ -118,6 +118,7 @@ TEST_F(UnsignedFiles, ColossalRunCarriesUnsignedDTypes) {
   model.set_mode("inference");
   plan::Program &p = *model.add_programs();
   p.set_name("forward");
+  p.set_role(plan::Program::FORWARD);
   p.set_device(plan::CPU);
   p.set_arena_bytes(256);
   auto buffer = [&](const char *name, plan::DType d, uint64_t offset, uint64_t bytes) {

@@ -84,8 +84,8 @@ cl::opt<int> repeat("repeat", cl::desc("Run the program N times and report timin
                     cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl::init(0),
                     cl::cat(category));
-cl::opt<std::string> programName("program", cl::desc("Program of the plan to run"),
-                                 cl::init(kForwardProgram.str()), cl::cat(category));
+cl::opt<std::string> programName("program", cl::desc("Program of the plan to run (default: its forward program)"),
+                                 cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state from a checkpoint (DIR or DIR/step-N)"),
                                    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write every state tensor to DIR/NAME.npy"),
@@ -431,6 +431,7 @@ int runMain(int argc, char **argv) {
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
   if (mode == "export") return exportMain(**loaded);
+  if (programName.empty()) programName = (*loaded)->program(colossal::plan::Program::FORWARD)->name();
   auto comm = startCommunication(**loaded, programName, commTimeout);
   if (!comm) return fail(comm.takeError());
   // Sharded weights and states hold this rank's shards (docs/parallelism.md "Sharded tensors").

@@ -26,14 +26,9 @@
 namespace colossal::runtime {
 
 /// The plan format version this runtime reads (plan.proto's `version`).
-constexpr uint32_t kPlanVersion = 2;  // 2: MeshAxis.role
-/// The programs of a plan (docs/plan.md "Programs"): the model; in train mode the loss without
-/// gradients, one microbatch's gradients and the update. The compiler's function names
-/// (dialects/Colossal/ColossalDialect.h kForwardFunction, ...) are the same strings.
-inline constexpr llvm::StringLiteral kForwardProgram = "forward";
-inline constexpr llvm::StringLiteral kEvalProgram = "eval";
-inline constexpr llvm::StringLiteral kTrainStepProgram = "train_step";
-inline constexpr llvm::StringLiteral kOptimizerStepProgram = "optimizer_step";
+constexpr uint32_t kPlanVersion = 3;  // 2: MeshAxis.role; 3: Program.role
+/// "forward", "eval", "train_step", "optimizer_step" (plan.proto Program.Role), for messages.
+llvm::StringRef programRoleName(plan::Program::Role role);
 
 /// Arena offsets are multiples of this.
 constexpr uint64_t kArenaAlignment = 64;
@@ -65,6 +60,8 @@ struct LoadedPlan {
                                              // and names no weights file
   /// The program named `name`, or nullptr.
   const plan::Program *program(llvm::StringRef name) const;
+  /// The program with `role` (the loader checked there is at most one), or nullptr.
+  const plan::Program *program(plan::Program::Role role) const;
   /// The world rank (of the plan's mesh) whose shards `weightShards` and the StateStore hold:
   /// 0 after loadPlan, changed by selectRank().
   int64_t rank = 0;

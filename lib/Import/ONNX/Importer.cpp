@@ -7,6 +7,7 @@
 #include "colossal/Import/ONNX.h"
 #include "ImporterImpl.h"
 #include "SchemaCheck.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "colossal/runtime/ExternalData.h"
 #include "colossal/runtime/Npy.h"
@@ -944,7 +945,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   b.setInsertionPointToEnd(module.getBody());
   auto fnType = FunctionType::get(&ctx, body->getArgumentTypes(), ValueRange(results).getTypes());
-  auto fn = func::FuncOp::create(b, module.getLoc(), kForwardFunction, fnType);
+  auto fn = func::FuncOp::create(b, module.getLoc(), programSymbol(ProgramRole::Forward), fnType);
+  setProgramRole(fn, ProgramRole::Forward);
   fn.getBody().push_back(bodyOwner.release());
   fn.setAllArgAttrs(argAttrs);
   fn.setAllResultAttrs(resultAttrs);

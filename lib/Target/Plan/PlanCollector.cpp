@@ -826,11 +826,10 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
 
 } // namespace
 
-llvm::ArrayRef<llvm::StringLiteral> programNames(bool train) {
-  static constexpr llvm::StringLiteral kTrain[] = {kForwardFunction, kEvalFunction,
-                                                   kTrainStepFunction, kOptimizerStepFunction};
-  return train ? llvm::ArrayRef<llvm::StringLiteral>(kTrain)
-               : llvm::ArrayRef<llvm::StringLiteral>(kTrain).take_front(1);
+llvm::ArrayRef<ProgramRole> programRoles(bool train) {
+  static constexpr ProgramRole kTrain[] = {ProgramRole::Forward, ProgramRole::Eval,
+                                           ProgramRole::TrainStep, ProgramRole::OptimizerStep};
+  return train ? llvm::ArrayRef<ProgramRole>(kTrain) : llvm::ArrayRef<ProgramRole>(kTrain).take_front(1);
 }
 
 LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
@@ -840,15 +839,17 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getShape()))
       tables.mesh.push_back({llvm::cast<StringAttr>(axis).getValue().str(), size});
   llvm::SmallVector<func::FuncOp, 4> funcs;
-  for (llvm::StringRef name : programNames(out.train)) {
-    auto func = moduleOp.lookupSymbol<func::FuncOp>(name);
+  for (ProgramRole role : programRoles(out.train)) {
+    func::FuncOp func = lookupProgram(moduleOp, role);
     if (!func) {
       if (out.train)
         return moduleOp.emitError()
-               << "a train-mode module (one with '" << kTrainAttr
-               << "') must define 'func.func @" << name
-               << "' (docs/training.md: forward, eval, train_step, optimizer_step)";
-      return moduleOp.emitError() << "no 'func.func @" << name << "' to lower to a plan";
+               << "a train-mode module (one with '" << kTrainAttr << "') must define the "
+               << programRoleName(role) << " program (a func.func with " << kProgramAttr << " = \""
+               << programRoleName(role) << "\"; docs/training.md: forward, eval, train_step, "
+               << "optimizer_step)";
+      return moduleOp.emitError() << "no forward program (a func.func with " << kProgramAttr
+                                  << " = \"forward\") to lower to a plan";
     }
     funcs.push_back(func);
   }
@@ -918,6 +919,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
   for (func::FuncOp func : funcs) {
     CollectedProgram &program = out.programs.emplace_back();
     program.name = func.getName().str();
+    program.role = *programRole(func);
     program.func = func;
     if (failed(Collector(func, tables, out, program).run()))
       return failure();

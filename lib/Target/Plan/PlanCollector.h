@@ -14,6 +14,8 @@
 
 #include "plan.pb.h"
 
+#include "dialects/Colossal/Programs.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -68,6 +70,7 @@ struct Weight {
 /// One function lowered to a program.
 struct CollectedProgram {
   std::string name;                                          // "forward", "train_step", ...
+  ProgramRole role;
   mlir::func::FuncOp func;
   std::vector<Tensor> tensors;                               // buffer id = index
   std::vector<PendingInstruction> instructions;              // in execution order
@@ -94,12 +97,12 @@ struct CollectedModule {
   std::deque<std::vector<char>> materialized; // bytes of splats and i1 weights
 };
 
-/// The functions a plan holds, in order: `forward` for an inference module; `forward`, `eval`,
-/// `train_step`, `optimizer_step` for a train-mode one (docs/training.md "Plan").
-llvm::ArrayRef<llvm::StringLiteral> programNames(bool train);
+/// The programs a plan holds, in order: forward for an inference module; forward, eval,
+/// train_step, optimizer_step for a train-mode one (docs/training.md "Plan").
+llvm::ArrayRef<ProgramRole> programRoles(bool train);
 
 /// Fills `out` from `module`. A module is in train mode when it carries the `colossal.train`
-/// attribute; then every function of programNames(true) must exist, and:
+/// attribute; then a program of every role of programRoles(true) must exist, and:
 ///  - a `colossal.param` argument is a trainable parameter (STATE buffer, StateTensor role PARAM
 ///    with init_weight = its weights key and source = its `colossal.source`) when some function
 ///    holds its gradient accumulator `"<p>.grad"` or an update op writes it; otherwise it is

@@ -48,6 +48,19 @@ namespace colossal {
 
 namespace {
 
+/// plan.proto's Program.Role of a compiler ProgramRole. A microbatch program never reaches the
+/// plan (colossal-append-loss turns it into eval and train_step).
+plan::Program::Role planRole(ProgramRole role) {
+  switch (role) {
+  case ProgramRole::Forward: return plan::Program::FORWARD;
+  case ProgramRole::Eval: return plan::Program::EVAL;
+  case ProgramRole::TrainStep: return plan::Program::TRAIN_STEP;
+  case ProgramRole::OptimizerStep: return plan::Program::OPTIMIZER_STEP;
+  case ProgramRole::Microbatch: return plan::Program::ROLE_UNSPECIFIED;
+  }
+  llvm_unreachable("ProgramRole");
+}
+
 //===----------------------------------------------------------------------------------------===//
 // Files
 //===----------------------------------------------------------------------------------------===//
@@ -144,6 +157,7 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   // The program message.
   plan::Program *program = planMsg.add_programs();
   program->set_name(collected.name);
+  program->set_role(planRole(collected.role));
   program->set_device(plan::CPU);
   program->set_arena_bytes(memPlan.arenaBytes);
   for (uint32_t id = 0; id < tensors.size(); ++id) {
@@ -293,10 +307,10 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
   const int64_t accum = train ? planMsg.train().grad_accum() : 1;
   auto runsPerStep = [&](const plan::Program &program) -> int64_t {
     if (!train)
-      return program.name() == kForwardFunction ? 1 : 0;
-    if (program.name() == kTrainStepFunction)
+      return program.role() == plan::Program::FORWARD ? 1 : 0;
+    if (program.role() == plan::Program::TRAIN_STEP)
       return accum / std::max<int64_t>(dp, 1);
-    return program.name() == kOptimizerStepFunction ? 1 : 0;
+    return program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
   };
   os << "collectives per program call (bytes = each call's input buffer on one rank):\n";
   CollectiveTally perStep;

@@ -33,9 +33,9 @@ const Tensor *binding(const CollectedProgram &program,
   return nullptr;
 }
 
-const CollectedProgram *program(const CollectedModule &collected, llvm::StringRef name) {
+const CollectedProgram *program(const CollectedModule &collected, ProgramRole role) {
   for (const CollectedProgram &p : collected.programs)
-    if (p.name == name)
+    if (p.role == role)
       return &p;
   return nullptr;
 }
@@ -117,9 +117,9 @@ LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collect
     reflection->SetInt64(&config, field, actual);
     return true;
   };
-  const CollectedProgram *forward = program(collected, kForwardFunction);
-  const CollectedProgram *trainStep = program(collected, kTrainStepFunction);
-  const CollectedProgram *eval = program(collected, kEvalFunction);
+  const CollectedProgram *forward = program(collected, ProgramRole::Forward);
+  const CollectedProgram *trainStep = program(collected, ProgramRole::TrainStep);
+  const CollectedProgram *eval = program(collected, ProgramRole::Eval);
   const Tensor *tokens = binding(*forward, forward->inputs, config.tokens_input());
   if (!tokens)
     return fail("tokens_input '" + config.tokens_input() + "' is no input of @forward");

@@ -85,8 +85,8 @@ func.func @forward(%x: tensor<2x3xi64> {colossal.input = "x"}, %y: tensor<2x3xi6
 
 // -----
 
-// CE: error: colossal-append-loss needs @forward (the imported model)
-// OUT: error: colossal-append-loss needs @forward (the imported model)
+// CE: error: colossal-append-loss needs the forward program (the imported model)
+// OUT: error: colossal-append-loss needs the forward program (the imported model)
 func.func @model(%w: tensor<5x4xf32>) -> tensor<5x4xf32> {
   return %w : tensor<5x4xf32>
 }

@@ -15,7 +15,7 @@
 // RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-optimizer{lr=1 lr-schedule=cosine warmup-steps=10 total-steps=5})' 2>&1 | FileCheck %s --check-prefix=COSINE
 // COSINE: error: colossal-optimizer: the cosine schedule needs 0 <= warmup-steps <= total-steps, got 10 and 5
 // RUN: not colossal-opt %s --pass-pipeline='builtin.module(colossal-optimizer{lr=1}, colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=TWICE
-// TWICE: error: colossal-optimizer: the module already has @optimizer_step
+// TWICE: error: colossal-optimizer: the module already has an optimizer_step program
 // RUN: not colossal-opt %S/append-loss-output.mlir --pass-pipeline='builtin.module(colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not colossal-opt %S/append-loss-output.mlir --pass-pipeline='builtin.module(colossal-append-loss{kind=output output=loss labels=targets logits=logits}, colossal-optimizer{lr=1})' 2>&1 | FileCheck %s --check-prefix=NOGRADS
 // NOGRADS: error: colossal-optimizer: @train_step has no gradient accumulators (run colossal-autodiff first)
