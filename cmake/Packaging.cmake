@@ -26,18 +26,16 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME colossal-runtime)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "openmpi-bin")
-set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
-  "Colossal runtime: colossal-run executes compiled plans\n\
- Runs a plan written by colossal-opt on one or many MPI ranks: inference, training with\n\
- checkpoints, sampling and ONNX export. No MLIR.")
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION "Colossal runtime: colossal-run executes compiled plans
+Runs a plan written by colossal-opt on one or many MPI ranks: inference, training
+with checkpoints, sampling and ONNX export. No MLIR.")
 
 set(CPACK_DEBIAN_COMPILER_PACKAGE_NAME colossal)
 set(CPACK_DEBIAN_COMPILER_PACKAGE_DEPENDS "colossal-runtime (= ${PROJECT_VERSION})")
 set(CPACK_DEBIAN_COMPILER_PACKAGE_SUGGESTS "python3-onnx, python3-numpy, python3-torch")
-set(CPACK_COMPONENT_COMPILER_DESCRIPTION
-  "Colossal compiler: colossal-opt compiles ONNX models into parallel plans\n\
- Imports an ONNX model into MLIR, applies the strategy of a spec file (data and tensor\n\
- parallelism, training) and writes a plan for colossal-run. Also the runtime API headers and the\n\
- examples (python3-torch exports their models).")
+set(CPACK_DEBIAN_COMPILER_DESCRIPTION "Colossal compiler: colossal-opt compiles ONNX models into parallel plans
+Imports an ONNX model into MLIR, applies the strategy of a spec file (data and
+tensor parallelism, training) and writes a plan for colossal-run. Also the runtime
+API headers and the examples (python3-torch exports their models).")
 
 include(CPack)
