@@ -13,7 +13,6 @@ without them reports the test as skipped, never as passed, and never as a failur
                          test/e2e/ort_reference.js loads it (`ort_reference.js --probe`)
   mpi                    `mpirun` is on PATH
   protoc                 `protoc` is on PATH (tests that read plans with Python protobuf)
-  debootstrap            `debootstrap` is on PATH and this is root (test/install: a Debian root)
   slurm                  `slurmctld`, `slurmd` and `sbatch` are on PATH and this is root
                          (test/install: a one-node Slurm started by the test)
 
@@ -61,7 +60,6 @@ def missing_as_root(*names):
 
 
 CHECKS = {"ort": missing_ort, "mpi": missing_program("mpirun"), "protoc": missing_program("protoc"),
-          "debootstrap": missing_as_root("debootstrap", "chroot"),
           "slurm": missing_as_root("slurmctld", "slurmd", "sbatch")}
 
 

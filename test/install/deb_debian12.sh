@@ -13,6 +13,10 @@
 # /sys, /dev/shm and the apt cache mounted while the test runs; they are unmounted on any exit.
 # Prints the disk space apt reports for colossal-runtime alone and for colossal on top of it.
 set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "skipped: needs root (chroot, mounts)"; exit 77; }
+for t in debootstrap chroot cpack dpkg-deb; do
+  command -v "$t" > /dev/null || { echo "skipped: $t is not on PATH (scripts/install-deps.sh)"; exit 77; }
+done
 BUILD="$(cd "$1" && pwd)" W="$2"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRC="$(cd "$HERE/../.." && pwd)"

@@ -10,6 +10,10 @@
 # Exit 77 (ctest: Skipped) with the reason when no daemon can run here: dockerd not installed, or
 # it does not come up within 60 s (its log's last lines are printed).
 set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "skipped: needs root (dockerd, debootstrap)"; exit 77; }
+for t in debootstrap chroot cpack dpkg-deb; do
+  command -v "$t" > /dev/null || { echo "skipped: $t is not on PATH (scripts/install-deps.sh)"; exit 77; }
+done
 BUILD="$(cd "$1" && pwd)" W="$2"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRC="$(cd "$HERE/../.." && pwd)"
