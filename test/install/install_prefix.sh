@@ -9,10 +9,11 @@
 # 1. cmake --install BUILD_DIR --prefix /tmp/colossal-install.XXXXXX/prefix
 # 2. no installed file names BUILD_DIR or SOURCE_DIR (binaries, RUNPATH, scripts) and the tools
 #    have no RUNPATH outside the system's library folders
-# 3. from /tmp/colossal-install.XXXXXX/elsewhere with PATH=PREFIX/bin:/usr/bin:/bin: the installed
+# 3. every installed runtime API header compiles from the prefix (with LLVM's and protobuf's headers)
+# 4. from /tmp/colossal-install.XXXXXX/elsewhere with PATH=PREFIX/bin:/usr/bin:/bin: the installed
 #    share/colossal/examples/run_example.sh (150 steps; the loss must fall), which must pick the
 #    installed tools from PATH
-# 4. the example's model compiled for mesh {dp: 2}, 10 steps under mpirun -np 2 against 10 steps of
+# 5. the example's model compiled for mesh {dp: 2}, 10 steps under mpirun -np 2 against 10 steps of
 #    the one-rank plan: equal losses (1e-5 relative)
 set -euo pipefail
 BUILD="$(cd "$1" && pwd)" SRC="$(cd "$2" && pwd)" W="$3"
@@ -44,6 +45,12 @@ for t in "$PREFIX"/bin/*; do
     case "$d" in ''|/usr/lib/*|/lib/*) ;; *) fail "$t has RUNPATH entry $d outside the system's library folders" ;; esac
   done
 done
+
+echo "== the runtime API headers compile from the prefix (c++ -fsyntax-only, LLVM's headers beside)"
+for h in "$PREFIX"/include/colossal/runtime/*.h; do echo "#include \"colossal/runtime/$(basename "$h")\""; done > "$T/headers.cpp"
+c++ -std=c++17 -fsyntax-only -I"$PREFIX/include" -isystem /usr/lib/llvm-22/include "$T/headers.cpp" \
+  || fail "the installed headers do not compile on their own"
+echo "$(wc -l < "$T/headers.cpp") headers"
 
 export PATH="$PREFIX/bin:/usr/bin:/bin"
 cd "$T/elsewhere"
