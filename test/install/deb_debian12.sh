@@ -45,7 +45,7 @@ echo "== a fresh Debian 12 root"
 BASE=$(bash "$SRC/scripts/debian-base.sh" "$BUILD/debian12")
 tar -C "$ROOTFS" -xf "$BASE"
 mount -t proc proc "$ROOTFS/proc"
-mount --rbind /sys "$ROOTFS/sys"
+mount -t sysfs -o ro sysfs "$ROOTFS/sys"  # a new instance: no submounts to propagate back
 mount -t tmpfs -o size=1g tmpfs "$ROOTFS/dev/shm"
 mount --bind "$BUILD/debian12/apt-archives" "$ROOTFS/var/cache/apt/archives"
 cp /etc/resolv.conf "$ROOTFS/etc/resolv.conf"
