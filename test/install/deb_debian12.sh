@@ -12,6 +12,7 @@
 # fetched), so a rerun downloads nothing but the apt lists. The root is WORKDIR/root, with /proc,
 # /sys, /dev/shm and the apt cache mounted while the test runs; they are unmounted on any exit.
 # Prints the disk space apt reports for colossal-runtime alone and for colossal on top of it.
+# Exit 77 (ctest: Skipped) when not root or debootstrap, chroot, cpack or dpkg-deb is missing.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (chroot, mounts)"; exit 77; }
 for t in debootstrap chroot cpack dpkg-deb; do

@@ -11,7 +11,7 @@
 # it does not come up within 60 s (its log's last lines are printed).
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (dockerd, debootstrap)"; exit 77; }
-for t in debootstrap chroot cpack dpkg-deb; do
+for t in debootstrap cpack dpkg-deb; do
   command -v "$t" > /dev/null || { echo "skipped: $t is not on PATH (scripts/install-deps.sh)"; exit 77; }
 done
 BUILD="$(cd "$1" && pwd)" W="$2"
@@ -27,7 +27,7 @@ stop_daemon() {
   kill -9 "$DAEMON_PID" 2>/dev/null || true
   local m  # dockerd leaves its network namespace mounted under the exec root
   for m in $(awk -v r="$EXEC_ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
-  rm -rf --one-file-system "$EXEC_ROOT" "$EXEC_ROOT.pid" "$SOCK" || true
+  rm -rf --one-file-system "$EXEC_ROOT" "$SOCK" || true
 }
 trap stop_daemon EXIT
 
@@ -35,8 +35,14 @@ if docker info > /dev/null 2>&1; then
   echo "== the Docker daemon that docker info reaches ($(docker info --format '{{.ServerVersion}}'))"
 elif command -v dockerd > /dev/null; then
   SOCK="/tmp/colossal-dockerd.$$.sock" EXEC_ROOT="/tmp/colossal-dockerd.$$"
+  # A daemon of an earlier run that was killed before its cleanup (ctest's timeout) holds the data.
+  old=$(cat "$BUILD/docker.pid" 2>/dev/null || true)
+  if [ -n "$old" ] && tr '\0' ' ' < "/proc/$old/cmdline" 2>/dev/null | grep -qF -- "--data-root $BUILD/docker "; then
+    kill "$old" || true
+    for _ in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.2; done
+  fi
   echo "== starting dockerd ($SOCK, data in $BUILD/docker)"
-  dockerd --data-root "$BUILD/docker" --exec-root "$EXEC_ROOT" --pidfile "$EXEC_ROOT.pid" -H "unix://$SOCK" \
+  dockerd --data-root "$BUILD/docker" --exec-root "$EXEC_ROOT" --pidfile "$BUILD/docker.pid" -H "unix://$SOCK" \
     --bridge none --iptables=false > "$W/dockerd.log" 2>&1 &
   DAEMON_PID=$!
   export DOCKER_HOST="unix://$SOCK"
