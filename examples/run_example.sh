@@ -4,6 +4,7 @@
 #
 #   examples/run_example.sh [--steps N] [--text FILE]... [--prompt TEXT] [--tokens N] [--threads N]
 #                           [--opt PATH] [--run PATH] [--out DIR]          # DIR defaults to build/example
+#    (installed, share/colossal/examples/run_example.sh: the tools on PATH, DIR ./colossal-example)
 #
 # 1. examples/models/export.py --preset gpt2-train: a GPT-2-style model (2 layers, d_model 128,
 #    4 heads, context 64, byte vocabulary 256, untied head, nanoGPT's initialisation, 470k
@@ -24,6 +25,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY=/usr/bin/python3  # Debian's torch/onnx/numpy live here, not in the first python3 on PATH
 OUT="$ROOT/build/example" OPT="${COLOSSAL_OPT:-$ROOT/build/bin/colossal-opt}" RUN="${COLOSSAL_RUN:-}"
+# An installed copy (cmake --install, the Debian package) has no build/: it uses the tools on PATH
+# and writes beside the caller.
+if [ ! -d "$ROOT/build" ] && [ ! -f "$ROOT/CMakeLists.txt" ]; then
+  OUT="$PWD/colossal-example"
+  [ -n "${COLOSSAL_OPT:-}" ] || OPT="$(command -v colossal-opt || echo colossal-opt)"
+  [ -n "$RUN" ] || RUN="$(command -v colossal-run || echo colossal-run)"
+fi
 STEPS=1500 PROMPT="This License" TOKENS=300 THREADS=0 TEXTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,7 +43,7 @@ while [ $# -gt 0 ]; do
     --opt) OPT="$2"; shift 2 ;;
     --run) RUN="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run_example.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -10,6 +10,7 @@ PKGS=(
   libzstd-dev zlib1g-dev libz3-dev
   python3-onnx python3-torch python3-numpy
   libonnx-testdata
+  debootstrap docker.io slurm-wlm  # test/install: the Debian root, the container image, a one-node Slurm
 )
 command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

@@ -303,7 +303,11 @@ int launcherRank() {
 
 int launcherLocalSize() {
   int n = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", -1);
-  if (n < 1) n = envInt("MPI_LOCALNRANKS", 1);
+  if (n < 1) n = envInt("MPI_LOCALNRANKS", -1);
+  // srun (docs/cluster.md): "2", "2(x3)" (2 tasks on each of 3 nodes) or "4,2" (per node, in node
+  // order); the first node's count, exact for the even layouts that --ntasks-per-node gives.
+  if (n < 1)
+    if (const char *s = std::getenv("SLURM_STEP_TASKS_PER_NODE")) n = std::atoi(s);
   return std::max(1, n);
 }
 

@@ -39,7 +39,7 @@ def main():
             print("    " + out.replace("\n", "\n    "))
 
     rc, out = run("good.md", w)
-    expect("good.md passes, its two marked blocks skipped", rc == 0 and out.count("skipped (marked") == 2, out)
+    expect("good.md passes, its three marked blocks skipped", rc == 0 and out.count("skipped (marked") == 3, out)
     rc, out = run("good.md", w, "--all")
     expect("good.md with --all runs the marked blocks (and fails on them)", rc == 1, out)
     rc, out = run("fail.md", w)

@@ -2,7 +2,7 @@
 """Runs the commands of README.md, docs/*.md and examples/**/README.md as a user would paste them
 (ctest label `docs`).
 
-    run_doc_commands.py --source REPO --build BUILD --workdir W [--mpi] [--all] [--list] [FILE.md ...]
+    run_doc_commands.py --source REPO --build BUILD --workdir W [--mpi] [--slurm] [--all] [--list] [FILE.md ...]
 
 The convention it checks (docs/README.md "Writing docs" says the same):
 
@@ -15,12 +15,15 @@ The convention it checks (docs/README.md "Writing docs" says the same):
     before its fence, which a rendered page does not show:
         <!-- docs-test: skip mpi -->    run only with --mpi (mpirun found and colossal-run built with MPI)
         <!-- docs-test: skip long -->   run only with --all (a full build, the whole test suite, benchmarks)
+        <!-- docs-test: skip slurm -->  run only with --slurm: a Slurm cluster answers (SLURM_CONF); the
+                                        test cluster.slurm starts one and runs docs/cluster.md so
     Any other `docs-test:` comment is an error, so a typo never skips a block silently.
 
 Each file's blocks run in order, each with `bash -e -o pipefail`, in one scratch folder per file
 (W/<file>/) that holds symbolic links to every top-level entry of REPO and `build` -> BUILD, so that
 `build/bin/colossal-opt`, `examples/...` and `scripts/...` resolve as in a checkout, and what the
-commands write stays in W. A failing block fails the file (its later blocks are not run: they
+commands write stays in W. Run as root, the blocks get OMPI_ALLOW_RUN_AS_ROOT=1 and
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (OpenMPI refuses root without them; a user is not root). A failing block fails the file (its later blocks are not run: they
 usually need its outputs) and the test; the other files still run.
 
 Exit: 0 every block ran and succeeded (marked ones aside), 1 a block failed or a doc breaks the
@@ -37,7 +40,7 @@ from dataclasses import dataclass, field
 
 RUN_LANGS = {"sh", "bash", "shell"}
 MARKER = re.compile(r"<!--\s*docs-test:(.*?)-->")
-SKIP_REASONS = {"mpi", "long"}
+SKIP_REASONS = {"mpi", "long", "slurm"}
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)\s*$")
 SKIP = 77
 
@@ -120,11 +123,20 @@ def scratch_for(workdir, rel, source, build):
     return d
 
 
+def block_env():
+    """The environment of a block: ours, plus OpenMPI's consent to run as root when we are root."""
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
 def run_block(block, cwd, timeout):
     """Runs one block with bash -e -o pipefail; returns (ok, seconds, output)."""
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=cwd, stdout=subprocess.PIPE,
+        p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=cwd, env=block_env(),
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
         ok, out = p.returncode == 0, p.stdout + ("" if p.returncode == 0 else f"\n[exit code {p.returncode}]")
     except subprocess.TimeoutExpired as e:
@@ -163,6 +175,8 @@ def main():
     ap.add_argument("--build", help="build folder (holds bin/colossal-opt)")
     ap.add_argument("--workdir", help="scratch folder (emptied per file)")
     ap.add_argument("--mpi", action="store_true", help="also run blocks marked `skip mpi`")
+    ap.add_argument("--slurm", action="store_true",
+                    help="also run blocks marked `skip slurm` (a Slurm cluster must answer: SLURM_CONF)")
     ap.add_argument("--all", action="store_true", help="also run blocks marked `skip long` (and `skip mpi`)")
     ap.add_argument("--list", action="store_true", help="print the blocks and what would run; run nothing")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per block (default 600)")
@@ -178,6 +192,8 @@ def main():
         print(f"error: {e}")
 
     def runs(b):
+        if b.skip == "slurm":
+            return args.slurm
         return b.lang in RUN_LANGS and (not b.skip or args.all or (b.skip == "mpi" and args.mpi))
 
     if args.list:
@@ -206,7 +222,8 @@ def main():
         cwd = scratch_for(os.path.abspath(args.workdir), d.path, source, build)
         for b in todo:
             if not runs(b):
-                print(f"== {b.file}:{b.line}: skipped (marked: needs {'MPI' if b.skip == 'mpi' else 'a long run'})")
+                needs = {"mpi": "MPI", "slurm": "a Slurm cluster (--slurm)"}.get(b.skip, "a long run")
+                print(f"== {b.file}:{b.line}: skipped (marked: needs {needs})")
                 skipped += 1
                 continue
             print(f"== {b.file}:{b.line}: in {cwd}\n" + "\n".join("$ " + l for l in b.text.rstrip().splitlines()),

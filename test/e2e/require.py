@@ -13,6 +13,8 @@ without them reports the test as skipped, never as passed, and never as a failur
                          test/e2e/ort_reference.js loads it (`ort_reference.js --probe`)
   mpi                    `mpirun` is on PATH
   protoc                 `protoc` is on PATH (tests that read plans with Python protobuf)
+  slurm                  `slurmctld`, `slurmd` and `sbatch` are on PATH and this is root
+                         (test/install: a one-node Slurm started by the test)
 
 Then it replaces itself by COMMAND (exec), so exit codes and signals are the command's own. Inputs
 that only the test knows (a shared model, a data file) are checked by the test script, which
@@ -48,7 +50,17 @@ def missing_program(name):
     return lambda: None if shutil.which(name) else f"{name} is not on PATH"
 
 
-CHECKS = {"ort": missing_ort, "mpi": missing_program("mpirun"), "protoc": missing_program("protoc")}
+def missing_as_root(*names):
+    def check():
+        gone = [n for n in names if not shutil.which(n)]
+        if gone:
+            return " and ".join(gone) + (" is" if len(gone) == 1 else " are") + " not on PATH"
+        return None if os.geteuid() == 0 else "needs root"
+    return check
+
+
+CHECKS = {"ort": missing_ort, "mpi": missing_program("mpirun"), "protoc": missing_program("protoc"),
+          "slurm": missing_as_root("slurmctld", "slurmd", "sbatch")}
 
 
 def main(argv):

@@ -165,7 +165,8 @@ struct CommOptions {
 bool launchedByMpirun();
 /// The world rank the launcher assigned (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK); 0 without.
 int launcherRank();
-/// Ranks of this job on this machine (OMPI_COMM_WORLD_LOCAL_SIZE; 1 without a launcher).
+/// Ranks of this job on this machine (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, or srun's
+/// SLURM_STEP_TASKS_PER_NODE; 1 without a launcher).
 int launcherLocalSize();
 /// Default kernel threads of one rank: the CPUs this process may run on, divided by the ranks on
 /// this machine when the launcher did not already bind each rank to its own CPUs; at least 1.
