@@ -3,6 +3,7 @@
 #define COLOSSAL_PASSES_PASSES_H
 
 #include "dialects/Colossal/ColossalOps.h"
+#include "passes/Pipeline/PassOptionTypes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 

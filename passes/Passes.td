@@ -173,25 +173,25 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"", "sgd, adam or adamw">,
-    Option<"lr", "lr", "double", /*default=*/"0", "base learning rate (> 0, required)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "adam(w): first-moment decay">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "adam(w): second-moment decay">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "adam(w): added after the square root">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"0",
+    Option<"lr", "lr", "::colossal::Real", /*default=*/"0", "base learning rate (> 0, required)">,
+    Option<"beta1", "beta1", "::colossal::Real", /*default=*/"0.9", "adam(w): first-moment decay">,
+    Option<"beta2", "beta2", "::colossal::Real", /*default=*/"0.999", "adam(w): second-moment decay">,
+    Option<"eps", "eps", "::colossal::Real", /*default=*/"1e-8", "adam(w): added after the square root">,
+    Option<"weightDecay", "weight-decay", "::colossal::Real", /*default=*/"0",
            "weight decay (decoupled for adamw, L2 for adam and sgd)">,
-    Option<"momentum", "momentum", "double", /*default=*/"0", "sgd: momentum">,
-    Option<"dampening", "dampening", "double", /*default=*/"0", "sgd: dampening">,
+    Option<"momentum", "momentum", "::colossal::Real", /*default=*/"0", "sgd: momentum">,
+    Option<"dampening", "dampening", "::colossal::Real", /*default=*/"0", "sgd: dampening">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "sgd: Nesterov momentum">,
     ListOption<"noDecay", "no-decay", "std::string",
                "regexes: parameters without weight decay">,
-    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0",
+    Option<"maxGradNorm", "max-grad-norm", "::colossal::Real", /*default=*/"0",
            "global-norm clipping threshold (0: off)">,
     Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
            "constant or cosine (linear warm-up, then cosine decay to min-lr)">,
     Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "cosine: warm-up steps">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
            "cosine: step at which lr reaches min-lr">,
-    Option<"minLr", "min-lr", "double", /*default=*/"0", "cosine: final learning rate">,
+    Option<"minLr", "min-lr", "::colossal::Real", /*default=*/"0", "cosine: final learning rate">,
   ];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
 }
@@ -304,7 +304,7 @@ def BucketGradients : Pass<"colossal-bucket-gradients", "mlir::func::FuncOp"> {
     is reduced over the same ranks.
   }];
   let options = [
-    Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
+    Option<"bucketCapMb", "bucket-cap-mb", "::colossal::Real", /*default=*/"25",
            "largest bucket in MiB (the spec's zero.bucket_mb); 0: one collective per tensor">,
   ];
   let dependentDialects = ["colossal::ColossalDialect"];
