@@ -43,8 +43,10 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
                                                            Device &device,
                                                            llvm::StringRef programName,
                                                            const ExecutorOptions &options) {
-  const plan::Program *prog = loaded.program(programName);
+  const plan::Program *prog =
+      programName.empty() ? loaded.program(plan::Program::FORWARD) : loaded.program(programName);
   if (!prog) return fail(loaded.path + ": no program named '" + programName + "'");
+  programName = prog->name();
   DeviceKind kind = static_cast<DeviceKind>(prog->device());
   if (kind != device.kind())
     return fail(loaded.path + ": program '" + programName + "' targets " + deviceKindName(kind) +

@@ -51,12 +51,13 @@ struct BindingInfo {
 
 class Executor {
 public:
-  /// Prepares program `programName` of `plan` (which must outlive the executor) on `device`.
+  /// Prepares program `programName` of `plan` (which must outlive the executor) on `device`; an
+  /// empty name is the plan's forward program (Program.role FORWARD).
   /// Errors: no such program, program for another device, no kernel (should not happen after
   /// loadPlan), allocation failure.
   static llvm::Expected<std::unique_ptr<Executor>>
   create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device,
-         llvm::StringRef programName = "forward");
+         llvm::StringRef programName = "");
   /// As above, with STATE buffers bound to `options.states` and/or an external arena. Extra
   /// errors: the program has STATE buffers but no store is given (or the store lacks one, or
   /// holds it with another dtype or element count); the external arena is smaller than the
