@@ -142,6 +142,27 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
+LogicalResult ConvOp::verify() {
+  std::optional<StringRef> act = getActivation();
+  if (!act) {
+    if (getActivationAlpha() || getActivationBeta())
+      return emitOpError("activation_alpha and activation_beta need an activation");
+    return success();
+  }
+  if (!llvm::is_contained({"relu", "clip", "hard_sigmoid", "hard_swish", "sigmoid"}, *act))
+    return emitOpError("unknown activation '")
+           << *act << "' (relu, clip, hard_sigmoid, hard_swish or sigmoid)";
+  bool params = *act == "clip" || *act == "hard_sigmoid";
+  if (params != (getActivationAlpha().has_value() && getActivationBeta().has_value()) ||
+      (!params && (getActivationAlpha() || getActivationBeta())))
+    return emitOpError("activation '") << *act << "' "
+                                       << (params ? "needs" : "takes no")
+                                       << " activation_alpha and activation_beta";
+  if (*act == "clip" && !(*getActivationAlpha() <= *getActivationBeta()))
+    return emitOpError("clip activation needs activation_alpha <= activation_beta");
+  return success();
+}
+
 LogicalResult ConvIntegerOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                               Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto x = rankedType(adaptor.getX()), w = rankedType(adaptor.getW());

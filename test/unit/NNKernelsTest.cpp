@@ -29,8 +29,28 @@ Attrs windowAttrs(const Geo &g) {
 // conv
 //===------------------------------------------------------------------------------------===//
 
-void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bias) {
-  SCOPED_TRACE("conv x " + shapeToString(xs) + " M " + std::to_string(M) + " group " + std::to_string(group));
+/// The fused activation of a conv (attribute `activation`), as the reference applies it.
+struct Act {
+  std::string kind;  // "" = none
+  double alpha = 0, beta = 0;
+  double scale = 1, shift = 0;  // output_scale, output_shift (1, 0: absent)
+  double apply(double v) const { return activate(v) * scale + shift; }
+  double activate(double v) const {
+    if (kind == "relu") return std::max(v, 0.0);
+    if (kind == "clip") return std::min(std::max(v, alpha), beta);
+    if (kind == "hard_sigmoid") return std::min(std::max(alpha * v + beta, 0.0), 1.0);
+    if (kind == "hard_swish") return v * std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
+    if (kind == "sigmoid") return 1.0 / (1.0 + std::exp(-v));
+    return v;
+  }
+};
+
+/// conv against a naive direct loop in double. `constantWeights` marks w as a plan weight, so
+/// kernels that transform weights once (oneDNN's reorder) do it at prepare.
+void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bias, Act act = {},
+               bool constantWeights = false) {
+  SCOPED_TRACE("conv x " + shapeToString(xs) + " M " + std::to_string(M) + " group " + std::to_string(group) +
+               " activation '" + act.kind + "'" + (constantWeights ? " constant w" : ""));
   std::mt19937 rng(7);
   int64_t n = xs.size() - 2, C = xs[1];
   std::vector<int64_t> ws{M, C / group};
@@ -41,7 +61,11 @@ void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bi
   HostTensor x = randomF32(xs, rng), w = randomF32(ws, rng), b = randomF32({M}, rng), y(DType::F32, ys);
   std::vector<HostTensor *> ins{&x, &w};
   if (bias) ins.push_back(&b);
-  ASSERT_NO_ERR(runKernel("conv", ins, {&y}, windowAttrs(g).i("group", group)));
+  Attrs attrs = windowAttrs(g).i("group", group);
+  if (!act.kind.empty()) attrs.s("activation", act.kind);
+  if (act.kind == "clip" || act.kind == "hard_sigmoid") attrs.f("activation_alpha", act.alpha).f("activation_beta", act.beta);
+  if (act.scale != 1 || act.shift != 0) attrs.f("output_scale", act.scale).f("output_shift", act.shift);
+  ASSERT_NO_ERR(runKernel("conv", ins, {&y}, attrs, constantWeights ? 2 : 0));
   std::vector<float> want(y.numel());
   int64_t Cg = C / group, Mg = M / group;
   std::vector<int64_t> spatialOut(ys.begin() + 2, ys.end()), kshape(g.k);
@@ -67,7 +91,7 @@ void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bi
         for (size_t d = 0; d < ws.size(); ++d) wo = wo * ws[d] + wi[d];
         acc += double(x.data<float>()[xo]) * w.data<float>()[wo];
       }
-    want[e] = static_cast<float>(acc);
+    want[e] = static_cast<float>(act.apply(acc));
   }
   expectClose(y.data<float>(), want.data(), y.numel(), 1e-4f, 1e-4f);
 }
@@ -79,6 +103,54 @@ TEST(Conv, MatchesNaive) {
   checkConv({2, 3, 4, 5, 6}, 2, 1, {{2, 3, 2}, {1, 2, 2}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}}, true);  // 3-D
   checkConv({1, 6, 4, 4}, 6, 6, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true);  // depthwise
   checkConv({2, 8, 5, 3}, 5, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true);  // pointwise (no im2col)
+}
+
+// The shapes MobileNet/PP-OCR style CNNs are made of, through every path of the kernel: the
+// depthwise direct loop (strides, dilations, channel multiplier, odd widths), the oneDNN primitive
+// (dense k×k, first layers with 3 channels, grouped, strided, dilated, batches) and the 1×1 GEMM.
+TEST(Conv, DepthwiseGroupedStridedDilated) {
+  checkConv({2, 16, 13, 29}, 16, 16, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, true);   // dw stride 2
+  checkConv({1, 24, 12, 40}, 24, 24, {{5, 5}, {2, 1}, {1, 1}, {2, 2, 2, 2}}, true);   // dw 5×5, stride (2, 1)
+  checkConv({1, 8, 11, 17}, 8, 8, {{3, 3}, {1, 1}, {2, 3}, {2, 3, 2, 3}}, false);    // dw dilated
+  checkConv({1, 4, 9, 9}, 8, 4, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true);       // dw multiplier 2
+  checkConv({2, 6, 33}, 6, 6, {{5}, {3}, {1}, {2, 1}}, true);                         // 1-D dw
+  checkConv({1, 3, 17, 23}, 16, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, false);   // first layer
+  checkConv({3, 20, 10, 12}, 12, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true);   // dense, batch 3
+  checkConv({1, 16, 9, 14}, 32, 4, {{3, 3}, {2, 1}, {2, 2}, {2, 2, 1, 1}}, true);    // grouped, dilated
+  checkConv({1, 12, 8, 8}, 12, 1, {{1, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}}, true);     // 1×3
+  checkConv({2, 10, 7, 5}, 6, 2, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true);      // grouped 1×1
+  checkConv({1, 10, 7, 9}, 6, 1, {{1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, true);      // strided 1×1
+}
+
+TEST(Conv, FusedActivationOnEveryPath) {
+  const Act acts[] = {{"relu"}, {"clip", 0.0, 6.0}, {"clip", -0.25, 0.5}, {"hard_sigmoid", 0.2, 0.5},
+                      {"hard_swish"}, {"sigmoid"}, {"hard_swish", 0, 0, 1.5, -0.25}, {"relu", 0, 0, 0.5, 0.125}};
+  for (const Act &a : acts) {
+    checkConv({2, 8, 5, 3}, 5, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true, a);          // 1×1 GEMM
+    checkConv({1, 6, 9, 10}, 6, 6, {{3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}}, true, a);         // depthwise
+    checkConv({2, 5, 8, 7}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, a);          // oneDNN
+    checkConv({1, 4, 9, 9}, 4, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, false, a);         // no bias
+    checkConv({1, 2, 4, 4, 5}, 3, 1, {{2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 1, 1, 1}}, true, a);  // 3-D im2col
+  }
+}
+
+TEST(Conv, ConstantWeightsTransformedOnce) {
+  checkConv({2, 5, 8, 7}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"hard_swish"}, true);
+  checkConv({1, 16, 9, 14}, 32, 4, {{3, 3}, {2, 1}, {2, 2}, {2, 2, 1, 1}}, false, {}, true);
+  checkConv({1, 6, 9, 10}, 6, 6, {{3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"relu"}, true);
+}
+
+TEST(Conv, ActivationErrors) {
+  HostTensor x(DType::F32, {1, 3, 5, 5}), w(DType::F32, {4, 3, 3, 3}), y(DType::F32, {1, 4, 3, 3});
+  Geo g{{3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  EXPECT_NE(errorMessage(verifyKernel("conv", {&x, &w}, {&y}, windowAttrs(g).i("group", 1).s("activation", "gelu")))
+                .find("unknown activation 'gelu'"),
+            std::string::npos);
+  EXPECT_NE(errorMessage(verifyKernel("conv", {&x, &w}, {&y},
+                                      windowAttrs(g).i("group", 1).s("activation", "clip")
+                                          .f("activation_alpha", 1).f("activation_beta", 0)))
+                .find("activation_alpha <= activation_beta"),
+            std::string::npos);
 }
 
 TEST(Conv, ShapeErrors) {
