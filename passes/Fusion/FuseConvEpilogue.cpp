@@ -18,6 +18,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace colossal {
@@ -62,29 +63,61 @@ std::optional<std::vector<float>> constantData(Value v) {
   return std::nullopt;
 }
 
-/// When constant `c` broadcast against a conv result [N, M, D...] varies at most along the
-/// channel dim, its value per channel (M entries); nullopt otherwise.
+/// The values of `v` when it is computable at compile time from constants and parameter values
+/// and holds one value (a scalar) or `M` values (one per channel): a constant, a parameter, a
+/// reshape of one, sqrt, or add/sub/mul/div of two (batch norm's √(var + ε) of torch exports,
+/// whose statistics are parameters). Returns M values (a scalar repeated); nullopt otherwise.
+std::optional<std::vector<double>> channelValues(Value v, int64_t M, int depth = 0) {
+  auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
+  if (!type || depth > 8 || (type.getNumElements() != M && type.getNumElements() != 1))
+    return std::nullopt;
+  auto spread = [&](std::vector<double> vals) -> std::optional<std::vector<double>> {
+    if (vals.size() == 1)
+      vals.assign(M, vals[0]);
+    if (int64_t(vals.size()) != M)
+      return std::nullopt;
+    return vals;
+  };
+  if (auto data = constantData(v))
+    return spread(std::vector<double>(data->begin(), data->end()));
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op))
+    return channelValues(reshape.getX(), M, depth + 1);
+  if (auto sqrt = llvm::dyn_cast<SqrtOp>(op)) {
+    auto x = channelValues(sqrt.getX(), M, depth + 1);
+    if (!x)
+      return std::nullopt;
+    for (double &e : *x)
+      e = std::sqrt(e);
+    return x;
+  }
+  if (!llvm::isa<AddOp, SubOp, MulOp, DivOp>(op))
+    return std::nullopt;
+  auto a = channelValues(op->getOperand(0), M, depth + 1), b = channelValues(op->getOperand(1), M, depth + 1);
+  if (!a || !b)
+    return std::nullopt;
+  for (int64_t m = 0; m < M; ++m) {
+    double &x = (*a)[m], y = (*b)[m];
+    x = llvm::isa<AddOp>(op) ? x + y : llvm::isa<SubOp>(op) ? x - y : llvm::isa<MulOp>(op) ? x * y : x / y;
+  }
+  return a;
+}
+
+/// When `c` broadcast against a conv result [N, M, D...] varies at most along the channel dim
+/// and its values are known at compile time (channelValues), its value per channel.
 std::optional<std::vector<double>> perChannel(Value c, RankedTensorType result) {
   auto type = llvm::dyn_cast<RankedTensorType>(c.getType());
   if (!type || type.getRank() > result.getRank())
     return std::nullopt;
   const int64_t M = result.getDimSize(1), shift = result.getRank() - type.getRank();
-  bool perM = false;
   for (int64_t d = 0; d < type.getRank(); ++d) {
     int64_t size = type.getDimSize(d);
-    if (size == 1)
-      continue;
-    if (d + shift != 1 || size != M)
+    if (size != 1 && (d + shift != 1 || size != M))
       return std::nullopt;
-    perM = true;
   }
-  auto data = constantData(c);
-  if (!data)
-    return std::nullopt;
-  std::vector<double> out(M);
-  for (int64_t m = 0; m < M; ++m)
-    out[m] = (*data)[perM ? m : 0];
-  return out;
+  return channelValues(c, M);
 }
 
 /// The only user of `v`, when it has exactly one use.
@@ -194,15 +227,19 @@ Operation *matchHardSwish(Value y) {
     Operation *clipOp = clip.getDefiningOp();
     if (!clipOp || !llvm::isa<MinOp, MaxOp>(clipOp))
       continue;
-    // The clip's argument: the add of y and 3.
+    // The clip's argument: the add of y and 3, possibly through a ReLU (torch exports relu6 as
+    // Relu then Clip).
     Value added;
     eitherOrder(clipOp, [&](Value inner, Value) {
       Operation *in = inner.getDefiningOp();
       if (!in || !llvm::isa<MinOp, MaxOp>(in))
         return false;
       return eitherOrder(in, [&](Value a, Value) {
-        auto add = a.getDefiningOp<AddOp>();
-        if (!add || !a.hasOneUse())
+        Value sum = a;
+        if (auto relu = a.getDefiningOp<ReluOp>(); relu && a.hasOneUse())
+          sum = relu.getX();
+        auto add = sum.getDefiningOp<AddOp>();
+        if (!add || !sum.hasOneUse())
           return false;
         return eitherOrder(add, [&](Value x, Value three) {
           return x == y && isConstantNear(three, 3.0) && (added = a, true);
