@@ -163,8 +163,9 @@ TEST(Conv, ShapeErrors) {
             std::string::npos);
 }
 
-void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo g, std::vector<int64_t> outPad) {
-  SCOPED_TRACE("conv_transpose x " + shapeToString(xs));
+void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo g, std::vector<int64_t> outPad,
+                        bool constantWeights = false) {
+  SCOPED_TRACE("conv_transpose x " + shapeToString(xs) + (constantWeights ? " constant w" : ""));
   std::mt19937 rng(9);
   int64_t n = xs.size() - 2, C = xs[1], Cg = C / group, M = Mg * group;
   std::vector<int64_t> ws{C, Mg};
@@ -174,7 +175,7 @@ void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo 
     ys.push_back(g.s[i] * (xs[2 + i] - 1) + outPad[i] + g.d[i] * (g.k[i] - 1) + 1 - g.pads[i] - g.pads[n + i]);
   HostTensor x = randomF32(xs, rng), w = randomF32(ws, rng), b = randomF32({M}, rng), y(DType::F32, ys);
   ASSERT_NO_ERR(runKernel("conv_transpose", {&x, &w, &b}, {&y},
-                          windowAttrs(g).i("group", group).ints("output_padding", outPad)));
+                          windowAttrs(g).i("group", group).ints("output_padding", outPad), constantWeights ? 2 : 0));
   std::vector<double> want(y.numel());
   for (int64_t e = 0; e < y.numel(); ++e) want[e] = b.data<float>()[unravel(e, ys)[1]];
   std::vector<int64_t> kshape(g.k);
@@ -208,6 +209,12 @@ TEST(ConvTranspose, MatchesNaive) {
   checkConvTranspose({1, 2, 5}, 3, 1, {{3}, {2}, {1}, {0, 0}}, {1});
   checkConvTranspose({2, 4, 3, 4}, 2, 2, {{3, 2}, {3, 2}, {1, 2}, {1, 0, 1, 1}}, {0, 1});
   checkConvTranspose({1, 1, 3, 4, 5}, 2, 1, {{3, 3, 3}, {1, 2, 1}, {1, 1, 2}, {0, 1, 0, 0, 0, 1}}, {0, 0, 0});
+  // DBNet's upsampling head (2×2, stride 2) and others through the oneDNN deconvolution primitive;
+  // output_padding larger than the end pad keeps the GEMM + col2im path.
+  checkConvTranspose({2, 6, 7, 9}, 4, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, true);
+  checkConvTranspose({1, 6, 5, 4}, 1, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0});
+  checkConvTranspose({1, 6, 5, 6}, 2, 3, {{3, 3}, {2, 1}, {2, 1}, {1, 1, 2, 0}}, {1, 0}, true);
+  checkConvTranspose({1, 4, 6}, 3, 2, {{4}, {3}, {1}, {1, 1}}, {2});
 }
 
 //===------------------------------------------------------------------------------------===//

@@ -110,10 +110,12 @@ llvm::Error build(OneDnnConv &c, const ConvGeometry2D &g, const ConvActivation &
     wDims[2] = g.KH;
     wDims[3] = g.KW;
   }
+  // oneDNN's weights are (out, in, ...) for both; ONNX ConvTranspose stores (in, out, ...): iohw.
+  dnnl_format_tag_t wTag = g.transposed ? (g.G > 1 ? dnnl_giohw : dnnl_iohw) : (g.G > 1 ? dnnl_goihw : dnnl_oihw);
   dnnl_memory_desc_t srcPlain, dstPlain, wPlain, srcAny, dstAny, wAny, bMd;
   DNNL_TRY(dnnl_memory_desc_init_by_tag(&srcPlain, 4, srcDims, dnnl_f32, dnnl_nchw), "x desc");
   DNNL_TRY(dnnl_memory_desc_init_by_tag(&dstPlain, 4, dstDims, dnnl_f32, dnnl_nchw), "y desc");
-  DNNL_TRY(dnnl_memory_desc_init_by_tag(&wPlain, wRank, wDims, dnnl_f32, g.G > 1 ? dnnl_goihw : dnnl_oihw), "w desc");
+  DNNL_TRY(dnnl_memory_desc_init_by_tag(&wPlain, wRank, wDims, dnnl_f32, wTag), "w desc");
   DNNL_TRY(dnnl_memory_desc_init_by_tag(&srcAny, 4, srcDims, dnnl_f32, dnnl_format_tag_any), "x desc");
   DNNL_TRY(dnnl_memory_desc_init_by_tag(&dstAny, 4, dstDims, dnnl_f32, dnnl_format_tag_any), "y desc");
   DNNL_TRY(dnnl_memory_desc_init_by_tag(&wAny, wRank, wDims, dnnl_f32, dnnl_format_tag_any), "w desc");
@@ -122,10 +124,17 @@ llvm::Error build(OneDnnConv &c, const ConvGeometry2D &g, const ConvActivation &
   dnnl_dims_t strides = {g.strideH, g.strideW}, dil = {g.dilH - 1, g.dilW - 1};
   dnnl_dims_t padL = {g.padTop, g.padLeft}, padR = {g.padBottom, g.padRight};
   dnnl_convolution_desc_t cd;
-  DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                      &srcAny, &wAny, hasBias ? &bMd : nullptr, &dstAny,
-                                                      strides, dil, padL, padR),
-           "convolution desc");
+  dnnl_deconvolution_desc_t dd;
+  if (g.transposed)
+    DNNL_TRY(dnnl_dilated_deconvolution_forward_desc_init(&dd, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                          &srcAny, &wAny, hasBias ? &bMd : nullptr, &dstAny,
+                                                          strides, dil, padL, padR),
+             "deconvolution desc");
+  else
+    DNNL_TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                        &srcAny, &wAny, hasBias ? &bMd : nullptr, &dstAny,
+                                                        strides, dil, padL, padR),
+             "convolution desc");
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t po = nullptr;
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
@@ -134,7 +143,9 @@ llvm::Error build(OneDnnConv &c, const ConvGeometry2D &g, const ConvActivation &
   dnnl_status_t st = dnnl_success;
   if (!e) st = dnnl_primitive_attr_set_post_ops(attr, po);
   if (!e && st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  if (!e && st == dnnl_success) st = dnnl_primitive_desc_create(&c.pd, &cd, attr, cpuEngine(), nullptr);
+  if (!e && st == dnnl_success)
+    st = dnnl_primitive_desc_create(&c.pd, g.transposed ? static_cast<const_dnnl_op_desc_t>(&dd) : &cd, attr,
+                                    cpuEngine(), nullptr);
   dnnl_post_ops_destroy(po);
   dnnl_primitive_attr_destroy(attr);
   if (e) return e;

@@ -30,10 +30,13 @@ struct ConvActivation {
   float scale = 1, shift = 0;
 };
 
-/// One 2-D convolution: x [N, C, H, W] → y [N, M, OH, OW], groups G, weights [M, C/G, KH, KW].
+/// One 2-D convolution: x [N, C, H, W] → y [N, M, OH, OW], groups G, weights [M, C/G, KH, KW];
+/// or, `transposed`, a transposed convolution (ONNX ConvTranspose) with weights [C, M/G, KH, KW]
+/// and pads taken from its output (padBottom/padRight net of output_padding).
 struct ConvGeometry2D {
   int64_t N, C, M, G, H, W, OH, OW, KH, KW;
   int64_t strideH, strideW, dilH, dilW, padTop, padLeft, padBottom, padRight;
+  bool transposed = false;
 };
 
 class OneDnnConv;

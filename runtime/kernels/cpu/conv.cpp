@@ -9,6 +9,7 @@
 //   im2col: per image and group the receptive fields are gathered into cols [C/g·ΠK, ΠO] (zeros in
 //   the padding), then one GEMM y_g = w_g · cols.
 // conv_transpose (f32): x [N, C, D...], w [C, M/g, K...] -> y [N, M, O...] (ONNX ConvTranspose):
+//   1-D/2-D as a oneDNN deconvolution primitive (as conv); otherwise
 //   cols [M/g·ΠK, ΠD] = w_gᵀ · x_g by GEMM, then col2im scatters each column entry to output
 //   position i·s + k·d − pad_begin (the adjoint of im2col), parallel over output channels.
 // conv_integer (i32 out): ui8/i8 x and w with zero points (ONNX ConvInteger): the same im2col over
@@ -320,24 +321,58 @@ llvm::Error verifyConvTranspose(const KernelCall &c) {
   return verifyConvTransposeGeom(c, w);
 }
 
-size_t convTransposeWorkspace(const KernelCall &c, int) {
+/// What prepare builds once per conv_transpose instruction.
+struct ConvTransposeState {
   Window3 w;
-  if (llvm::Error e = verifyConvTransposeGeom(c, w)) {
-    llvm::consumeError(std::move(e));
-    return 0;
+  std::shared_ptr<OneDnnConv> onednn;  // null: GEMM + col2im
+};
+
+llvm::Error prepareConvTranspose(KernelCall &c) {
+  auto st = std::make_shared<ConvTransposeState>();
+  if (llvm::Error e = verifyConvTransposeGeom(c, st->w)) return e;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  // 1-D/2-D as a oneDNN deconvolution primitive; its right/bottom padding is the end pad net of
+  // output_padding, which oneDNN cannot take when negative (then GEMM + col2im below).
+  const Window3 &w = st->w;
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  auto outPad = c.attrInts("output_padding");
+  const int64_t n = X.rank() - 2, G = c.attrInt("group", 1);
+  const int64_t padB = w.padEnd[1] - (n == 2 ? outPad[0] : 0), padR = w.padEnd[2] - outPad[n - 1];
+  if (w.in[0] == 1 && w.k[0] == 1 && padB >= 0 && padR >= 0 && X.numel() > 0) {
+    ConvGeometry2D g{X.shape[0], X.shape[1], Y.shape[1], G, w.out[1], w.out[2], w.in[1], w.in[2], w.k[1],
+                     w.k[2], w.stride[1], w.stride[2], w.dil[1], w.dil[2], w.padBegin[1], w.padBegin[2],
+                     padB, padR, /*transposed=*/true};
+    auto conv = createOneDnnConv(g, ConvActivation(), c.inputs.size() > 2,
+                                 c.isConstantInput(1) ? W.as<const float>() : nullptr);
+    if (conv) st->onednn = std::move(*conv);
+    else llvm::consumeError(conv.takeError());
   }
+#endif
+  c.state = std::move(st);
+  return llvm::Error::success();
+}
+
+size_t convTransposeWorkspace(const KernelCall &c, int) {
+  const auto *st = static_cast<const ConvTransposeState *>(c.state.get());
+  if (!st) return 0;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st->onednn) return oneDnnConvWorkspace(*st->onednn);
+#endif
   int64_t Mg = c.inputs[1].shape[1];
-  return size_t(Mg * w.kSize() * w.outSize()) * sizeof(float);
+  return size_t(Mg * st->w.kSize() * st->w.outSize()) * sizeof(float);
 }
 
 llvm::Error runConvTranspose(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
-  Window3 w;
-  if (llvm::Error e = verifyConvTransposeGeom(c, w)) return e;
+  const auto &st = *static_cast<const ConvTransposeState *>(c.state.get());
+  const Window3 &w = st.w;
   const int64_t N = X.shape[0], C = X.shape[1], G = c.attrInt("group", 1), Cg = C / G;
   const int64_t Mg = W.shape[1], M = Mg * G, K = w.kSize(), D = w.outSize(), O = w.inSize();
   const float *x = X.as<const float>(), *wt = W.as<const float>();
   const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st.onednn) return runOneDnnConv(*st.onednn, x, wt, bias, Y.as<float>(), c.workspace);
+#endif
   float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
@@ -531,6 +566,7 @@ void registerConvKernels(KernelRegistry &r) {
   ct.op = "conv_transpose";
   ct.attrs.push_back({"output_padding", AttrKind::Ints});
   ct.verify = verifyConvTranspose;
+  ct.prepare = prepareConvTranspose;
   ct.workspace = convTransposeWorkspace;
   ct.run = runConvTranspose;
   r.add(ct);
