@@ -63,7 +63,8 @@ echo "== machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1); $(nproc) CP
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "== git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (dirty)')"
 echo "== tools: $OPT, $RUN"
-echo "== onnxruntime-node: $(cd "$ROOT/third_party/npm" && "$NODE" -p "require('onnxruntime-node/package.json').version" 2>/dev/null || echo '?')"
+ORT_MODULES="${COLOSSAL_ORT_NODE_MODULES:-$ROOT/third_party/npm/node_modules}"
+echo "== onnxruntime-node: $("$NODE" -p "require('$ORT_MODULES/onnxruntime-node/package.json').version" 2>/dev/null || echo '?')"
 echo "== models: $PACKAGE ($MODELS)"
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 

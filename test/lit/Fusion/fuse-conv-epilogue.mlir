@@ -106,3 +106,32 @@ func.func @conv_hard_swish_affine(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1xf3
   %3 = colossal.add %2, %shift : (tensor<1x2x3x3xf32>, tensor<1xf32>) -> tensor<1x2x3x3xf32>
   return %3 : tensor<1x2x3x3xf32>
 }
+
+// -----
+
+// torch's x · relu6(x + 3) / 6: relu6 exported as Relu then Clip, and batch-norm statistics that
+// are parameters (√(var + ε) computed from them); both fold.
+// CHECK-LABEL: func.func @torch_bn_hard_swish
+// CHECK-NOT:  colossal.sub
+// CHECK:      %[[Y:.*]] = colossal.conv %{{.*}} {activation = "hard_swish"
+// CHECK-NEXT: return %[[Y]]
+func.func @torch_bn_hard_swish(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1xf32> {colossal.param = "w", colossal.value = dense<1.0> : tensor<2x2x1x1xf32>}, %var: tensor<2xf32> {colossal.param = "var", colossal.value = dense<[1.0, 3.0]> : tensor<2xf32>}, %mean: tensor<2xf32> {colossal.param = "mean", colossal.value = dense<[0.5, -0.5]> : tensor<2xf32>}) -> tensor<1x2x3x3xf32> {
+  %eps = colossal.constant dense<1.0e-5> : tensor<f32>
+  %three = colossal.constant dense<3.0> : tensor<f32>
+  %zero = colossal.constant dense<0.0> : tensor<f32>
+  %six = colossal.constant dense<6.0> : tensor<f32>
+  %0 = colossal.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %m = colossal.reshape %mean : tensor<2xf32> -> tensor<2x1x1xf32>
+  %v = colossal.reshape %var : tensor<2xf32> -> tensor<2x1x1xf32>
+  %1 = colossal.sub %0, %m : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %ve = colossal.add %v, %eps : (tensor<2x1x1xf32>, tensor<f32>) -> tensor<2x1x1xf32>
+  %sd = colossal.sqrt %ve : tensor<2x1x1xf32>
+  %2 = colossal.div %1, %sd : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %3 = colossal.add %2, %three : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %4 = colossal.relu %3 : tensor<1x2x3x3xf32>
+  %5 = colossal.max %4, %zero : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %6 = colossal.min %5, %six : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %7 = colossal.mul %2, %6 : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %8 = colossal.div %7, %six : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  return %8 : tensor<1x2x3x3xf32>
+}
