@@ -69,7 +69,7 @@ echo "== models: $PACKAGE ($MODELS)"
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # median and min of a file of numbers, one per line
-stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f", m, v[1] }'; }
+stats() { sort -g "$1" | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f\n", m, v[1] }'; }
 # the timed forward from "forward: median X ms, min Y ms over 1 runs"
 parse() { sed -n 's/.*forward: median \([0-9.eE+-]*\) ms.*/\1/p' "$1" | tail -1; }
 
@@ -95,7 +95,7 @@ for MODEL in $MODELS_ONLY; do
     echo "\$ ${ORT[*]} --output-dir $D/ort    (then $ROUNDS rounds without --output-dir)"
     echo "\$ ${CRUN[*]} --output-dir $D/colossal    (likewise)"
     "${ORT[@]}" --output-dir "$D/ort" 2> "$D/ort.log" || { cat "$D/ort.log" >&2; exit 1; }
-    "${CRUN[@]}" --output-dir "$D/colossal" 2> "$D/colossal.log" || { cat "$D/colossal.log" >&2; exit 1; }
+    "${CRUN[@]}" --output-dir "$D/colossal" > /dev/null 2> "$D/colossal.log" || { cat "$D/colossal.log" >&2; exit 1; }
     ERR=$("$PY" -c "
 import numpy as np, glob, sys
 a, r = (np.load(glob.glob(d + '/*.npy')[0]) for d in sys.argv[1:])
