@@ -142,25 +142,34 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
-LogicalResult ConvOp::verify() {
-  std::optional<StringRef> act = getActivation();
+namespace {
+/// The fused epilogue of conv and conv_transpose (`activation` and its parameters).
+LogicalResult verifyEpilogue(Operation *op, std::optional<StringRef> act, std::optional<APFloat> alpha,
+                             std::optional<APFloat> beta) {
   if (!act) {
-    if (getActivationAlpha() || getActivationBeta())
-      return emitOpError("activation_alpha and activation_beta need an activation");
+    if (alpha || beta)
+      return op->emitOpError("activation_alpha and activation_beta need an activation");
     return success();
   }
   if (!llvm::is_contained({"relu", "clip", "hard_sigmoid", "hard_swish", "sigmoid"}, *act))
-    return emitOpError("unknown activation '")
+    return op->emitOpError("unknown activation '")
            << *act << "' (relu, clip, hard_sigmoid, hard_swish or sigmoid)";
   bool params = *act == "clip" || *act == "hard_sigmoid";
-  if (params != (getActivationAlpha().has_value() && getActivationBeta().has_value()) ||
-      (!params && (getActivationAlpha() || getActivationBeta())))
-    return emitOpError("activation '") << *act << "' "
-                                       << (params ? "needs" : "takes no")
-                                       << " activation_alpha and activation_beta";
-  if (*act == "clip" && !(*getActivationAlpha() <= *getActivationBeta()))
-    return emitOpError("clip activation needs activation_alpha <= activation_beta");
+  if (params != (alpha.has_value() && beta.has_value()) || (!params && (alpha || beta)))
+    return op->emitOpError("activation '")
+           << *act << "' " << (params ? "needs" : "takes no") << " activation_alpha and activation_beta";
+  if (*act == "clip" && !(alpha->convertToDouble() <= beta->convertToDouble()))
+    return op->emitOpError("clip activation needs activation_alpha <= activation_beta");
   return success();
+}
+} // namespace
+
+LogicalResult ConvOp::verify() {
+  return verifyEpilogue(*this, getActivation(), getActivationAlpha(), getActivationBeta());
+}
+
+LogicalResult ConvTransposeOp::verify() {
+  return verifyEpilogue(*this, getActivation(), getActivationAlpha(), getActivationBeta());
 }
 
 LogicalResult ConvIntegerOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,

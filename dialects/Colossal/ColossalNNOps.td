@@ -50,14 +50,19 @@ def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor
     Oi = strides[i]·(Di − 1) + output_padding[i] + dilations[i]·(Ki − 1) + 1 − pads[i] − pads[n+i].
     Every input element scatters x[n, c, i] · w[c, m, k] to output position i·s + k·d − pad_begin
     (dropped when outside the result). The importer turns `output_shape` and `auto_pad` into
-    `pads` (ONNX operator spec, ConvTranspose-11).
+    `pads` (ONNX operator spec, ConvTranspose-11). `activation`, `activation_alpha`,
+    `activation_beta`, `output_scale` and `output_shift` are conv's fused epilogue.
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$output_padding,
-                   I64Attr:$group);
+                   I64Attr:$group,
+                   OptionalAttr<StrAttr>:$activation, OptionalAttr<F32Attr>:$activation_alpha,
+                   OptionalAttr<F32Attr>:$activation_beta, OptionalAttr<F32Attr>:$output_scale,
+                   OptionalAttr<F32Attr>:$output_shift);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Colossal_ConvIntegerOp : Colossal_Op<"conv_integer", [InferTypeOpAdaptor]> {

@@ -302,10 +302,34 @@ Value makeConstant(PatternRewriter &rewriter, Location loc, RankedTensorType typ
   return ConstantOp::create(rewriter, loc, DenseElementsAttr::get(type, data));
 }
 
-struct FuseConvEpilogue : OpRewritePattern<ConvOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// Index of the output channel that weight element `i` of `w` feeds: conv's w is [M, C/g, K...]
+/// (channel-major); conv_transpose's is [C, M/g, K...] with groups of C/g input rows.
+int64_t outChannelOf(ConvOp, RankedTensorType w, int64_t i, int64_t) {
+  return i / (w.getNumElements() / w.getDimSize(0));
+}
+int64_t outChannelOf(ConvTransposeOp, RankedTensorType w, int64_t i, int64_t group) {
+  int64_t per = w.getNumElements() / (w.getDimSize(0) * w.getDimSize(1));
+  int64_t c = i / (w.getDimSize(1) * per), mg = (i / per) % w.getDimSize(1);
+  return c / (w.getDimSize(0) / group) * w.getDimSize(1) + mg;
+}
 
-  LogicalResult matchAndRewrite(ConvOp conv, PatternRewriter &rewriter) const override {
+ConvOp rebuild(PatternRewriter &rewriter, ConvOp op, Value w, Value bias, StringAttr act, FloatAttr alpha,
+               FloatAttr beta, FloatAttr scale, FloatAttr shift) {
+  return ConvOp::create(rewriter, op.getLoc(), op.getX(), w, bias, op.getStrides(), op.getPads(),
+                        op.getDilations(), op.getGroup(), act, alpha, beta, scale, shift);
+}
+ConvTransposeOp rebuild(PatternRewriter &rewriter, ConvTransposeOp op, Value w, Value bias, StringAttr act,
+                        FloatAttr alpha, FloatAttr beta, FloatAttr scale, FloatAttr shift) {
+  return ConvTransposeOp::create(rewriter, op.getLoc(), op.getX(), w, bias, op.getStrides(), op.getPads(),
+                                 op.getDilations(), op.getOutputPadding(), op.getGroup(), act, alpha, beta,
+                                 scale, shift);
+}
+
+/// The epilogue fusion, for conv and conv_transpose alike.
+template <typename ConvT> struct FuseConvEpilogue : OpRewritePattern<ConvT> {
+  using OpRewritePattern<ConvT>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConvT conv, PatternRewriter &rewriter) const override {
     if (conv.getActivation() || conv.getOutputScale() || conv.getOutputShift())
       return rewriter.notifyMatchFailure(conv, "already has an epilogue");
     auto type = llvm::cast<RankedTensorType>(conv.getType());
@@ -364,20 +388,16 @@ struct FuseConvEpilogue : OpRewritePattern<ConvOp> {
     Value newW = conv.getW(), newBias = conv.getBias();
     if (affineEnd) {
       auto wType = llvm::cast<RankedTensorType>(conv.getW().getType());
-      const int64_t per = wType.getNumElements() / M;
       std::vector<float> wf(w->size()), bf(M);
-      for (int64_t m = 0; m < M; ++m) {
-        for (int64_t i = 0; i < per; ++i)
-          wf[m * per + i] = float(s[m] * (*w)[m * per + i]);
+      for (int64_t i = 0; i < int64_t(wf.size()); ++i)
+        wf[i] = float(s[outChannelOf(conv, wType, i, conv.getGroup())] * (*w)[i]);
+      for (int64_t m = 0; m < M; ++m)
         bf[m] = float(s[m] * (b ? (*b)[m] : 0.0) + t[m]);
-      }
       newW = makeConstant(rewriter, conv.getW().getLoc(), wType, wf);
       newBias = makeConstant(rewriter, conv.getLoc(),
                              RankedTensorType::get({M}, type.getElementType()), bf);
     }
-    auto fused = ConvOp::create(rewriter, conv.getLoc(), conv.getX(), newW, newBias, conv.getStrides(),
-                                conv.getPads(), conv.getDilations(), conv.getGroup(),
-                                act ? rewriter.getStringAttr(act->kind) : StringAttr(),
+    auto fused = rebuild(rewriter, conv, newW, newBias, act ? rewriter.getStringAttr(act->kind) : StringAttr(),
                                 act && act->alpha ? rewriter.getF32FloatAttr(*act->alpha) : FloatAttr(),
                                 act && act->beta ? rewriter.getF32FloatAttr(*act->beta) : FloatAttr(),
                                 outScale ? rewriter.getF32FloatAttr(*outScale) : FloatAttr(),
@@ -391,7 +411,7 @@ struct FuseConvEpilogue : OpRewritePattern<ConvOp> {
 struct FuseConvEpiloguePass : colossal::impl::FuseConvEpilogueBase<FuseConvEpiloguePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseConvEpilogue>(&getContext());
+    patterns.add<FuseConvEpilogue<ConvOp>, FuseConvEpilogue<ConvTransposeOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

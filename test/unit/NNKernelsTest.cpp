@@ -164,8 +164,9 @@ TEST(Conv, ShapeErrors) {
 }
 
 void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo g, std::vector<int64_t> outPad,
-                        bool constantWeights = false) {
-  SCOPED_TRACE("conv_transpose x " + shapeToString(xs) + (constantWeights ? " constant w" : ""));
+                        bool constantWeights = false, Act act = {}) {
+  SCOPED_TRACE("conv_transpose x " + shapeToString(xs) + (constantWeights ? " constant w" : "") + " activation '" +
+               act.kind + "'");
   std::mt19937 rng(9);
   int64_t n = xs.size() - 2, C = xs[1], Cg = C / group, M = Mg * group;
   std::vector<int64_t> ws{C, Mg};
@@ -174,8 +175,11 @@ void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo 
   for (int64_t i = 0; i < n; ++i)
     ys.push_back(g.s[i] * (xs[2 + i] - 1) + outPad[i] + g.d[i] * (g.k[i] - 1) + 1 - g.pads[i] - g.pads[n + i]);
   HostTensor x = randomF32(xs, rng), w = randomF32(ws, rng), b = randomF32({M}, rng), y(DType::F32, ys);
-  ASSERT_NO_ERR(runKernel("conv_transpose", {&x, &w, &b}, {&y},
-                          windowAttrs(g).i("group", group).ints("output_padding", outPad), constantWeights ? 2 : 0));
+  Attrs attrs = windowAttrs(g).i("group", group).ints("output_padding", outPad);
+  if (!act.kind.empty()) attrs.s("activation", act.kind);
+  if (act.kind == "clip" || act.kind == "hard_sigmoid") attrs.f("activation_alpha", act.alpha).f("activation_beta", act.beta);
+  if (act.scale != 1 || act.shift != 0) attrs.f("output_scale", act.scale).f("output_shift", act.shift);
+  ASSERT_NO_ERR(runKernel("conv_transpose", {&x, &w, &b}, {&y}, attrs, constantWeights ? 2 : 0));
   std::vector<double> want(y.numel());
   for (int64_t e = 0; e < y.numel(); ++e) want[e] = b.data<float>()[unravel(e, ys)[1]];
   std::vector<int64_t> kshape(g.k);
@@ -201,7 +205,8 @@ void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo 
         want[yo] += double(x.data<float>()[e]) * w.data<float>()[wo];
       }
   }
-  std::vector<float> wf(want.begin(), want.end());
+  std::vector<float> wf(want.size());
+  for (size_t i = 0; i < want.size(); ++i) wf[i] = float(act.apply(want[i]));
   expectClose(y.data<float>(), wf.data(), y.numel(), 1e-4f, 1e-4f);
 }
 
@@ -215,6 +220,12 @@ TEST(ConvTranspose, MatchesNaive) {
   checkConvTranspose({1, 6, 5, 4}, 1, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0});
   checkConvTranspose({1, 6, 5, 6}, 2, 3, {{3, 3}, {2, 1}, {2, 1}, {1, 1, 2, 0}}, {1, 0}, true);
   checkConvTranspose({1, 4, 6}, 3, 2, {{4}, {3}, {1}, {1, 1}}, {2});
+  // The fused epilogue on both paths (oneDNN post-ops; after col2im).
+  checkConvTranspose({2, 6, 7, 9}, 4, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, true, {"relu"});
+  checkConvTranspose({1, 6, 5, 4}, 1, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, false, {"sigmoid"});
+  checkConvTranspose({1, 4, 6}, 3, 2, {{4}, {3}, {1}, {1, 1}}, {2}, false, {"hard_swish", 0, 0, 2.0, 0.5});
+  checkConvTranspose({1, 1, 3, 4, 5}, 2, 1, {{3, 3, 3}, {1, 2, 1}, {1, 1, 2}, {0, 1, 0, 0, 0, 1}}, {0, 0, 0}, false,
+                     {"clip", 0, 0.25});
 }
 
 //===------------------------------------------------------------------------------------===//

@@ -22,7 +22,10 @@ constexpr StringLiteral kConv[] = {"strides", "pads", "dilations", "group"};
 constexpr StringLiteral kConvFused[] = {"strides",         "pads",          "dilations",
                                         "group",           "activation",    "activation_alpha",
                                         "activation_beta", "output_scale",  "output_shift"};
-constexpr StringLiteral kConvTranspose[] = {"strides", "pads", "dilations", "output_padding", "group"};
+constexpr StringLiteral kConvTranspose[] = {"strides",          "pads",            "dilations",
+                                            "output_padding",   "group",           "activation",
+                                            "activation_alpha", "activation_beta", "output_scale",
+                                            "output_shift"};
 constexpr StringLiteral kPool[] = {"kind", "kernel_shape", "strides", "pads", "dilations",
                                    "ceil_mode", "count_include_pad", "p"};
 constexpr StringLiteral kMaxPoolIdx[] = {"kernel_shape", "strides", "pads", "dilations",

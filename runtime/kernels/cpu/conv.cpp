@@ -318,18 +318,22 @@ llvm::Error verifyConvTransposeGeom(const KernelCall &c, Window3 &w) {
 
 llvm::Error verifyConvTranspose(const KernelCall &c) {
   Window3 w;
-  return verifyConvTransposeGeom(c, w);
+  if (llvm::Error e = verifyConvTransposeGeom(c, w)) return e;
+  ConvActivation act;
+  return readActivation(c, act);
 }
 
 /// What prepare builds once per conv_transpose instruction.
 struct ConvTransposeState {
   Window3 w;
+  ConvActivation act;
   std::shared_ptr<OneDnnConv> onednn;  // null: GEMM + col2im
 };
 
 llvm::Error prepareConvTranspose(KernelCall &c) {
   auto st = std::make_shared<ConvTransposeState>();
   if (llvm::Error e = verifyConvTransposeGeom(c, st->w)) return e;
+  if (llvm::Error e = readActivation(c, st->act)) return e;
 #if defined(COLOSSAL_GEMM_ONEDNN)
   // 1-D/2-D as a oneDNN deconvolution primitive; its right/bottom padding is the end pad net of
   // output_padding, which oneDNN cannot take when negative (then GEMM + col2im below).
@@ -342,7 +346,7 @@ llvm::Error prepareConvTranspose(KernelCall &c) {
     ConvGeometry2D g{X.shape[0], X.shape[1], Y.shape[1], G, w.out[1], w.out[2], w.in[1], w.in[2], w.k[1],
                      w.k[2], w.stride[1], w.stride[2], w.dil[1], w.dil[2], w.padBegin[1], w.padBegin[2],
                      padB, padR, /*transposed=*/true};
-    auto conv = createOneDnnConv(g, ConvActivation(), c.inputs.size() > 2,
+    auto conv = createOneDnnConv(g, st->act, c.inputs.size() > 2,
                                  c.isConstantInput(1) ? W.as<const float>() : nullptr);
     if (conv) st->onednn = std::move(*conv);
     else llvm::consumeError(conv.takeError());
@@ -404,6 +408,8 @@ llvm::Error runConvTranspose(const KernelCall &c) {
               }
             }
           }
+          if (st.act.kind != ConvActivation::None || st.act.scale != 1.0f || st.act.shift != 0.0f)
+            biasActivation(ym, O, 0.0f, st.act);
         }
       });
     }
@@ -562,7 +568,7 @@ void registerConvKernels(KernelRegistry &r) {
   conv.run = runConv;
   r.add(conv);
 
-  KernelDesc ct = plain;
+  KernelDesc ct = conv;
   ct.op = "conv_transpose";
   ct.attrs.push_back({"output_padding", AttrKind::Ints});
   ct.verify = verifyConvTranspose;

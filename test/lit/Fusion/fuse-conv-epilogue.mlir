@@ -135,3 +135,20 @@ func.func @torch_bn_hard_swish(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1xf32> 
   %8 = colossal.div %7, %six : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
   return %8 : tensor<1x2x3x3xf32>
 }
+
+// -----
+
+// DBNet's head: ConvTranspose, batch norm, ReLU. The scale of output channel m lands in
+// w[:, m] (conv_transpose weights are [C, M/group, K...]): s = [2, 4] gives w' = [[2, 4]].
+// CHECK-LABEL: func.func @conv_transpose_bn_relu
+// CHECK-DAG:  %[[W:.*]] = colossal.constant dense<{{\[\[\[\[}}2.000000e+00]], {{\[\[}}4.000000e+00]]]]> : tensor<1x2x1x1xf32>
+// CHECK:      colossal.conv_transpose %{{.*}}, %[[W]], %{{.*}} {activation = "relu"
+// CHECK-NEXT: return
+func.func @conv_transpose_bn_relu(%x: tensor<1x1x2x2xf32>) -> tensor<1x2x2x2xf32> {
+  %w = colossal.constant dense<1.0> : tensor<1x2x1x1xf32>
+  %s = colossal.constant dense<[[[2.0]], [[4.0]]]> : tensor<2x1x1xf32>
+  %0 = colossal.conv_transpose %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 0, 0>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x2x2xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x2x2xf32>
+  %1 = colossal.mul %0, %s : (tensor<1x2x2x2xf32>, tensor<2x1x1xf32>) -> tensor<1x2x2x2xf32>
+  %2 = colossal.relu %1 : tensor<1x2x2x2xf32>
+  return %2 : tensor<1x2x2x2xf32>
+}
