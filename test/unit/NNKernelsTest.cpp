@@ -122,6 +122,14 @@ TEST(Conv, DepthwiseGroupedStridedDilated) {
   checkConv({1, 10, 7, 9}, 6, 1, {{1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, true);      // strided 1×1
 }
 
+// Convs above the serial threshold (2^21 multiply-adds) run with every thread: oneDNN dense and
+// depthwise, the 1×1 GEMM, with activations.
+TEST(Conv, LargeConvsRunThreaded) {
+  checkConv({2, 32, 20, 20}, 64, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"hard_swish", 0, 0, 1.5, 0.25});
+  checkConv({1, 64, 48, 48}, 64, 64, {{5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}}, true, {"relu"}, true);
+  checkConv({2, 96, 24, 24}, 96, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true, {"clip", 0.0, 6.0});
+}
+
 TEST(Conv, FusedActivationOnEveryPath) {
   const Act acts[] = {{"relu"}, {"clip", 0.0, 6.0}, {"clip", -0.25, 0.5}, {"hard_sigmoid", 0.2, 0.5},
                       {"hard_swish"}, {"sigmoid"}, {"hard_swish", 0, 0, 1.5, -0.25}, {"relu", 0, 0, 0.5, 0.125}};

@@ -25,6 +25,7 @@
 #include "NN.h"
 
 #include <cstring>
+#include <omp.h>
 
 namespace colossal::runtime::cpu {
 
@@ -188,11 +189,32 @@ void biasActivation(float *row, int64_t n, float bias, const ConvActivation &a) 
   }
 }
 
+/// Convs below this many multiply-adds run on the calling thread alone (primitive built and run
+/// with one OpenMP thread): their compute (≲ 50 µs on one core) is of the order of waking the
+/// other threads, and on a shared machine a parallel region waits for a descheduled thread for
+/// milliseconds (small CNNs at batch 1 measured 1.0–1.5 ms serial vs 1.3–11 ms with 2 threads).
+constexpr int64_t kSerialMacs = int64_t(1) << 21;
+
+/// Runs the enclosed parallel regions (ours, oneDNN's, the GEMM's) with one thread when `serial`.
+class SerialScope {
+public:
+  explicit SerialScope(bool serial) : prev_(serial ? omp_get_max_threads() : 0) {
+    if (serial) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (prev_) omp_set_num_threads(prev_);
+  }
+
+private:
+  int prev_;
+};
+
 /// What prepare builds once per conv instruction.
 struct ConvState {
   Window3 w;
   ConvActivation act;
   bool pointwise = false;
+  bool serial = false;  // fewer than kSerialMacs multiply-adds
   std::shared_ptr<OneDnnConv> onednn;  // null: the im2col (or 1×1) GEMM path
 };
 
@@ -208,6 +230,8 @@ llvm::Error prepareConv(KernelCall &c) {
   if (llvm::Error e = verifyConvCommon(c, false, st->w)) return e;
   if (llvm::Error e = readActivation(c, st->act)) return e;
   st->pointwise = isPointwise(st->w);
+  st->serial = c.outputs[0].numel() * (c.inputs[1].numel() / c.inputs[1].shape[0]) < kSerialMacs;
+  SerialScope scope(st->serial);
 #if defined(COLOSSAL_GEMM_ONEDNN)
   // Every 1-D/2-D conv but a plain 1×1 goes to oneDNN (docs/kernels.md "Convolution"); a 1×1
   // stride-1 conv is one GEMM per image in NCHW already, with no reorder to pay.
@@ -244,6 +268,7 @@ llvm::Error runConv(const KernelCall &c) {
   const float *x = X.as<const float>(), *wt = W.as<const float>();
   const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
   float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
+  SerialScope scope(st.serial);
 #if defined(COLOSSAL_GEMM_ONEDNN)
   if (st.onednn) return runOneDnnConv(*st.onednn, x, wt, bias, y, c.workspace);
 #endif
