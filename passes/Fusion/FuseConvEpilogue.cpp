@@ -297,7 +297,7 @@ std::optional<Activation> matchActivation(Value y) {
   return std::nullopt;
 }
 
-/// A new f32 constant of `type` holding `data`, named like `like`'s location.
+/// A new f32 constant of `type` holding `data` at `loc` (the folded weights keep their name).
 Value makeConstant(PatternRewriter &rewriter, Location loc, RankedTensorType type, ArrayRef<float> data) {
   return ConstantOp::create(rewriter, loc, DenseElementsAttr::get(type, data));
 }
