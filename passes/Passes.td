@@ -31,6 +31,25 @@ def FuseNorms : Pass<"colossal-fuse-norms", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def FuseConvEpilogue : Pass<"colossal-fuse-conv-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Fold per-channel affine ops (inference batch norm) and an activation into conv";
+  let description = [{
+    For an f32 `colossal.conv` whose result flows, one user at a time, through a chain of
+    add/sub/mul/div with constants that vary at most along the channel dim (an inference-mode
+    BatchNormalization as the importer decomposes it: `(y − mean) / √(var + ε) · γ + β`, or any
+    other per-channel scale and shift), folds the chain into new constant weights and bias:
+    `w'[m] = s[m]·w[m]`, `b'[m] = s[m]·b[m] + t[m]` (needs w and bias as constants or parameters
+    with their values, i.e. an inference plan). Then moves a following activation into the conv's
+    `activation` attribute: `relu` (also `max(y, 0)`), `clip` (`min(max(y, lo), hi)`, ReLU6),
+    `hard_sigmoid`, `sigmoid`, and `hard_swish` (the `hard_swish` unary, `y · clip(y + 3, 0, 6) / 6`
+    with the 1/6 anywhere, or `y · hard_sigmoid(y, 1/6, 1/2)`), and after that activation a chain
+    of add/sub/mul/div with scalar constants into `output_scale`/`output_shift`. Intermediate
+    results must have no other users. Runs only in inference pipelines: a conv with an activation has no VJP, and a
+    trained model's batch norm is not a constant affine map.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 def FuseActivations : Pass<"colossal-fuse-activations", "mlir::func::FuncOp"> {
   let summary = "Rewrite decomposed GELU and SiLU into colossal.gelu / colossal.silu";
   let description = [{

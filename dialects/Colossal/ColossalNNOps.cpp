@@ -142,6 +142,36 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
+namespace {
+/// The fused epilogue of conv and conv_transpose (`activation` and its parameters).
+LogicalResult verifyEpilogue(Operation *op, std::optional<StringRef> act, std::optional<APFloat> alpha,
+                             std::optional<APFloat> beta) {
+  if (!act) {
+    if (alpha || beta)
+      return op->emitOpError("activation_alpha and activation_beta need an activation");
+    return success();
+  }
+  if (!llvm::is_contained({"relu", "clip", "hard_sigmoid", "hard_swish", "sigmoid"}, *act))
+    return op->emitOpError("unknown activation '")
+           << *act << "' (relu, clip, hard_sigmoid, hard_swish or sigmoid)";
+  bool params = *act == "clip" || *act == "hard_sigmoid";
+  if (params != (alpha.has_value() && beta.has_value()) || (!params && (alpha || beta)))
+    return op->emitOpError("activation '")
+           << *act << "' " << (params ? "needs" : "takes no") << " activation_alpha and activation_beta";
+  if (*act == "clip" && !(alpha->convertToDouble() <= beta->convertToDouble()))
+    return op->emitOpError("clip activation needs activation_alpha <= activation_beta");
+  return success();
+}
+} // namespace
+
+LogicalResult ConvOp::verify() {
+  return verifyEpilogue(*this, getActivation(), getActivationAlpha(), getActivationBeta());
+}
+
+LogicalResult ConvTransposeOp::verify() {
+  return verifyEpilogue(*this, getActivation(), getActivationAlpha(), getActivationBeta());
+}
+
 LogicalResult ConvIntegerOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                               Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto x = rankedType(adaptor.getX()), w = rankedType(adaptor.getW());

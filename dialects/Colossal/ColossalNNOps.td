@@ -25,12 +25,23 @@ def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptor, Sharded]> {
     Oi = floor((Di + pads[i] + pads[n+i] − dilations[i]·(Ki − 1) − 1) / strides[i]) + 1:
     y[n, m, o] = bias[m] + Σ_{c, k} x[n, g·C/group + c, o·s − pad_begin + k·d] · w[m, c, k] where
     g = m / (M/group) and positions in the padding read zero (ONNX operator spec, Conv-11).
+
+    `activation` (optional, set by colossal-fuse-conv-epilogue in inference plans) applies an
+    elementwise function to y: `relu`; `clip` to [activation_alpha, activation_beta];
+    `hard_sigmoid` max(0, min(1, alpha·y + beta)) (ONNX HardSigmoid); `hard_swish`
+    y·max(0, min(6, y + 3))/6 (ONNX HardSwish); `sigmoid`. Then, when set, y · output_scale +
+    output_shift (a scalar affine map after the activation, as PP-LCNet's learnable affine blocks
+    have). A conv with an activation or an output scale/shift has no VJP.
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
-                   DenseI64ArrayAttr:$dilations, I64Attr:$group);
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group,
+                   OptionalAttr<StrAttr>:$activation, OptionalAttr<F32Attr>:$activation_alpha,
+                   OptionalAttr<F32Attr>:$activation_beta, OptionalAttr<F32Attr>:$output_scale,
+                   OptionalAttr<F32Attr>:$output_shift);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor, Sharded]> {
@@ -41,14 +52,19 @@ def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor
     Oi = strides[i]·(Di − 1) + output_padding[i] + dilations[i]·(Ki − 1) + 1 − pads[i] − pads[n+i].
     Every input element scatters x[n, c, i] · w[c, m, k] to output position i·s + k·d − pad_begin
     (dropped when outside the result). The importer turns `output_shape` and `auto_pad` into
-    `pads` (ONNX operator spec, ConvTranspose-11).
+    `pads` (ONNX operator spec, ConvTranspose-11). `activation`, `activation_alpha`,
+    `activation_beta`, `output_scale` and `output_shift` are conv's fused epilogue.
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$output_padding,
-                   I64Attr:$group);
+                   I64Attr:$group,
+                   OptionalAttr<StrAttr>:$activation, OptionalAttr<F32Attr>:$activation_alpha,
+                   OptionalAttr<F32Attr>:$activation_beta, OptionalAttr<F32Attr>:$output_scale,
+                   OptionalAttr<F32Attr>:$output_shift);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Colossal_ConvIntegerOp : Colossal_Op<"conv_integer", [InferTypeOpAdaptor, Sharded]> {

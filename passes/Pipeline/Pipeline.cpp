@@ -20,13 +20,16 @@ void addCanonicalizeCse(mlir::OpPassManager &fn) {
 void addCleanup(mlir::OpPassManager &pm) { addCanonicalizeCse(pm.nest<mlir::func::FuncOp>()); }
 
 /// func.func(canonicalize, fusions, canonicalize, cse): shape arithmetic folded first, so the
-/// fusions see constants.
-void addFusion(mlir::OpPassManager &pm) {
+/// fusions see constants. Inference also folds batch norm and activations into convs (the
+/// weights are constants there, and nothing differentiates the fused conv).
+void addFusion(mlir::OpPassManager &pm, bool inference) {
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(createFuseNorms());
   fn.addPass(createFuseActivations());
   fn.addPass(createFuseAttention());
+  if (inference)
+    fn.addPass(createFuseConvEpilogue());
   addCanonicalizeCse(fn);
 }
 
@@ -78,7 +81,7 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
       mesh.axes.push_back(a.name + "=" + std::to_string(a.size) + ":" + a.role);
     pm.addPass(createDefineMesh(mesh));
   }
-  addFusion(pm);
+  addFusion(pm, !spec.train);
   // Data parallelism and grad_accum: the program of one row block of the batch, before the loss
   // so that @train_step is built on it.
   const int64_t dp = spec.dataParallel();

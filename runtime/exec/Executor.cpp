@@ -113,11 +113,19 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
     step.call.instruction = &inst;
     step.call.threads = threads;
     step.call.comm = options.comm;
-    for (uint32_t id : inst.inputs()) step.call.inputs.push_back(ex->buffers_[id]);
+    for (uint32_t id : inst.inputs()) {
+      if (prog->buffers(id).storage() == plan::WEIGHT && step.call.inputs.size() < 64)
+        step.call.constantInputs |= uint64_t(1) << step.call.inputs.size();
+      step.call.inputs.push_back(ex->buffers_[id]);
+    }
     for (uint32_t id : inst.outputs()) step.call.outputs.push_back(ex->buffers_[id]);
     step.kernel = registry.find(inst.op(), step.call.outputs[0].dtype, kind);
     if (!step.kernel)
       return fail(loaded.path + ": instruction " + llvm::Twine(i) + ": no kernel for '" + inst.op() + "'");
+    if (step.kernel->prepare)
+      if (llvm::Error e = step.kernel->prepare(step.call))
+        return fail(loaded.path + ": instruction " + llvm::Twine(i) + " (" + inst.op() + "): " +
+                    llvm::toString(std::move(e)));
     if (step.kernel->workspace)
       ex->workspaceBytes_ = std::max(ex->workspaceBytes_, step.kernel->workspace(step.call, threads));
     ex->steps_.push_back(std::move(step));

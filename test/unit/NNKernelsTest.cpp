@@ -29,8 +29,28 @@ Attrs windowAttrs(const Geo &g) {
 // conv
 //===------------------------------------------------------------------------------------===//
 
-void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bias) {
-  SCOPED_TRACE("conv x " + shapeToString(xs) + " M " + std::to_string(M) + " group " + std::to_string(group));
+/// The fused activation of a conv (attribute `activation`), as the reference applies it.
+struct Act {
+  std::string kind;  // "" = none
+  double alpha = 0, beta = 0;
+  double scale = 1, shift = 0;  // output_scale, output_shift (1, 0: absent)
+  double apply(double v) const { return activate(v) * scale + shift; }
+  double activate(double v) const {
+    if (kind == "relu") return std::max(v, 0.0);
+    if (kind == "clip") return std::min(std::max(v, alpha), beta);
+    if (kind == "hard_sigmoid") return std::min(std::max(alpha * v + beta, 0.0), 1.0);
+    if (kind == "hard_swish") return v * std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
+    if (kind == "sigmoid") return 1.0 / (1.0 + std::exp(-v));
+    return v;
+  }
+};
+
+/// conv against a naive direct loop in double. `constantWeights` marks w as a plan weight, so
+/// kernels that transform weights once (oneDNN's reorder) do it at prepare.
+void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bias, Act act = {},
+               bool constantWeights = false) {
+  SCOPED_TRACE("conv x " + shapeToString(xs) + " M " + std::to_string(M) + " group " + std::to_string(group) +
+               " activation '" + act.kind + "'" + (constantWeights ? " constant w" : ""));
   std::mt19937 rng(7);
   int64_t n = xs.size() - 2, C = xs[1];
   std::vector<int64_t> ws{M, C / group};
@@ -41,7 +61,11 @@ void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bi
   HostTensor x = randomF32(xs, rng), w = randomF32(ws, rng), b = randomF32({M}, rng), y(DType::F32, ys);
   std::vector<HostTensor *> ins{&x, &w};
   if (bias) ins.push_back(&b);
-  ASSERT_NO_ERR(runKernel("conv", ins, {&y}, windowAttrs(g).i("group", group)));
+  Attrs attrs = windowAttrs(g).i("group", group);
+  if (!act.kind.empty()) attrs.s("activation", act.kind);
+  if (act.kind == "clip" || act.kind == "hard_sigmoid") attrs.f("activation_alpha", act.alpha).f("activation_beta", act.beta);
+  if (act.scale != 1 || act.shift != 0) attrs.f("output_scale", act.scale).f("output_shift", act.shift);
+  ASSERT_NO_ERR(runKernel("conv", ins, {&y}, attrs, constantWeights ? 2 : 0));
   std::vector<float> want(y.numel());
   int64_t Cg = C / group, Mg = M / group;
   std::vector<int64_t> spatialOut(ys.begin() + 2, ys.end()), kshape(g.k);
@@ -67,7 +91,7 @@ void checkConv(std::vector<int64_t> xs, int64_t M, int64_t group, Geo g, bool bi
         for (size_t d = 0; d < ws.size(); ++d) wo = wo * ws[d] + wi[d];
         acc += double(x.data<float>()[xo]) * w.data<float>()[wo];
       }
-    want[e] = static_cast<float>(acc);
+    want[e] = static_cast<float>(act.apply(acc));
   }
   expectClose(y.data<float>(), want.data(), y.numel(), 1e-4f, 1e-4f);
 }
@@ -81,6 +105,62 @@ TEST(Conv, MatchesNaive) {
   checkConv({2, 8, 5, 3}, 5, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true);  // pointwise (no im2col)
 }
 
+// The shapes MobileNet/PP-OCR style CNNs are made of, through every path of the kernel: the
+// depthwise direct loop (strides, dilations, channel multiplier, odd widths), the oneDNN primitive
+// (dense k×k, first layers with 3 channels, grouped, strided, dilated, batches) and the 1×1 GEMM.
+TEST(Conv, DepthwiseGroupedStridedDilated) {
+  checkConv({2, 16, 13, 29}, 16, 16, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, true);   // dw stride 2
+  checkConv({1, 24, 12, 40}, 24, 24, {{5, 5}, {2, 1}, {1, 1}, {2, 2, 2, 2}}, true);   // dw 5×5, stride (2, 1)
+  checkConv({1, 8, 11, 17}, 8, 8, {{3, 3}, {1, 1}, {2, 3}, {2, 3, 2, 3}}, false);    // dw dilated
+  checkConv({1, 4, 9, 9}, 8, 4, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true);       // dw multiplier 2
+  checkConv({2, 6, 33}, 6, 6, {{5}, {3}, {1}, {2, 1}}, true);                         // 1-D dw
+  checkConv({1, 3, 17, 23}, 16, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, false);   // first layer
+  checkConv({3, 20, 10, 12}, 12, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true);   // dense, batch 3
+  checkConv({1, 16, 9, 14}, 32, 4, {{3, 3}, {2, 1}, {2, 2}, {2, 2, 1, 1}}, true);    // grouped, dilated
+  checkConv({1, 12, 8, 8}, 12, 1, {{1, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}}, true);     // 1×3
+  checkConv({2, 10, 7, 5}, 6, 2, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true);      // grouped 1×1
+  checkConv({1, 10, 7, 9}, 6, 1, {{1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, true);      // strided 1×1
+}
+
+// Convs above the serial threshold (2^21 multiply-adds) run with every thread: oneDNN dense and
+// depthwise, the 1×1 GEMM, with activations.
+TEST(Conv, LargeConvsRunThreaded) {
+  checkConv({2, 32, 20, 20}, 64, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"hard_swish", 0, 0, 1.5, 0.25});
+  checkConv({1, 64, 48, 48}, 64, 64, {{5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}}, true, {"relu"}, true);
+  checkConv({2, 96, 24, 24}, 96, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true, {"clip", 0.0, 6.0});
+}
+
+TEST(Conv, FusedActivationOnEveryPath) {
+  const Act acts[] = {{"relu"}, {"clip", 0.0, 6.0}, {"clip", -0.25, 0.5}, {"hard_sigmoid", 0.2, 0.5},
+                      {"hard_swish"}, {"sigmoid"}, {"hard_swish", 0, 0, 1.5, -0.25}, {"relu", 0, 0, 0.5, 0.125}};
+  for (const Act &a : acts) {
+    checkConv({2, 8, 5, 3}, 5, 1, {{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, true, a);          // 1×1 GEMM
+    checkConv({1, 6, 9, 10}, 6, 6, {{3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}}, true, a);         // depthwise
+    checkConv({2, 5, 8, 7}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, a);          // oneDNN
+    checkConv({1, 4, 9, 9}, 4, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, false, a);         // no bias
+    checkConv({1, 2, 4, 4, 5}, 3, 1, {{2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 1, 1, 1}}, true, a);  // 3-D im2col
+  }
+}
+
+TEST(Conv, ConstantWeightsTransformedOnce) {
+  checkConv({2, 5, 8, 7}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"hard_swish"}, true);
+  checkConv({1, 16, 9, 14}, 32, 4, {{3, 3}, {2, 1}, {2, 2}, {2, 2, 1, 1}}, false, {}, true);
+  checkConv({1, 6, 9, 10}, 6, 6, {{3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}}, true, {"relu"}, true);
+}
+
+TEST(Conv, ActivationErrors) {
+  HostTensor x(DType::F32, {1, 3, 5, 5}), w(DType::F32, {4, 3, 3, 3}), y(DType::F32, {1, 4, 3, 3});
+  Geo g{{3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  EXPECT_NE(errorMessage(verifyKernel("conv", {&x, &w}, {&y}, windowAttrs(g).i("group", 1).s("activation", "gelu")))
+                .find("unknown activation 'gelu'"),
+            std::string::npos);
+  EXPECT_NE(errorMessage(verifyKernel("conv", {&x, &w}, {&y},
+                                      windowAttrs(g).i("group", 1).s("activation", "clip")
+                                          .f("activation_alpha", 1).f("activation_beta", 0)))
+                .find("activation_alpha <= activation_beta"),
+            std::string::npos);
+}
+
 TEST(Conv, ShapeErrors) {
   HostTensor x(DType::F32, {1, 3, 5, 5}), w(DType::F32, {4, 2, 3, 3}), y(DType::F32, {1, 4, 3, 3});
   Geo g{{3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
@@ -91,8 +171,10 @@ TEST(Conv, ShapeErrors) {
             std::string::npos);
 }
 
-void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo g, std::vector<int64_t> outPad) {
-  SCOPED_TRACE("conv_transpose x " + shapeToString(xs));
+void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo g, std::vector<int64_t> outPad,
+                        bool constantWeights = false, Act act = {}) {
+  SCOPED_TRACE("conv_transpose x " + shapeToString(xs) + (constantWeights ? " constant w" : "") + " activation '" +
+               act.kind + "'");
   std::mt19937 rng(9);
   int64_t n = xs.size() - 2, C = xs[1], Cg = C / group, M = Mg * group;
   std::vector<int64_t> ws{C, Mg};
@@ -101,8 +183,11 @@ void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo 
   for (int64_t i = 0; i < n; ++i)
     ys.push_back(g.s[i] * (xs[2 + i] - 1) + outPad[i] + g.d[i] * (g.k[i] - 1) + 1 - g.pads[i] - g.pads[n + i]);
   HostTensor x = randomF32(xs, rng), w = randomF32(ws, rng), b = randomF32({M}, rng), y(DType::F32, ys);
-  ASSERT_NO_ERR(runKernel("conv_transpose", {&x, &w, &b}, {&y},
-                          windowAttrs(g).i("group", group).ints("output_padding", outPad)));
+  Attrs attrs = windowAttrs(g).i("group", group).ints("output_padding", outPad);
+  if (!act.kind.empty()) attrs.s("activation", act.kind);
+  if (act.kind == "clip" || act.kind == "hard_sigmoid") attrs.f("activation_alpha", act.alpha).f("activation_beta", act.beta);
+  if (act.scale != 1 || act.shift != 0) attrs.f("output_scale", act.scale).f("output_shift", act.shift);
+  ASSERT_NO_ERR(runKernel("conv_transpose", {&x, &w, &b}, {&y}, attrs, constantWeights ? 2 : 0));
   std::vector<double> want(y.numel());
   for (int64_t e = 0; e < y.numel(); ++e) want[e] = b.data<float>()[unravel(e, ys)[1]];
   std::vector<int64_t> kshape(g.k);
@@ -128,7 +213,8 @@ void checkConvTranspose(std::vector<int64_t> xs, int64_t Mg, int64_t group, Geo 
         want[yo] += double(x.data<float>()[e]) * w.data<float>()[wo];
       }
   }
-  std::vector<float> wf(want.begin(), want.end());
+  std::vector<float> wf(want.size());
+  for (size_t i = 0; i < want.size(); ++i) wf[i] = float(act.apply(want[i]));
   expectClose(y.data<float>(), wf.data(), y.numel(), 1e-4f, 1e-4f);
 }
 
@@ -136,6 +222,18 @@ TEST(ConvTranspose, MatchesNaive) {
   checkConvTranspose({1, 2, 5}, 3, 1, {{3}, {2}, {1}, {0, 0}}, {1});
   checkConvTranspose({2, 4, 3, 4}, 2, 2, {{3, 2}, {3, 2}, {1, 2}, {1, 0, 1, 1}}, {0, 1});
   checkConvTranspose({1, 1, 3, 4, 5}, 2, 1, {{3, 3, 3}, {1, 2, 1}, {1, 1, 2}, {0, 1, 0, 0, 0, 1}}, {0, 0, 0});
+  // DBNet's upsampling head (2×2, stride 2) and others through the oneDNN deconvolution primitive;
+  // output_padding larger than the end pad keeps the GEMM + col2im path.
+  checkConvTranspose({2, 6, 7, 9}, 4, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, true);
+  checkConvTranspose({1, 6, 5, 4}, 1, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0});
+  checkConvTranspose({1, 6, 5, 6}, 2, 3, {{3, 3}, {2, 1}, {2, 1}, {1, 1, 2, 0}}, {1, 0}, true);
+  checkConvTranspose({1, 4, 6}, 3, 2, {{4}, {3}, {1}, {1, 1}}, {2});
+  // The fused epilogue on both paths (oneDNN post-ops; after col2im).
+  checkConvTranspose({2, 6, 7, 9}, 4, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, true, {"relu"});
+  checkConvTranspose({1, 6, 5, 4}, 1, 1, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, {0, 0}, false, {"sigmoid"});
+  checkConvTranspose({1, 4, 6}, 3, 2, {{4}, {3}, {1}, {1, 1}}, {2}, false, {"hard_swish", 0, 0, 2.0, 0.5});
+  checkConvTranspose({1, 1, 3, 4, 5}, 2, 1, {{3, 3, 3}, {1, 2, 1}, {1, 1, 2}, {0, 1, 0, 0, 0, 1}}, {0, 0, 0}, false,
+                     {"clip", 0, 0.25});
 }
 
 //===------------------------------------------------------------------------------------===//

@@ -58,7 +58,8 @@ colossal::Spec trainSpec() {
 TEST(Pipeline, InferenceIsTheFusions) {
   colossal::Spec s;
   std::string p = build(s);
-  EXPECT_NE(p.find("colossal-fuse-norms,colossal-fuse-activations,colossal-fuse-attention"),
+  EXPECT_NE(p.find("colossal-fuse-norms,colossal-fuse-activations,colossal-fuse-attention,"
+                   "colossal-fuse-conv-epilogue"),
             std::string::npos)
       << p;
   for (const char *absent : {"colossal-define-mesh", "colossal-split-batch", "colossal-append-loss"})
@@ -81,6 +82,8 @@ TEST(Pipeline, TrainCarriesTheSpecValues) {
   EXPECT_NE(p.find("no-decay={.*bias}"), std::string::npos) << p;
   EXPECT_NE(p.find("total-steps=100 warmup-steps=10"), std::string::npos) << p;
   EXPECT_EQ(p.find("colossal-data-parallel"), std::string::npos) << p;
+  // Batch norm stays trainable and a conv with an activation has no VJP: no conv fusion.
+  EXPECT_EQ(p.find("colossal-fuse-conv-epilogue"), std::string::npos) << p;
 }
 
 /// Real options print the shortest text that reads back exactly: a dumped pipeline runs with the

@@ -74,10 +74,13 @@ llvm::Error verifyKernel(const std::string &op, std::vector<HostTensor *> inputs
 }
 
 llvm::Error runKernel(const std::string &op, std::vector<HostTensor *> inputs,
-                      std::vector<HostTensor *> outputs, const Attrs &attrs) {
+                      std::vector<HostTensor *> outputs, const Attrs &attrs, uint64_t constantInputs) {
   KernelCall call;
   const KernelDesc *desc = nullptr;
   if (llvm::Error e = prepare(op, inputs, outputs, attrs, call, desc)) return e;
+  call.constantInputs = constantInputs;
+  if (desc->prepare)
+    if (llvm::Error e = desc->prepare(call)) return e;
   AlignedBuffer ws;
   if (desc->workspace) {
     ws = AlignedBuffer(desc->workspace(call, call.threads));

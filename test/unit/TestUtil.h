@@ -45,10 +45,12 @@ struct Attrs {
   Attrs &ints(const std::string &name, std::vector<int64_t> v);
 };
 
-/// Looks up (op, outputs[0].dtype, CPU), checks attribute kinds and verify(), allocates the
-/// workspace and runs the kernel. Returns the first error.
+/// Looks up (op, outputs[0].dtype, CPU), checks attribute kinds and verify(), runs prepare (with
+/// the inputs of bit mask `constantInputs` marked as plan weights, KernelCall::constantInputs),
+/// allocates the workspace and runs the kernel. Returns the first error.
 llvm::Error runKernel(const std::string &op, std::vector<HostTensor *> inputs,
-                      std::vector<HostTensor *> outputs, const Attrs &attrs = Attrs());
+                      std::vector<HostTensor *> outputs, const Attrs &attrs = Attrs(),
+                      uint64_t constantInputs = 0);
 
 /// Verification only (no run).
 llvm::Error verifyKernel(const std::string &op, std::vector<HostTensor *> inputs,

@@ -4,7 +4,10 @@
 // Kernels are registered under (op, dtype of the first output, device); each declares its operand
 // counts, a `verify` run at plan-load time (shapes, dtypes, attributes: so that a bad plan fails
 // before anything runs) and a `run` with no allocation. A kernel that needs scratch memory declares
-// `workspace`: the executor allocates the largest one once, next to the arena.
+// `workspace`: the executor allocates the largest one once, next to the arena. A kernel that
+// builds something once per instruction (a oneDNN primitive, weights reordered into its layout)
+// declares `prepare`: the executor calls it once when it binds the instruction, before
+// `workspace`, and the kernel keeps what it built in `KernelCall::state`.
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_KERNEL_H
@@ -20,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,7 +49,13 @@ struct KernelCall {
   /// The job's communicators (Communicator.h), for collective instructions; null when the
   /// executor was created without one (then collectives fail with an error).
   CommContext *comm = nullptr;
+  /// Bit i set: input i is bound to a WEIGHT buffer (read-only, the same bytes for the executor's
+  /// whole life), so `prepare` may transform it once.
+  uint64_t constantInputs = 0;
+  /// What `prepare` built for this instruction (null when the kernel has no prepare).
+  std::shared_ptr<void> state;
 
+  bool isConstantInput(unsigned i) const { return i < 64 && (constantInputs >> i & 1); }
   bool hasAttr(llvm::StringRef name) const;
   /// Attribute accessors: `fallback` when absent. A present attribute of the wrong kind is an error
   /// reported by verifyAttrKinds() at load time, so run() can use these unchecked.
@@ -73,6 +83,9 @@ struct KernelDesc {
   std::vector<AttrSpec> attrs;       // attributes it reads; others are rejected at load time
   /// Checks shapes/dtypes/attribute values; called once per instruction at load time.
   llvm::Error (*verify)(const KernelCall &) = nullptr;
+  /// Builds per-instruction state into call.state, once, after verify and before workspace and
+  /// run (nullptr: none). Runs when the executor binds the instruction; may allocate.
+  llvm::Error (*prepare)(KernelCall &) = nullptr;
   /// Scratch bytes needed by run() with `threads` threads (nullptr: none).
   size_t (*workspace)(const KernelCall &, int threads) = nullptr;
   /// Executes the kernel. Errors are data-dependent failures only (e.g. gather index out of range).

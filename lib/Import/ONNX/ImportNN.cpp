@@ -232,7 +232,10 @@ LogicalResult importConv(Ctx &c) {
                                   c.b.getDenseI64ArrayAttr(win->strides),
                                   c.b.getDenseI64ArrayAttr(win->pads),
                                   c.b.getDenseI64ArrayAttr(win->dilations),
-                                  c.b.getI64IntegerAttr(c.attrInt("group", 1))));
+                                  c.b.getI64IntegerAttr(c.attrInt("group", 1)),
+                                  /*activation=*/StringAttr(), /*activation_alpha=*/FloatAttr(),
+                                  /*activation_beta=*/FloatAttr(), /*output_scale=*/FloatAttr(),
+                                  /*output_shift=*/FloatAttr()));
 }
 
 LogicalResult importConvTranspose(Ctx &c) {
@@ -299,7 +302,9 @@ LogicalResult importConvTranspose(Ctx &c) {
                        c.in[0], c.in[1], c.has(2) ? c.in[2] : Value(),
                        c.b.getDenseI64ArrayAttr(win.strides), c.b.getDenseI64ArrayAttr(win.pads),
                        c.b.getDenseI64ArrayAttr(win.dilations), c.b.getDenseI64ArrayAttr(outPad),
-                       c.b.getI64IntegerAttr(c.attrInt("group", 1))));
+                       c.b.getI64IntegerAttr(c.attrInt("group", 1)), /*activation=*/StringAttr(),
+                       /*activation_alpha=*/FloatAttr(), /*activation_beta=*/FloatAttr(),
+                       /*output_scale=*/FloatAttr(), /*output_shift=*/FloatAttr()));
 }
 
 /// Zero point input `i`, or a zero scalar of `et` when absent.

@@ -19,7 +19,13 @@ constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied b
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
 constexpr StringLiteral kConv[] = {"strides", "pads", "dilations", "group"};
-constexpr StringLiteral kConvTranspose[] = {"strides", "pads", "dilations", "output_padding", "group"};
+constexpr StringLiteral kConvFused[] = {"strides",         "pads",          "dilations",
+                                        "group",           "activation",    "activation_alpha",
+                                        "activation_beta", "output_scale",  "output_shift"};
+constexpr StringLiteral kConvTranspose[] = {"strides",          "pads",            "dilations",
+                                            "output_padding",   "group",           "activation",
+                                            "activation_alpha", "activation_beta", "output_scale",
+                                            "output_shift"};
 constexpr StringLiteral kPool[] = {"kind", "kernel_shape", "strides", "pads", "dilations",
                                    "ceil_mode", "count_include_pad", "p"};
 constexpr StringLiteral kMaxPoolIdx[] = {"kernel_shape", "strides", "pads", "dilations",
@@ -114,7 +120,7 @@ const OpLowering kTable[] = {
     KERNEL("expand", false, {}),
     KERNEL("trilu", false, kTrilu),
 
-    KERNEL("conv", false, kConv),
+    KERNEL("conv", false, kConvFused),
     KERNEL("conv_transpose", false, kConvTranspose),
     KERNEL("conv_integer", false, kConv),
     KERNEL("matmul_integer", false, {}),

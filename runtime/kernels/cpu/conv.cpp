@@ -1,10 +1,15 @@
 //===- conv.cpp - conv, conv_transpose, conv_integer, matmul_integer CPU kernels --------------===//
 //
-// conv (f32): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...] (ONNX Conv). Per batch
-//   and group, im2col gathers the receptive fields into cols [C/g·ΠK, ΠO] (zeros in the padding),
-//   then one GEMM y_g [M/g, ΠO] = w_g [M/g, C/g·ΠK] · cols. A 1×1 kernel with stride 1 and no
-//   padding skips im2col (cols is x itself).
+// conv (f32): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...] (ONNX Conv), then the
+//   fused `activation` (relu, clip, hard_sigmoid, hard_swish, sigmoid; colossal-fuse-conv-epilogue).
+//   A 1×1 kernel with stride 1 and no padding is one GEMM per image and group,
+//   y_g [M/g, ΠO] = w_g [M/g, C/g] · x_g, with bias and activation applied per output row. Every
+//   other 1-D/2-D conv runs as a oneDNN primitive built once at prepare (ConvOneDnn.h: weights
+//   reordered once, bias and activation as post-ops). 3-D convs, and builds without oneDNN, use
+//   im2col: per image and group the receptive fields are gathered into cols [C/g·ΠK, ΠO] (zeros in
+//   the padding), then one GEMM y_g = w_g · cols.
 // conv_transpose (f32): x [N, C, D...], w [C, M/g, K...] -> y [N, M, O...] (ONNX ConvTranspose):
+//   1-D/2-D as a oneDNN deconvolution primitive (as conv); otherwise
 //   cols [M/g·ΠK, ΠD] = w_gᵀ · x_g by GEMM, then col2im scatters each column entry to output
 //   position i·s + k·d − pad_begin (the adjoint of im2col), parallel over output channels.
 // conv_integer (i32 out): ui8/i8 x and w with zero points (ONNX ConvInteger): the same im2col over
@@ -14,10 +19,13 @@
 // Scratch (cols, widened weights) lives in the kernel workspace.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "ConvOneDnn.h"
+#include "FastMath.h"
 #include "Gemm.h"
 #include "NN.h"
 
 #include <cstring>
+#include <omp.h>
 
 namespace colossal::runtime::cpu {
 
@@ -122,51 +130,164 @@ llvm::Error verifyConvCommon(const KernelCall &c, bool integer, Window3 &w) {
   return readWindow(c, X, Y, k, /*ceilMode=*/false, w);
 }
 
+/// The fused activation (attributes `activation`, `activation_alpha`, `activation_beta`).
+llvm::Error readActivation(const KernelCall &c, ConvActivation &act) {
+  std::string kind = c.attrString("activation", "");
+  static const std::pair<const char *, ConvActivation::Kind> kinds[] = {
+      {"", ConvActivation::None},           {"relu", ConvActivation::Relu},
+      {"clip", ConvActivation::Clip},       {"hard_sigmoid", ConvActivation::HardSigmoid},
+      {"hard_swish", ConvActivation::HardSwish}, {"sigmoid", ConvActivation::Sigmoid}};
+  for (const auto &[name, k] : kinds)
+    if (kind == name) {
+      act.kind = k;
+      act.alpha = float(c.attrFloat("activation_alpha", 0.0));
+      act.beta = float(c.attrFloat("activation_beta", 0.0));
+      act.scale = float(c.attrFloat("output_scale", 1.0));
+      act.shift = float(c.attrFloat("output_shift", 0.0));
+      if (k == ConvActivation::Clip && !(act.alpha <= act.beta))
+        return kernelError("clip activation needs activation_alpha <= activation_beta");
+      return llvm::Error::success();
+    }
+  return kernelError("unknown activation '" + kind +
+                     "' (relu, clip, hard_sigmoid, hard_swish or sigmoid)");
+}
+
+/// act(v) for one value (the activation's formula, ConvOneDnn.h).
+inline float activate(float v, const ConvActivation &a) {
+  switch (a.kind) {
+  case ConvActivation::None: return v;
+  case ConvActivation::Relu: return std::max(v, 0.0f);
+  case ConvActivation::Clip: return std::min(std::max(v, a.alpha), a.beta);
+  case ConvActivation::HardSigmoid: return std::min(std::max(a.alpha * v + a.beta, 0.0f), 1.0f);
+  case ConvActivation::HardSwish: return v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+  case ConvActivation::Sigmoid: return fastSigmoid(v);
+  }
+  return v;
+}
+
+template <ConvActivation::Kind K> void epilogueRow(float *row, int64_t n, float bias, ConvActivation a) {
+  a.kind = K;
+  if (a.scale == 1.0f && a.shift == 0.0f) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) row[i] = activate(row[i] + bias, a);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) row[i] = activate(row[i] + bias, a) * a.scale + a.shift;
+  }
+}
+
+/// row[i] = act(row[i] + bias) · scale + shift, in place: the epilogue of the GEMM paths, one
+/// vectorized loop per activation kind.
+void biasActivation(float *row, int64_t n, float bias, const ConvActivation &a) {
+  switch (a.kind) {
+  case ConvActivation::None: return epilogueRow<ConvActivation::None>(row, n, bias, a);
+  case ConvActivation::Relu: return epilogueRow<ConvActivation::Relu>(row, n, bias, a);
+  case ConvActivation::Clip: return epilogueRow<ConvActivation::Clip>(row, n, bias, a);
+  case ConvActivation::HardSigmoid: return epilogueRow<ConvActivation::HardSigmoid>(row, n, bias, a);
+  case ConvActivation::HardSwish: return epilogueRow<ConvActivation::HardSwish>(row, n, bias, a);
+  case ConvActivation::Sigmoid: return epilogueRow<ConvActivation::Sigmoid>(row, n, bias, a);
+  }
+}
+
+/// Convs below this many multiply-adds run on the calling thread alone (primitive built and run
+/// with one OpenMP thread): their compute (≲ 50 µs on one core) is of the order of waking the
+/// other threads, and on a shared machine a parallel region waits for a descheduled thread for
+/// milliseconds (small CNNs at batch 1 measured 1.0–1.5 ms serial vs 1.3–11 ms with 2 threads).
+constexpr int64_t kSerialMacs = int64_t(1) << 21;
+
+/// Runs the enclosed parallel regions (ours, oneDNN's, the GEMM's) with one thread when `serial`.
+class SerialScope {
+public:
+  explicit SerialScope(bool serial) : prev_(serial ? omp_get_max_threads() : 0) {
+    if (serial) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (prev_) omp_set_num_threads(prev_);
+  }
+
+private:
+  int prev_;
+};
+
+/// What prepare builds once per conv instruction.
+struct ConvState {
+  Window3 w;
+  ConvActivation act;
+  bool pointwise = false;
+  bool serial = false;  // fewer than kSerialMacs multiply-adds
+  std::shared_ptr<OneDnnConv> onednn;  // null: the im2col (or 1×1) GEMM path
+};
+
 llvm::Error verifyConv(const KernelCall &c) {
   Window3 w;
-  return verifyConvCommon(c, false, w);
+  if (llvm::Error e = verifyConvCommon(c, false, w)) return e;
+  ConvActivation act;
+  return readActivation(c, act);
+}
+
+llvm::Error prepareConv(KernelCall &c) {
+  auto st = std::make_shared<ConvState>();
+  if (llvm::Error e = verifyConvCommon(c, false, st->w)) return e;
+  if (llvm::Error e = readActivation(c, st->act)) return e;
+  st->pointwise = isPointwise(st->w);
+  st->serial = c.outputs[0].numel() * (c.inputs[1].numel() / c.inputs[1].shape[0]) < kSerialMacs;
+  SerialScope scope(st->serial);
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  // Every 1-D/2-D conv but a plain 1×1 goes to oneDNN (docs/kernels.md "Convolution"); a 1×1
+  // stride-1 conv is one GEMM per image in NCHW already, with no reorder to pay.
+  const Window3 &w = st->w;
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1];
+  if (!st->pointwise && w.in[0] == 1 && w.k[0] == 1 && X.numel() > 0) {
+    ConvGeometry2D g{X.shape[0], X.shape[1], W.shape[0], c.attrInt("group", 1), w.in[1], w.in[2],
+                     w.out[1], w.out[2], w.k[1], w.k[2], w.stride[1], w.stride[2], w.dil[1], w.dil[2],
+                     w.padBegin[1], w.padBegin[2], w.padEnd[1], w.padEnd[2]};
+    auto conv = createOneDnnConv(g, st->act, c.inputs.size() > 2,
+                                 c.isConstantInput(1) ? W.as<const float>() : nullptr);
+    if (conv) st->onednn = std::move(*conv);
+    else llvm::consumeError(conv.takeError());  // no oneDNN implementation: im2col below
+  }
+#endif
+  c.state = std::move(st);
+  return llvm::Error::success();
 }
 
 size_t convWorkspace(const KernelCall &c, int) {
-  Window3 w;
-  if (llvm::Error e = verifyConvCommon(c, false, w)) {
-    llvm::consumeError(std::move(e));
-    return 0;
-  }
-  if (isPointwise(w)) return 0;
+  const auto *st = static_cast<const ConvState *>(c.state.get());
+  if (!st || st->pointwise) return 0;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st->onednn) return oneDnnConvWorkspace(*st->onednn);
+#endif
   int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
-  return size_t(Cg * w.kSize() * w.outSize()) * sizeof(float);
+  return size_t(Cg * st->w.kSize() * st->w.outSize()) * sizeof(float);
 }
 
 llvm::Error runConv(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
-  Window3 w;
-  if (llvm::Error e = verifyConvCommon(c, false, w)) return e;
-  const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = c.attrInt("group", 1);
-  const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize();
-  const int64_t rows = Cg * K;
+  const auto &st = *static_cast<const ConvState *>(c.state.get());
+  const Window3 &w = st.w;
   const float *x = X.as<const float>(), *wt = W.as<const float>();
   const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
   float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
-  const bool pointwise = isPointwise(w);
+  SerialScope scope(st.serial);
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st.onednn) return runOneDnnConv(*st.onednn, x, wt, bias, y, c.workspace);
+#endif
+  const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = c.attrInt("group", 1);
+  const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize();
+  const int64_t rows = Cg * K;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
       const float *xg = x + (n * C + g * Cg) * S;
       const float *src = xg;
-      if (!pointwise) {
+      if (!st.pointwise) {
         im2col<float, float>(xg, Cg, w, 0.0f, cols);
         src = cols;
       }
       float *yg = y + (n * M + g * Mg) * O;
       sgemm(false, false, Mg, O, rows, 1.0f, wt + g * Mg * rows, rows, src, O, 0.0f, yg, O);
-      if (bias)
+      if (bias || st.act.kind != ConvActivation::None || st.act.scale != 1.0f || st.act.shift != 0.0f)
         parallelFor(Mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
-          for (int64_t m = b; m < e; ++m) {
-            float bv = bias[g * Mg + m];
-            float *row = yg + m * O;
-#pragma omp simd
-            for (int64_t o = 0; o < O; ++o) row[o] += bv;
-          }
+          for (int64_t m = b; m < e; ++m) biasActivation(yg + m * O, O, bias ? bias[g * Mg + m] : 0.0f, st.act);
         });
     }
   return llvm::Error::success();
@@ -222,27 +343,78 @@ llvm::Error verifyConvTransposeGeom(const KernelCall &c, Window3 &w) {
 
 llvm::Error verifyConvTranspose(const KernelCall &c) {
   Window3 w;
-  return verifyConvTransposeGeom(c, w);
+  if (llvm::Error e = verifyConvTransposeGeom(c, w)) return e;
+  ConvActivation act;
+  return readActivation(c, act);
+}
+
+/// What prepare builds once per conv_transpose instruction.
+struct ConvTransposeState {
+  Window3 w;
+  ConvActivation act;
+  std::shared_ptr<OneDnnConv> onednn;  // null: GEMM + col2im
+};
+
+llvm::Error prepareConvTranspose(KernelCall &c) {
+  auto st = std::make_shared<ConvTransposeState>();
+  if (llvm::Error e = verifyConvTransposeGeom(c, st->w)) return e;
+  if (llvm::Error e = readActivation(c, st->act)) return e;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  // 1-D/2-D as a oneDNN deconvolution primitive; its right/bottom padding is the end pad net of
+  // output_padding, which oneDNN cannot take when negative (then GEMM + col2im below).
+  const Window3 &w = st->w;
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  auto outPad = c.attrInts("output_padding");
+  const int64_t n = X.rank() - 2, G = c.attrInt("group", 1);
+  const int64_t padB = w.padEnd[1] - (n == 2 ? outPad[0] : 0), padR = w.padEnd[2] - outPad[n - 1];
+  if (w.in[0] == 1 && w.k[0] == 1 && padB >= 0 && padR >= 0 && X.numel() > 0) {
+    ConvGeometry2D g{X.shape[0], X.shape[1], Y.shape[1], G, w.out[1], w.out[2], w.in[1], w.in[2], w.k[1],
+                     w.k[2], w.stride[1], w.stride[2], w.dil[1], w.dil[2], w.padBegin[1], w.padBegin[2],
+                     padB, padR, /*transposed=*/true};
+    // Bias and epilogue run after the primitive, one pass over y: oneDNN 2.6's deconvolution
+    // with a bias measured 4x slower than without (16.6 vs 3.9 ms on DBNet's 24 → 24 head at
+    // 160×160 → 320×320), with eltwise post-ops 40x.
+    auto conv = createOneDnnConv(g, ConvActivation(), /*hasBias=*/false,
+                                 c.isConstantInput(1) ? W.as<const float>() : nullptr);
+    if (conv) st->onednn = std::move(*conv);
+    else llvm::consumeError(conv.takeError());
+  }
+#endif
+  c.state = std::move(st);
+  return llvm::Error::success();
 }
 
 size_t convTransposeWorkspace(const KernelCall &c, int) {
-  Window3 w;
-  if (llvm::Error e = verifyConvTransposeGeom(c, w)) {
-    llvm::consumeError(std::move(e));
-    return 0;
-  }
+  const auto *st = static_cast<const ConvTransposeState *>(c.state.get());
+  if (!st) return 0;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st->onednn) return oneDnnConvWorkspace(*st->onednn);
+#endif
   int64_t Mg = c.inputs[1].shape[1];
-  return size_t(Mg * w.kSize() * w.outSize()) * sizeof(float);
+  return size_t(Mg * st->w.kSize() * st->w.outSize()) * sizeof(float);
 }
 
 llvm::Error runConvTranspose(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
-  Window3 w;
-  if (llvm::Error e = verifyConvTransposeGeom(c, w)) return e;
+  const auto &st = *static_cast<const ConvTransposeState *>(c.state.get());
+  const Window3 &w = st.w;
   const int64_t N = X.shape[0], C = X.shape[1], G = c.attrInt("group", 1), Cg = C / G;
   const int64_t Mg = W.shape[1], M = Mg * G, K = w.kSize(), D = w.outSize(), O = w.inSize();
   const float *x = X.as<const float>(), *wt = W.as<const float>();
   const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
+  const bool epilogue = st.act.kind != ConvActivation::None || st.act.scale != 1.0f || st.act.shift != 0.0f;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (st.onednn) {
+    if (llvm::Error e = runOneDnnConv(*st.onednn, x, wt, nullptr, Y.as<float>(), c.workspace)) return e;
+    if (epilogue || bias) {
+      float *y = Y.as<float>();
+      parallelFor(N * M, std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) biasActivation(y + r * O, O, bias ? bias[r % M] : 0.0f, st.act);
+      });
+    }
+    return llvm::Error::success();
+  }
+#endif
   float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
@@ -274,6 +446,7 @@ llvm::Error runConvTranspose(const KernelCall &c) {
               }
             }
           }
+          if (epilogue) biasActivation(ym, O, 0.0f, st.act);
         }
       });
     }
@@ -420,7 +593,14 @@ void registerConvKernels(KernelRegistry &r) {
   conv.maxInputs = 3;
   conv.attrs = {{"strides", AttrKind::Ints}, {"pads", AttrKind::Ints}, {"dilations", AttrKind::Ints},
                 {"group", AttrKind::Int}};
+  KernelDesc plain = conv;
+  conv.attrs.push_back({"activation", AttrKind::String});
+  conv.attrs.push_back({"activation_alpha", AttrKind::Float});
+  conv.attrs.push_back({"activation_beta", AttrKind::Float});
+  conv.attrs.push_back({"output_scale", AttrKind::Float});
+  conv.attrs.push_back({"output_shift", AttrKind::Float});
   conv.verify = verifyConv;
+  conv.prepare = prepareConv;
   conv.workspace = convWorkspace;
   conv.run = runConv;
   r.add(conv);
@@ -429,11 +609,12 @@ void registerConvKernels(KernelRegistry &r) {
   ct.op = "conv_transpose";
   ct.attrs.push_back({"output_padding", AttrKind::Ints});
   ct.verify = verifyConvTranspose;
+  ct.prepare = prepareConvTranspose;
   ct.workspace = convTransposeWorkspace;
   ct.run = runConvTranspose;
   r.add(ct);
 
-  KernelDesc ci = conv;
+  KernelDesc ci = plain;
   ci.op = "conv_integer";
   ci.dtype = DType::I32;
   ci.minInputs = ci.maxInputs = 4;

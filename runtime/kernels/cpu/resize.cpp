@@ -5,7 +5,8 @@
 // per dim and output index we precompute up to 4 taps (input index, weight) — 1 for nearest, 2 for
 // linear, 4 for cubic (Keys 1981, parameter A) — with neighbour indices clamped to the input
 // (edge padding, as the ONNX reference does); each output element is the sum over the tensor
-// product of its dims' taps. tf_crop_and_resize yields extrapolation_value where any dim's source
+// product of its dims' taps (nearest: a gather per row, repeated rows copied).
+// tf_crop_and_resize yields extrapolation_value where any dim's source
 // coordinate falls outside [0, D − 1]. Weights are computed in double. Parallel over outputs.
 //
 //===----------------------------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace colossal::runtime::cpu {
@@ -165,6 +167,33 @@ llvm::Error runResize(const KernelCall &c) {
   float *y = Y.as<float>();
   const int64_t inner = Y.shape[rank - 1], rows = Y.numel() / inner;
   const Taps &last = taps[rank - 1];
+  bool nearest = !crop;
+  for (const Taps &t : taps) nearest &= t.count == 1;
+  if (nearest) {
+    // Nearest (upsampling by a factor in particular): each output row gathers one input row
+    // through the last dim's indices; a row whose source row equals the previous row's (every
+    // row but the first of each factor-f run when upsampling) is a copy of that row.
+    parallelFor(rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t b, int64_t e) {
+      int64_t prevSrc = -1;
+      for (int64_t row = b; row < e; ++row) {
+        int64_t src = 0;
+        for (int64_t d = rank - 2, r = row; d >= 0; --d) {
+          src += taps[d].index[r % Y.shape[d]] * inStride[d];
+          r /= Y.shape[d];
+        }
+        float *yr = y + row * inner;
+        if (src == prevSrc) {
+          std::memcpy(yr, yr - inner, size_t(inner) * sizeof(float));
+          continue;
+        }
+        const float *xr = x + src;
+        const int64_t *li = last.index.data();
+        for (int64_t j = 0; j < inner; ++j) yr[j] = xr[li[j]];
+        prevSrc = src;
+      }
+    });
+    return llvm::Error::success();
+  }
   parallelFor(rows, std::max<int64_t>(1, 4096 / inner), [&](int64_t b, int64_t e) {
     int64_t idx[kMaxRank];
     for (int64_t row = b; row < e; ++row) {

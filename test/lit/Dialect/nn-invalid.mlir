@@ -95,3 +95,19 @@ func.func @max_unpool_index_shape(%x: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2xi6
   %0 = colossal.max_unpool %x, %i {index_shape = array<i64: 1, 1, 6, 4>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x5x5xf32>
   return
 }
+
+// -----
+
+func.func @conv_unknown_activation(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32> {
+  // expected-error @+1 {{unknown activation 'gelu' (relu, clip, hard_sigmoid, hard_swish or sigmoid)}}
+  %0 = colossal.conv %x, %w {activation = "gelu", dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  return %0 : tensor<1x2x3x3xf32>
+}
+
+// -----
+
+func.func @conv_clip_without_bounds(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32> {
+  // expected-error @+1 {{activation 'clip' needs activation_alpha and activation_beta}}
+  %0 = colossal.conv %x, %w {activation = "clip", dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  return %0 : tensor<1x2x3x3xf32>
+}
