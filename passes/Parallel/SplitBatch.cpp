@@ -210,9 +210,29 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     strategy.noRuleAdvice = "it has no row-wise rule, so the model cannot be split over " + ways() +
                             "; run it with dp=1 and train.grad_accum=1";
     llvm::StringMap<Sharding> decided; // every parameter replicated
+    SmallVector<Type> globalResults(target.getResultTypes());
     Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
     if (failed(partitioner.run(target)))
       return failure();
+    // Inference: the runtime concatenates every output's dim 0 over the data-parallel ranks, so
+    // an output that the row blocks do not split (it does not depend on the batch rows: every
+    // rank computes all of it) would come back repeated. That is an error, not a wrong shape.
+    if (role == ProgramRole::Forward)
+      for (auto [i, global] : llvm::enumerate(globalResults)) {
+        auto before = cast<RankedTensorType>(global);
+        auto after = cast<RankedTensorType>(target.getResultTypes()[i]);
+        if (before.getRank() >= 1 && after.getDimSize(0) * blocks == before.getDimSize(0))
+          continue;
+        auto name = target.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+        auto source = module->getAttrOfType<StringAttr>(kSourceAttr);
+        return target.emitError()
+               << (source ? source.str() + ": " : std::string()) << "output '"
+               << (name ? name.getValue() : StringRef("?")) << "' (" << before
+               << ") does not depend on the batch rows: under " << ways()
+               << " every rank would compute all of it, and a data-parallel plan concatenates "
+                  "each output's dim 0 (the batch) over the ranks; make it an output with the "
+                  "batch in dim 0, or run the model with dp=1";
+      }
     return finish(target, blocks);
   }
 };

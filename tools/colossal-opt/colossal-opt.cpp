@@ -115,31 +115,32 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   if (!module)
     return 1;
 
-  // The pipeline: an explicit --pass-pipeline (the mlir-opt config's own parser, which also
-  // dumps it under --dump-pass-pipeline), else the spec's `passes`, else the one the spec
-  // generates (buildColossalPipeline, typed pass options).
+  // The pipeline: an explicit --pass-pipeline, else the spec's `passes`, else the one the spec
+  // generates (buildColossalPipeline, typed pass options). MLIR's mlir-opt config offers the
+  // command line's pipeline only through a callback that also dumps it (an empty one too, when
+  // none was given), so whether one was given is read from the registered option.
+  std::string text = spec.passes;
+  auto &registered = llvm::cl::getRegisteredOptions();
+  if (auto it = registered.find("pass-pipeline");
+      it != registered.end() && it->second->getNumOccurrences() > 0)
+    text = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
   PassManager pm(&context, ModuleOp::getOperationName());
-  if (failed(config.setupPassPipeline(pm)))
-    return 1;
-  if (pm.size() == 0) {
-    if (spec.passes.empty()) {
-      colossal::buildColossalPipeline(pm, spec);
-    } else {
-      auto parsed = parsePassPipeline(spec.passes, llvm::errs());
-      if (failed(parsed))
-        return fail(specPath + ": passes: invalid pass pipeline '" + spec.passes + "'");
-      if (parsed->getOpAnchorName() != ModuleOp::getOperationName())
-        return fail(specPath + ": passes: the pipeline must be anchored on builtin.module, got '" +
-                    spec.passes + "'");
-      static_cast<OpPassManager &>(pm) = std::move(*parsed);
-    }
-    if (config.shouldDumpPassPipeline()) {
-      pm.printAsTextualPipeline(llvm::errs());
-      llvm::errs() << "\n";
-    }
+  if (text.empty()) {
+    colossal::buildColossalPipeline(pm, spec);
+  } else {
+    auto parsed = parsePassPipeline(text, llvm::errs());
+    if (failed(parsed))
+      return fail("invalid pass pipeline '" + text + "'");
+    if (parsed->getOpAnchorName() != ModuleOp::getOperationName())
+      return fail("the pass pipeline must be anchored on builtin.module, got '" + text + "'");
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
   }
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  if (config.shouldDumpPassPipeline()) {
+    pm.printAsTextualPipeline(llvm::errs());
+    llvm::errs() << "\n";
+  }
   if (failed(pm.run(*module)))
     return 1;
 
@@ -197,12 +198,18 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
-  // --pass-pipeline, if given (the mlir-opt config's parser).
-  PassManager pm(&context, ModuleOp::getOperationName());
-  if (failed(MlirOptMainConfig::createFromCLOptions().setupPassPipeline(pm)))
-    return 1;
-  if (pm.size() > 0 && failed(pm.run(*module)))
-    return 1;
+  auto &registered = llvm::cl::getRegisteredOptions();
+  if (auto it = registered.find("pass-pipeline");
+      it != registered.end() && it->second->getNumOccurrences() > 0) {
+    std::string pipeline = static_cast<llvm::cl::opt<std::string> *>(it->second)->getValue();
+    auto parsed = parsePassPipeline(pipeline, llvm::errs());
+    if (failed(parsed))
+      return fail("invalid pass pipeline '" + pipeline + "'");
+    PassManager pm(&context, parsed->getOpAnchorName());
+    static_cast<OpPassManager &>(pm) = std::move(*parsed);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   colossal::PlanOptions planOptions;
   if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
     return 1;
