@@ -78,6 +78,10 @@ int64_t MeshOp::numRanks() {
 LogicalResult MeshOp::verify() {
   if (!isa_and_nonnull<ModuleOp>((*this)->getParentOp()))
     return emitOpError("must be at the top level of a module");
+  for (MeshOp other : cast<ModuleOp>((*this)->getParentOp()).getOps<MeshOp>())
+    if (other != *this)
+      return emitOpError() << "is a second mesh of the module (@" << other.getSymName()
+                           << " is the other); a module has one mesh";
   ArrayAttr axes = getAxes(), roles = getRoles();
   ArrayRef<int64_t> shape = getShape();
   if (axes.size() != shape.size() || roles.size() != shape.size())

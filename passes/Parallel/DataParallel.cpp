@@ -60,26 +60,32 @@ struct DefineMeshPass : colossal::impl::DefineMeshBase<DefineMeshPass> {
       sizes.push_back(size);
       roles.push_back(StringAttr::get(ctx, role));
     }
+    // A module has one mesh: an existing one must be this one.
+    MeshOp existing = lookupMesh(module);
+    if (existing) {
+      existing->remove();
+    }
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     auto wanted = MeshOp::create(b, module.getLoc(), "mesh", ArrayAttr::get(ctx, names),
                                  DenseI64ArrayAttr::get(ctx, sizes), ArrayAttr::get(ctx, roles));
     if (failed(mlir::verify(wanted))) {
       wanted->erase();
+      if (existing)
+        module.getBody()->push_front(existing);
       return signalPassFailure();
     }
-    for (MeshOp other : llvm::make_early_inc_range(module.getOps<MeshOp>())) {
-      if (other == wanted)
-        continue;
-      bool same = other.getAxes() == wanted.getAxes() && other.getShape() == wanted.getShape() &&
-                  other.getRoles() == wanted.getRoles();
+    if (existing) {
+      bool same = existing.getAxes() == wanted.getAxes() &&
+                  existing.getShape() == wanted.getShape() &&
+                  existing.getRoles() == wanted.getRoles();
+      std::string wantedText = describe(wanted);
+      wanted->erase();
+      module.getBody()->push_front(existing);
       if (!same) {
-        other.emitError("colossal-define-mesh: the module already has a different mesh (")
-            << describe(other) << "); wanted " << describe(wanted);
-        wanted->erase();
+        existing.emitError("colossal-define-mesh: the module already has a different mesh (")
+            << describe(existing) << "); wanted " << wantedText;
         return signalPassFailure();
       }
-      wanted->erase();
-      return;
     }
   }
 };

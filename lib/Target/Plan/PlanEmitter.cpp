@@ -437,6 +437,13 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
+  // Pipeline parallelism is the next issue: a pipeline axis of size > 1 has no runner yet.
+  if (MeshOp mesh = lookupMesh(module))
+    for (int i : mesh.axesWithRole(AxisRole::Pipeline))
+      if (mesh.getShape()[i] > 1)
+        return mesh.emitError() << "mesh axis '" << llvm::cast<StringAttr>(mesh.getAxes()[i]).getValue()
+                                << "' is a pipeline axis of size " << mesh.getShape()[i]
+                                << ": pipeline parallelism is not supported yet (docs/parallelism.md)";
   emitMesh(module, planMsg);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))

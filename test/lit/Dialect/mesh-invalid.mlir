@@ -45,3 +45,9 @@ func.func @optimizer_step(%g: tensor<4xf32> {colossal.state = "w.grad"}) {
   colossal.all_reduce_in_place %g, %g {axes = ["dp"]} : tensor<4xf32>, tensor<4xf32>
   return
 }
+
+// -----
+
+// expected-error @below {{'colossal.mesh' op is a second mesh of the module (@grid is the other); a module has one mesh}}
+colossal.mesh @mesh axes = ["dp"] shape = [2] roles = ["data"]
+colossal.mesh @grid axes = ["tp"] shape = [2] roles = ["tensor"]
