@@ -60,33 +60,24 @@ struct DefineMeshPass : colossal::impl::DefineMeshBase<DefineMeshPass> {
       sizes.push_back(size);
       roles.push_back(StringAttr::get(ctx, role));
     }
-    // A module has one mesh: an existing one must be this one.
-    MeshOp existing = lookupMesh(module);
-    if (existing) {
-      existing->remove();
-    }
-    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    // The wanted mesh, verified on its own (in a scratch module), then compared with an existing
+    // one: a module has one mesh.
+    OwningOpRef<ModuleOp> scratch = ModuleOp::create(module.getLoc());
+    OpBuilder b = OpBuilder::atBlockBegin(scratch->getBody());
     auto wanted = MeshOp::create(b, module.getLoc(), "mesh", ArrayAttr::get(ctx, names),
                                  DenseI64ArrayAttr::get(ctx, sizes), ArrayAttr::get(ctx, roles));
-    if (failed(mlir::verify(wanted))) {
-      wanted->erase();
-      if (existing)
-        module.getBody()->push_front(existing);
+    if (failed(mlir::verify(wanted)))
       return signalPassFailure();
-    }
-    if (existing) {
-      bool same = existing.getAxes() == wanted.getAxes() &&
-                  existing.getShape() == wanted.getShape() &&
-                  existing.getRoles() == wanted.getRoles();
-      std::string wantedText = describe(wanted);
-      wanted->erase();
-      module.getBody()->push_front(existing);
-      if (!same) {
+    if (MeshOp existing = lookupMesh(module)) {
+      if (existing.getAxes() != wanted.getAxes() || existing.getShape() != wanted.getShape() ||
+          existing.getRoles() != wanted.getRoles()) {
         existing.emitError("colossal-define-mesh: the module already has a different mesh (")
-            << describe(existing) << "); wanted " << wantedText;
+            << describe(existing) << "); wanted " << describe(wanted);
         return signalPassFailure();
       }
+      return;
     }
+    wanted->moveBefore(module.getBody(), module.getBody()->begin());
   }
 };
 

@@ -67,29 +67,6 @@ ShardingAttr Sharding::toAttr(const Mesh &mesh) const {
                            names(partial));
 }
 
-FailureOr<Sharding> Sharding::fromAttr(ShardingAttr attr, const Mesh &mesh) {
-  auto indices = [&](ArrayRef<StringAttr> axes, Axes &out) {
-    for (StringAttr a : axes) {
-      int i = mesh.find(a.getValue());
-      if (i < 0)
-        return false;
-      out.push_back(i);
-    }
-    return true;
-  };
-  Sharding s;
-  for (DimShardingAttr d : attr.getDims()) {
-    s.dims.emplace_back();
-    if (!indices(d.getAxes(), s.dims.back()))
-      return failure();
-    s.blocks.push_back(d.getBlocks());
-  }
-  if (!indices(attr.getPartial(), s.partial))
-    return failure();
-  llvm::sort(s.partial);
-  return s;
-}
-
 std::string Sharding::str(const Mesh &mesh) const {
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -1,7 +1,7 @@
 //===- Sharding.h - shardings of tensors over a named device mesh -----*- C++ -*-===//
 //
 // The partitioner's working form of a `#colossal.sharding` (ColossalAttrs.td), with mesh axes as
-// indices; toAttr/fromAttr convert, and the IR and every diagnostic print the attribute.
+// indices; toAttr converts, and the IR and every diagnostic print the attribute.
 // The value a sharding describes (docs/parallelism.md "Tensor parallelism"): a tensor of global
 // shape G, split over the mesh. Per dim, the mesh axes it is split over (major to minor; group
 // rank row-major over them) and a block count k (k > 1: the dim is k equal blocks, each split
@@ -72,9 +72,6 @@ struct Sharding {
   bool operator!=(const Sharding &o) const { return !(*this == o); }
   /// The IR form, `#colossal.sharding<@mesh, [{"tp"}, {}], partial = {"tp"}>`.
   ShardingAttr toAttr(const Mesh &mesh) const;
-  /// The working form of `attr`, whose axes are on `mesh` (the dialect verified them); failure
-  /// when one is not.
-  static mlir::FailureOr<Sharding> fromAttr(ShardingAttr attr, const Mesh &mesh);
   /// The attribute's text, for diagnostics.
   std::string str(const Mesh &mesh) const;
 };
