@@ -312,10 +312,33 @@ def DataParallel : Pass<"colossal-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
-def BucketGradients : Pass<"colossal-bucket-gradients", "mlir::func::FuncOp"> {
-  let summary = "Fuse consecutive in-place all_reduces into gradient buckets";
+def Zero : Pass<"colossal-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO stages 1-3: partition optimizer state, gradients and parameters over the data axes";
   let description = [{
-    PyTorch DDP's gradient buckets: consecutive `colossal.all_reduce_in_place` ops over the same
+    Rajbhandari et al. 2020 (docs/parallelism.md "ZeRO"), in place of colossal-data-parallel. A
+    partitioned tensor is split into dim-0 chunks over the mesh's `data` axes (group size P; its
+    `#colossal.sharding` gains them as dim 0's minor axes); a parameter whose local dim 0 is not
+    divisible by P, or is a multi-block dim, keeps plain data parallelism's all_reduce.
+    `stage=1`: `exp_avg`/`exp_avg_sq`/`momentum_buffer` are chunks; @optimizer_step starts with
+    `reduce_scatter_in_place` of the gradients, updates `shard_view`s of the parameter and
+    gradient, and ends with `all_gather_in_place` of the parameters. `stage=2`: also the
+    gradient accumulators are chunks, filled in @train_step by a `reduce_scatter` of each
+    microbatch's gradient. `stage=3`: also the parameters are chunks; each op of every program
+    that reads one reads its own `all_gather` of it (freed after that op), and the update
+    writes the chunk. The global norm sums the chunks' squared norms over the data axes.
+    No-op for stage 0 or a mesh without a data axis larger than 1.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage: 0 (off), 1, 2 or 3">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
+def BucketGradients : Pass<"colossal-bucket-gradients", "mlir::func::FuncOp"> {
+  let summary = "Fuse consecutive in-place collectives into gradient (and ZeRO parameter) buckets";
+  let description = [{
+    PyTorch DDP's gradient buckets: consecutive `colossal.all_reduce_in_place` ops (and ZeRO's
+    `reduce_scatter_in_place` / `all_gather_in_place`) of one kind over the same
     axes with the same reduction and element type become one op over all their operands (one
     collective on their concatenation) while the bucket stays within `bucket-cap-mb` MiB
     (2^20 bytes) and no operand repeats; a tensor larger than the cap is a bucket of its own.

@@ -256,3 +256,65 @@ LogicalResult AllReduceInPlaceOp::verify() {
     return failure();
   return success();
 }
+
+namespace {
+
+/// Whether `x` is an argument of its function marked colossal.state or colossal.param.
+bool isStateArgument(Value x) {
+  auto arg = dyn_cast<BlockArgument>(x);
+  auto fn = arg ? dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                : FunctionOpInterface();
+  return fn && (fn.getArgAttr(arg.getArgNumber(), kStateAttr) ||
+                fn.getArgAttr(arg.getArgNumber(), kParamAttr));
+}
+
+/// The operands of all_gather_in_place / reduce_scatter_in_place: state arguments of one element
+/// type (float when `needsFloat`), each named once, dim 0 divisible by the group size.
+LogicalResult checkChunkedStates(Operation *op, ValueRange xs, ArrayAttr axes, bool needsFloat) {
+  if (xs.empty())
+    return op->emitOpError("needs at least one operand");
+  auto group = checkAxes(op, axes);
+  if (failed(group))
+    return failure();
+  Type element = cast<RankedTensorType>(xs.front().getType()).getElementType();
+  llvm::SmallPtrSet<Value, 8> unique;
+  for (Value x : xs) {
+    auto type = cast<RankedTensorType>(x.getType());
+    if (type.getElementType() != element || (needsFloat && !isa<FloatType>(element)))
+      return op->emitOpError() << "needs operands of one " << (needsFloat ? "float " : "")
+                               << "element type, got " << x.getType() << " after "
+                               << xs.front().getType();
+    if (!isStateArgument(x))
+      return op->emitOpError() << "writes its operands in place, so each must be a function "
+                                  "argument marked "
+                               << kStateAttr << " or " << kParamAttr;
+    if (!unique.insert(x).second)
+      return op->emitOpError("names one operand twice");
+    if (type.getRank() == 0)
+      return op->emitOpError("operand ") << x.getType() << " has no dim 0 to split";
+    if (*group && type.getDimSize(0) % **group != 0)
+      return op->emitOpError("dim 0 of ")
+             << x.getType() << " is not divisible by the group size " << **group;
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult ShardViewOp::verify() {
+  if (!isStateArgument(getX()))
+    return emitOpError() << "views a persistent tensor, so its operand must be a function argument "
+                            "marked "
+                         << kStateAttr << " or " << kParamAttr;
+  if (getX().getType().getRank() == 0)
+    return emitOpError("operand ") << getX().getType() << " has no dim 0 to split";
+  return checkResized(*this, getAxes(), 0, /*grow=*/false);
+}
+
+LogicalResult AllGatherInPlaceOp::verify() {
+  return checkChunkedStates(*this, getXs(), getAxes(), /*needsFloat=*/false);
+}
+
+LogicalResult ReduceScatterInPlaceOp::verify() {
+  return checkChunkedStates(*this, getXs(), getAxes(), /*needsFloat=*/true);
+}

@@ -113,6 +113,57 @@ def Colossal_AllReduceInPlaceOp : Op<Colossal_Dialect, "all_reduce_in_place"> {
   let hasVerifier = 1;
 }
 
+// ZeRO (colossal-zero, docs/parallelism.md "ZeRO"): a tensor split by dim-0 chunks over the data
+// axes, rank r holding chunk r (rows [r·n/P, (r+1)·n/P) of dim 0, contiguous in memory).
+
+def Colossal_ShardViewOp : Op<Colossal_Dialect, "shard_view"> {
+  let summary = "This rank's dim-0 chunk of a state, as a view that an update op writes in place";
+  let description = [{
+    `x`: a `colossal.state` / `colossal.param` argument tensor<n x S x T> with n divisible by the
+    group size P over `axes` → tensor<n/P x S x T>: rows [r·n/P, (r+1)·n/P) of `x`, r this rank's
+    index in the group, sharing `x`'s bytes (no copy): an update op that writes the view writes
+    those rows of the state. ZeRO stages 1 and 2 update each rank's chunk of a full parameter
+    this way before `all_gather_in_place` shares the chunks. Not pure: it names memory, so it is
+    never merged or moved.
+  }];
+  let arguments = (ins Arg<AnyRankedTensor, "state", [MemRead]>:$x, StrArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$y);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($y)";
+  let hasVerifier = 1;
+}
+
+def Colossal_AllGatherInPlaceOp : Op<Colossal_Dialect, "all_gather_in_place"> {
+  let summary = "Each operand's dim-0 chunks, one per rank, gathered onto every rank in place";
+  let description = [{
+    `xs`: one or more `colossal.state` / `colossal.param` arguments, dim 0 divisible by the group
+    size P over `axes`. Before: rank r's chunk r of each operand is current (its `shard_view` was
+    updated). After: every chunk holds the value of the rank that owns it. Several operands are
+    one collective (ZeRO's parameter all-gather bucket); Ψ elements gathered move (P−1)/P·Ψ per
+    rank (counted Ψ, as the ZeRO paper does).
+  }];
+  let arguments = (ins Arg<Variadic<AnyRankedTensor>, "states, written in place",
+                           [MemRead, MemWrite]>:$xs,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = "$xs attr-dict `:` type($xs)";
+  let hasVerifier = 1;
+}
+
+def Colossal_ReduceScatterInPlaceOp : Op<Colossal_Dialect, "reduce_scatter_in_place"> {
+  let summary = "Each operand's chunk r ← its sum over the group; the other chunks ← 0";
+  let description = [{
+    `xs`: one or more float `colossal.state` arguments (gradient accumulators), dim 0 divisible by
+    the group size P over `axes`. Rank r's chunk r of each operand becomes the sum over the group
+    of that chunk; every other chunk is zeroed (what it held now lives in its owner's chunk), so
+    once the optimizer has consumed and zeroed chunk r the whole accumulator is zero for the next
+    step. ZeRO stage 1's gradient reduce-scatter; several operands are one collective.
+  }];
+  let arguments = (ins Arg<Variadic<AnyRankedTensor>, "states, written in place",
+                           [MemRead, MemWrite]>:$xs,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = "$xs attr-dict `:` type($xs)";
+  let hasVerifier = 1;
+}
+
 def Colossal_AxisIndexOp : Colossal_Op<"axis_index"> {
   let summary = "This rank's index in the group over `axes` (tensor<i64>, a scalar)";
   let description = [{

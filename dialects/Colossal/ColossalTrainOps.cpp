@@ -37,6 +37,9 @@ bool isScalarOf(Type t, Type element) {
 /// An update op writes `v` in place, so `v` must be an entry-block argument of the enclosing
 /// function marked colossal.param or colossal.state (a persistent tensor of the plan).
 LogicalResult verifyStateOperand(Operation *op, Value v, StringRef what) {
+  // A shard_view is this rank's rows of such an argument (ZeRO), written through in place.
+  if (auto view = v.getDefiningOp<ShardViewOp>())
+    v = view.getX();
   auto arg = llvm::dyn_cast<BlockArgument>(v);
   auto fn = arg ? llvm::dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp())
                 : FunctionOpInterface();

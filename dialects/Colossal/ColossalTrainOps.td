@@ -73,7 +73,7 @@ class Colossal_UpdateOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
-// A state operand: read, then written in place.
+// A state operand: read, then written in place (a state argument, or a colossal.shard_view of one).
 class Colossal_StateOperand<string desc> : Arg<AnyRankedTensor, desc, [MemRead, MemWrite]>;
 
 def Colossal_AccumulateGradOp : Colossal_UpdateOp<"accumulate_grad", [Sharded]> {

@@ -618,8 +618,6 @@ template <> struct MappingTraits<Zero> {
       return err.str();
     if (z.stage < 0 || z.stage > 3)
       return "zero.stage must be 0, 1, 2 or 3; got " + std::to_string(z.stage);
-    if (z.stage != 0)
-      return "zero.stage " + std::to_string(z.stage) + " is not supported yet";
     return "";
   }
 };
@@ -719,8 +717,10 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
-  if (raw.zero)
+  if (raw.zero) {
     spec.bucketMb = raw.zero->bucketMb;
+    spec.zeroStage = raw.zero->stage;
+  }
   for (auto &[axis, size] : raw.mesh)
     spec.mesh.emplace_back(axis, size.value);
   if (raw.parallel && raw.parallel->tensor) {
@@ -731,6 +731,11 @@ Expected<Spec> parseSpecFile(StringRef path) {
     for (auto &[pattern, dims] : t.hints)
       spec.tensor.hints.emplace_back(pattern, dims);
   }
+  if (spec.zeroStage != 0 && spec.mode != "train")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": zero.stage " + Twine(spec.zeroStage) +
+                                 " partitions training state (optimizer state, gradients, "
+                                 "parameters); it needs mode: train");
   {
     // The tensor-parallel grid must fit `tp` (ColossalAI: 2d q*q, 2.5d q*q*depth, 3d q*q*q).
     const int64_t tp = spec.tensorParallel();

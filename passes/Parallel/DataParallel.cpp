@@ -178,35 +178,44 @@ struct BucketGradientsPass : colossal::impl::BucketGradientsBase<BucketGradients
       bucketBlock(block, cap);
   }
 
-  static bool joins(AllReduceInPlaceOp first, AllReduceInPlaceOp next) {
-    return next.getAxes() == first.getAxes() && next.getReduction() == first.getReduction() &&
-           cast<RankedTensorType>(next.getXs().front().getType()).getElementType() ==
-               cast<RankedTensorType>(first.getXs().front().getType()).getElementType();
+  /// The in-place collectives a bucket fuses: data parallelism's all_reduce and ZeRO's
+  /// reduce-scatter and all-gather of dim-0 chunks.
+  static bool bucketable(Operation *op) {
+    return isa<AllReduceInPlaceOp, ReduceScatterInPlaceOp, AllGatherInPlaceOp>(op);
+  }
+
+  static bool joins(Operation *first, Operation *next) {
+    auto elementType = [](Operation *op) {
+      return cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+    };
+    return next->getName() == first->getName() &&
+           next->getAttr("axes") == first->getAttr("axes") &&
+           next->getAttr("reduction") == first->getAttr("reduction") &&
+           elementType(next) == elementType(first);
   }
 
   void bucketBlock(Block &block, uint64_t cap) {
-    SmallVector<SmallVector<AllReduceInPlaceOp>> buckets;
+    SmallVector<SmallVector<Operation *>> buckets;
     uint64_t bytes = 0;
     llvm::SmallPtrSet<Value, 16> members;
-    bool open = false; // the last op was an all_reduce_in_place of the current bucket
+    bool open = false; // the last op was a collective of the current bucket
     for (Operation &op : block) {
-      auto ar = dyn_cast<AllReduceInPlaceOp>(op);
-      if (!ar) {
+      if (!bucketable(&op)) {
         open = false;
         continue;
       }
       uint64_t size = 0;
-      for (Value x : ar.getXs())
+      for (Value x : op.getOperands())
         size += bytesOf(x);
-      bool fits = open && joins(buckets.back().front(), ar) && bytes + size <= cap &&
-                  llvm::none_of(ar.getXs(), [&](Value x) { return members.contains(x); });
+      bool fits = open && joins(buckets.back().front(), &op) && bytes + size <= cap &&
+                  llvm::none_of(op.getOperands(), [&](Value x) { return members.contains(x); });
       if (!fits) {
         buckets.emplace_back();
         members.clear();
         bytes = 0;
       }
-      buckets.back().push_back(ar);
-      for (Value x : ar.getXs())
+      buckets.back().push_back(&op);
+      for (Value x : op.getOperands())
         members.insert(x);
       bytes += size;
       open = true;
@@ -215,16 +224,19 @@ struct BucketGradientsPass : colossal::impl::BucketGradientsBase<BucketGradients
       if (bucket.size() < 2)
         continue;
       SmallVector<Value> xs;
-      for (AllReduceInPlaceOp ar : bucket)
-        xs.append(ar.getXs().begin(), ar.getXs().end());
       SmallVector<Location> locs;
-      for (AllReduceInPlaceOp ar : bucket)
-        locs.push_back(ar.getLoc());
-      OpBuilder b(bucket.front());
-      AllReduceInPlaceOp::create(b, b.getFusedLoc(locs), xs, bucket.front().getAxes(),
-                                 bucket.front().getReductionAttr());
-      for (AllReduceInPlaceOp ar : bucket)
-        ar->erase();
+      for (Operation *op : bucket) {
+        xs.append(op->getOperands().begin(), op->getOperands().end());
+        locs.push_back(op->getLoc());
+      }
+      Operation *first = bucket.front();
+      OpBuilder b(first);
+      OperationState state(b.getFusedLoc(locs), first->getName());
+      state.addOperands(xs);
+      state.addAttributes(first->getAttrs());
+      b.create(state);
+      for (Operation *op : bucket)
+        op->erase();
     }
   }
 };

@@ -109,10 +109,16 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     pm.addPass(createSpmdPartition(partition));
     addCleanup(pm);
   }
-  // Data parallelism's gradient sum and its buckets, after the partitioner (tensor-parallel
-  // gradients are local shards by then).
+  // Data parallelism's gradient sum (or ZeRO's partitioned states) and its buckets, after the
+  // partitioner (tensor-parallel gradients are local shards by then).
   if (spec.train && dp > 1) {
-    pm.addPass(createDataParallel());
+    if (spec.zeroStage > 0) {
+      ZeroOptions zero;
+      zero.stage = spec.zeroStage;
+      pm.addPass(createZero(zero));
+    } else {
+      pm.addPass(createDataParallel());
+    }
     BucketGradientsOptions buckets;
     buckets.bucketCapMb = spec.bucketMb;
     pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));

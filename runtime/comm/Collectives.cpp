@@ -27,11 +27,41 @@ llvm::Error fail(const llvm::Twine &msg) {
 
 bool isCollectiveOp(llvm::StringRef op) {
   return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" ||
-         op == "broadcast" || op == "shard_slice" || op == "axis_index";
+         op == "broadcast" || op == "shard_slice" || op == "axis_index" ||
+         op == "all_gather_in_place" || op == "reduce_scatter_in_place";
+}
+
+bool isChunkedOp(llvm::StringRef op) { return op == "all_gather_in_place" || op == "reduce_scatter_in_place"; }
+
+/// all_gather_in_place / reduce_scatter_in_place (ZeRO, docs/parallelism.md "ZeRO"): output i is
+/// input i, one dtype, dim 0 divisible by the group size (0: unknown yet).
+llvm::Error checkChunked(const KernelCall &c, llvm::StringRef op, int64_t groupSize) {
+  if (!c.hasAttr("axes") || c.attrString("axes", "").empty())
+    return fail("missing attribute 'axes' (the mesh axes to communicate over)");
+  if (c.inputs.empty() || c.inputs.size() != c.outputs.size())
+    return fail(llvm::Twine(c.inputs.size()) + " inputs and " + llvm::Twine(c.outputs.size()) +
+                " outputs (" + op + " writes each input in place)");
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorRef &x = c.inputs[i], &y = c.outputs[i];
+    if (x.data != y.data && x.data && y.data)
+      return fail("output " + llvm::Twine(i) + " is not input " + llvm::Twine(i) + " (in place)");
+    if (x.dtype != c.inputs[0].dtype || y.dtype != x.dtype || x.shape != y.shape)
+      return fail("tensor " + llvm::Twine(i) + " is " + dtypeName(x.dtype) + " " + shapeToString(x.shape) +
+                  " -> " + dtypeName(y.dtype) + " " + shapeToString(y.shape) + "; every tensor must be " +
+                  dtypeName(c.inputs[0].dtype) + ", in place");
+    if (x.rank() == 0) return fail("tensor " + llvm::Twine(i) + " is a scalar: no dim 0 to split");
+    if (groupSize && x.shape[0] % groupSize != 0)
+      return fail("tensor " + llvm::Twine(i) + " " + shapeToString(x.shape) + ": dim 0 is not divisible by the group of " +
+                  llvm::Twine(groupSize) + " ranks");
+  }
+  if (op == "reduce_scatter_in_place" && !isReducibleDType(c.inputs[0].dtype))
+    return fail("cannot reduce " + dtypeName(c.inputs[0].dtype));
+  return llvm::Error::success();
 }
 
 /// The checks shared by verify() (groupSize 0: unknown) and validateCollectives() (the exact size).
 llvm::Error checkShapes(const KernelCall &c, llvm::StringRef op, int64_t groupSize) {
+  if (isChunkedOp(op)) return checkChunked(c, op, groupSize);
   if (op == "axis_index") {
     if (!c.hasAttr("axes") || c.attrString("axes", "").empty())
       return fail("missing attribute 'axes' (the mesh axes whose group index it gives)");
@@ -251,6 +281,82 @@ llvm::Error runShardSlice(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// The workspace of all_gather_in_place and reduce_scatter_in_place: one packed message of every
+/// rank's chunks (P · Σ chunk bytes = Σ bytes) and one of this rank's (Σ bytes / P). The group
+/// size is not known when the workspace is sized, so 2 · Σ bytes bounds it for any P >= 1.
+size_t chunkedWorkspace(const KernelCall &c, int) {
+  size_t bytes = 0;
+  for (const TensorRef &x : c.inputs) bytes += x.bytes();
+  return 2 * bytes;
+}
+
+/// Chunk layout of a chunked collective: per tensor, its chunk bytes and offset in a packed row.
+struct Chunks {
+  std::vector<size_t> bytes, offset;
+  size_t row = 0;  // Σ chunk bytes: one rank's part of the message
+};
+Chunks chunksOf(const KernelCall &c, int64_t p) {
+  Chunks k;
+  for (const TensorRef &x : c.inputs) {
+    k.offset.push_back(k.row);
+    k.bytes.push_back(x.bytes() / static_cast<size_t>(p));
+    k.row += k.bytes.back();
+  }
+  return k;
+}
+
+/// all_gather_in_place: rank r packs chunk r of every tensor into one row, ONE all_gather over the
+/// group gives every rank's row, and row q is unpacked into chunk q of every tensor (chunk r is
+/// written back with its own bytes).
+llvm::Error runAllGatherInPlace(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "all_gather_in_place", g)) return e;
+  const int64_t p = g->size(), r = g->rank();
+  const Chunks k = chunksOf(c, p);
+  if (!c.workspace || c.workspaceBytes < k.row * static_cast<size_t>(p + 1))
+    return fail("all_gather_in_place needs a workspace of " + llvm::Twine(k.row * (p + 1)) + " bytes, has " +
+                llvm::Twine(c.workspaceBytes));
+  char *send = static_cast<char *>(c.workspace), *recv = send + k.row;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    std::memcpy(send + k.offset[i], static_cast<const char *>(c.inputs[i].data) + r * k.bytes[i], k.bytes[i]);
+  const size_t elem = dtypeSize(c.inputs[0].dtype);
+  const int64_t count = static_cast<int64_t>(k.row / elem);
+  if (llvm::Error e = g->allGather(send, recv, {count}, 0, c.inputs[0].dtype)) return e;
+  for (int64_t q = 0; q < p; ++q)
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      std::memcpy(static_cast<char *>(c.outputs[i].data) + q * k.bytes[i], recv + q * k.row + k.offset[i], k.bytes[i]);
+  return llvm::Error::success();
+}
+
+/// reduce_scatter_in_place: row q of the message packs chunk q of every tensor, ONE reduce_scatter
+/// over the group leaves rank r the sum of row r, which is unpacked into chunk r of every tensor;
+/// the other chunks are zeroed. Element k of a tensor meets the same element of the other ranks
+/// as in an all_reduce, so with P = 2 the sum a + b is bit-equal to plain data parallelism.
+llvm::Error runReduceScatterInPlace(const KernelCall &c) {
+  Communicator *g;
+  if (llvm::Error e = groupOf(c, g)) return e;
+  if (llvm::Error e = checkAtRun(c, "reduce_scatter_in_place", g)) return e;
+  const int64_t p = g->size(), r = g->rank();
+  const Chunks k = chunksOf(c, p);
+  if (!c.workspace || c.workspaceBytes < k.row * static_cast<size_t>(p + 1))
+    return fail("reduce_scatter_in_place needs a workspace of " + llvm::Twine(k.row * (p + 1)) + " bytes, has " +
+                llvm::Twine(c.workspaceBytes));
+  char *send = static_cast<char *>(c.workspace), *recv = send + k.row * static_cast<size_t>(p);
+  for (int64_t q = 0; q < p; ++q)
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      std::memcpy(send + q * k.row + k.offset[i], static_cast<const char *>(c.inputs[i].data) + q * k.bytes[i], k.bytes[i]);
+  const size_t elem = dtypeSize(c.inputs[0].dtype);
+  const int64_t count = static_cast<int64_t>(k.row / elem) * p;
+  if (llvm::Error e = g->reduceScatter(send, recv, {count}, 0, c.inputs[0].dtype, reductionOf(c))) return e;
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    char *y = static_cast<char *>(c.outputs[i].data);
+    std::memset(y, 0, c.outputs[i].bytes());
+    std::memcpy(y + r * k.bytes[i], recv + k.offset[i], k.bytes[i]);
+  }
+  return llvm::Error::success();
+}
+
 /// axis_index: this rank's index in its group over `axes` (row-major over them in the order
 /// listed), written as an int64 scalar.
 llvm::Error runAxisIndex(const KernelCall &c) {
@@ -267,6 +373,8 @@ constexpr char kAllToAll[] = "all_to_all";
 constexpr char kBroadcast[] = "broadcast";
 constexpr char kShardSlice[] = "shard_slice";
 constexpr char kAxisIndex[] = "axis_index";
+constexpr char kAllGatherInPlace[] = "all_gather_in_place";
+constexpr char kReduceScatterInPlace[] = "reduce_scatter_in_place";
 
 TensorRef viewOf(const plan::Buffer &b) {
   TensorRef t;
@@ -294,6 +402,8 @@ void registerCollectiveKernels(KernelRegistry &r) {
        verifyCollective<kAllToAll>, runAllToAll},
       {kBroadcast, {axes, {"root", AttrKind::Int}}, verifyCollective<kBroadcast>, runBroadcast},
       {kShardSlice, {axes, {"dim", AttrKind::Int}}, verifyCollective<kShardSlice>, runShardSlice},
+      {kAllGatherInPlace, {axes}, verifyCollective<kAllGatherInPlace>, runAllGatherInPlace},
+      {kReduceScatterInPlace, {axes}, verifyCollective<kReduceScatterInPlace>, runReduceScatterInPlace},
   };
   for (const Entry &e : entries)
     for (int v = 1; v <= kLastDType; ++v) {
@@ -306,6 +416,10 @@ void registerCollectiveKernels(KernelRegistry &r) {
       if (e.op == kAllReduce) {  // one tensor, or a bucket of several (input i -> output i)
         d.maxInputs = d.maxOutputs = -1;
         d.workspace = allReduceWorkspace;
+      }
+      if (e.op == kAllGatherInPlace || e.op == kReduceScatterInPlace) {  // a bucket, in place
+        d.maxInputs = d.maxOutputs = -1;
+        d.workspace = chunkedWorkspace;
       }
       r.add(std::move(d));
     }
@@ -336,7 +450,8 @@ llvm::Error validateCollectives(const plan::Plan &plan, llvm::StringRef planPath
       for (uint32_t id : inst.outputs())
         if (id < static_cast<uint32_t>(prog.buffers_size())) call.outputs.push_back(viewOf(prog.buffers(id)));
       const size_t wantInputs = inst.op() == "axis_index" ? 0 : 1;
-      const bool bucket = inst.op() == "all_reduce" && call.inputs.size() >= 1 && call.outputs.size() >= 1 &&
+      const bool bucket = (inst.op() == "all_reduce" || isChunkedOp(inst.op())) && call.inputs.size() >= 1 &&
+                          call.outputs.size() >= 1 &&
                           call.inputs.size() == static_cast<size_t>(inst.inputs_size()) &&
                           call.outputs.size() == static_cast<size_t>(inst.outputs_size());
       if (!bucket && (call.inputs.size() != wantInputs || call.outputs.size() != 1))

@@ -83,11 +83,23 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
         return fail(what + ": the program has STATE buffers but runs without a state store");
       const StateEntry *st = options.states->find(b.state_name());
       if (!st) return fail(what + ": not in the state store");
-      if (st->tensor.dtype != t.dtype || st->tensor.numel() != t.numel())
+      // A dim-0 chunk (ZeRO's shard_view): rows [r·n/P, (r+1)·n/P) of the state, r this rank's
+      // index in the group over the chunk axes (contiguous: size_bytes at r·size_bytes).
+      int64_t chunks = 1, chunk = 0;
+      if (b.state_chunk_axes_size() > 0) {
+        std::string list;
+        for (const std::string &a : b.state_chunk_axes()) list += (list.empty() ? "" : ",") + a;
+        const Mesh &mesh = options.states->mesh();
+        llvm::Expected<llvm::SmallVector<int, 4>> axes = mesh.parseAxes(list);
+        if (!axes) return fail(what + ": state_chunk_axes: " + llvm::toString(axes.takeError()));
+        chunks = mesh.groupSize(*axes);
+        chunk = mesh.groupRank(options.states->rank(), *axes);
+      }
+      if (st->tensor.dtype != t.dtype || st->tensor.numel() != t.numel() * chunks)
         return fail(what + ": the store holds " + dtypeName(st->tensor.dtype) + " " +
                     shapeToString(st->tensor.shape) + ", the buffer is " + dtypeName(t.dtype) + " " +
-                    shapeToString(t.shape));
-      t.data = st->tensor.data;
+                    shapeToString(t.shape) + (chunks > 1 ? " x " + std::to_string(chunks) + " chunks" : ""));
+      t.data = static_cast<char *>(st->tensor.data) + static_cast<size_t>(chunk) * t.bytes();
     } else {
       if (b.has_sharding()) {  // this rank's shard, sliced by selectRank()
         auto it = loaded.weightShards.find(b.weight_name());

@@ -59,7 +59,8 @@ using StateMap = llvm::StringMap<const plan::StateTensor *>;
 
 /// Update instructions write persistent state in place (docs/training.md): output i is input i.
 bool isUpdateOp(llvm::StringRef op) {
-  return op == "accumulate_grad" || op == "adamw_update" || op == "adam_update" || op == "sgd_update";
+  return op == "accumulate_grad" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
+         op == "all_gather_in_place" || op == "reduce_scatter_in_place";
 }
 
 /// The aliasing rule for STATE buffers: an update instruction lists the STATE buffers it writes as
@@ -78,7 +79,8 @@ llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction 
     if (!update) {
       if (b.storage() == plan::STATE)
         return fail(what + ": writes STATE buffer " + llvm::Twine(id) + " ('" + b.state_name() +
-                    "'); only accumulate_grad, adamw_update, adam_update and sgd_update may");
+                    "'); only accumulate_grad, adamw_update, adam_update, sgd_update, "
+                    "all_gather_in_place and reduce_scatter_in_place may");
       continue;
     }
     if (b.storage() != plan::STATE) {
@@ -166,17 +168,40 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, const M
     if (it == states.end() || it->second->role() != plan::StateTensor::PARAM)
       return fail(what + ": its param '" + st.param() + "' is not a PARAM state of the plan");
     const plan::StateTensor &param = *it->second;
-    if (st.role() == plan::StateTensor::GRAD &&
-        (st.dtype() != param.dtype() ||
-         !std::equal(st.shape().begin(), st.shape().end(), param.shape().begin(), param.shape().end())))
-      return fail(what + ": gradient accumulator must have its param's dtype and shape (" +
-                  dtypeName(static_cast<DType>(param.dtype())) + " " +
-                  shapeToString(std::vector<int64_t>(param.shape().begin(), param.shape().end())) + ")");
-    if (st.role() == plan::StateTensor::GRAD &&
-        (st.has_sharding() != param.has_sharding() ||
-         (st.has_sharding() && !sameSharding(st.sharding(), param.sharding()))))
+    if (st.role() != plan::StateTensor::GRAD) continue;
+    // The accumulator holds the gradient of the whole parameter: same dtype and global shape, and
+    // the parameter's sharding, or (ZeRO stage 2, docs/parallelism.md "ZeRO") that sharding with
+    // dim 0 split further over more axes: this rank's chunk of the parameter's local shard.
+    auto globalShape = [](const plan::StateTensor &t) {
+      return t.has_sharding() ? std::vector<int64_t>(t.sharding().global_shape().begin(), t.sharding().global_shape().end())
+                              : std::vector<int64_t>(t.shape().begin(), t.shape().end());
+    };
+    if (st.dtype() != param.dtype() || globalShape(st) != globalShape(param))
+      return fail(what + ": gradient accumulator must have its param's dtype and global shape (" +
+                  dtypeName(static_cast<DType>(param.dtype())) + " " + shapeToString(globalShape(param)) + ")");
+    auto refines = [](const plan::StateTensor &grad, const plan::StateTensor &par) {
+      if (!grad.has_sharding() || grad.sharding().dims_size() == 0) return false;
+      const plan::Sharding &g = grad.sharding();
+      plan::Sharding base;
+      if (par.has_sharding()) base = par.sharding();
+      else
+        for (int d = 0; d < g.dims_size(); ++d) base.add_dims();
+      if (base.dims_size() != g.dims_size()) return false;
+      for (int d = 0; d < g.dims_size(); ++d) {
+        const plan::DimSharding &a = g.dims(d), &b = base.dims(d);
+        if (std::max<int64_t>(a.blocks(), 1) != std::max<int64_t>(b.blocks(), 1)) return false;
+        if (d > 0 ? !std::equal(a.axes().begin(), a.axes().end(), b.axes().begin(), b.axes().end())
+                  : a.axes_size() <= b.axes_size() || !std::equal(b.axes().begin(), b.axes().end(), a.axes().begin()))
+          return false;
+      }
+      return true;
+    };
+    const bool same = st.has_sharding() == param.has_sharding() &&
+                      (!st.has_sharding() || sameSharding(st.sharding(), param.sharding()));
+    if (!same && !refines(st, param))
       return fail(what + ": gradient accumulator must have its param's sharding (" +
-                  (param.has_sharding() ? shardingText(param.sharding()) : std::string("replicated")) + "), has " +
+                  (param.has_sharding() ? shardingText(param.sharding()) : std::string("replicated")) +
+                  ") or that sharding with dim 0 split over more axes (ZeRO), has " +
                   (st.has_sharding() ? shardingText(st.sharding()) : std::string("none (replicated)")));
   }
   return llvm::Error::success();
@@ -328,9 +353,22 @@ llvm::Error validateProgram(const plan::Program &prog, const std::string &where,
       const plan::StateTensor &st = *it->second;
       std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
       std::vector<int64_t> stShape(st.shape().begin(), st.shape().end());
+      // A dim-0 chunk of the state (ZeRO's shard_view): 1/P of its elements.
+      int64_t chunks = 1;
+      if (b.state_chunk_axes_size() > 0) {
+        std::string list;
+        for (const std::string &a : b.state_chunk_axes()) list += (list.empty() ? "" : ",") + a;
+        llvm::Expected<llvm::SmallVector<int, 4>> axes = mesh.parseAxes(list);
+        if (!axes) return fail(what + ": state_chunk_axes: " + llvm::toString(axes.takeError()));
+        chunks = mesh.groupSize(*axes);
+        if (stShape.empty() || stShape[0] % chunks != 0)
+          return fail(what + ": a chunk over " + list + " of state '" + st.name() + "' " +
+                      shapeToString(stShape) + ", whose dim 0 is not divisible by the group size " +
+                      llvm::Twine(chunks));
+      }
       // Like WEIGHT buffers, a STATE buffer may view its tensor under another shape with the same
       // element count (a zero-copy reshape of a parameter).
-      if (b.dtype() != st.dtype() || numElements(shape) != numElements(stShape))
+      if (b.dtype() != st.dtype() || numElements(shape) * chunks != numElements(stShape))
         return fail(what + ": is " + dtypeName(static_cast<DType>(b.dtype())) + " " +
                     shapeToString(shape) + " but state '" + st.name() + "' is " +
                     dtypeName(static_cast<DType>(st.dtype())) + " " + shapeToString(stShape));

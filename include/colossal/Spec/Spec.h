@@ -45,6 +45,9 @@ struct Spec {
   /// `zero.bucket_mb`: the largest gradient bucket in MiB (plain data parallelism too; 0: one
   /// collective per gradient). colossal-opt's --bucket-cap-mb overrides it.
   double bucketMb = 25;
+  /// `zero.stage` (docs/parallelism.md "ZeRO"): 0 off; 1 optimizer state, 2 + gradients, 3 +
+  /// parameters partitioned over the data axes. Training only.
+  int64_t zeroStage = 0;
   /// `mesh:` axes and sizes as written (meshAxes() orders them). Only `dp` and `tp` may exceed 1.
   std::vector<std::pair<std::string, int64_t>> mesh;
   /// `parallel.tensor` (docs/parallelism.md "Tensor parallelism"): style 1d | 2d | 2.5d | 3d,

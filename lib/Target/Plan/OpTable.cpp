@@ -182,6 +182,11 @@ const OpLowering kTable[] = {
     // A gradient bucket (colossal-data-parallel, colossal-bucket-gradients): one all_reduce
     // instruction whose outputs are its inputs, the STATE buffers it reduces in place.
     {"colossal.all_reduce_in_place", Kind::Update, "all_reduce", false, kAllReduce, false, 0},
+    // ZeRO (colossal-zero): a state's dim-0 chunk as a view (no instruction), and the in-place
+    // collectives over those chunks, whose outputs are their inputs.
+    {"colossal.shard_view", Kind::ChunkView, "", false, {}, false, 0},
+    {"colossal.all_gather_in_place", Kind::Update, "all_gather_in_place", false, kAxes, false, 0},
+    {"colossal.reduce_scatter_in_place", Kind::Update, "reduce_scatter_in_place", false, kAxes, false, 0},
     KERNEL("all_gather", false, kAxesDim),
     KERNEL("reduce_scatter", false, kReduceScatter),
     KERNEL("shard_slice", false, kAxesDim),

@@ -19,6 +19,8 @@ struct OpLowering {
     Kernel,   // one instruction running `kernel`
     Constant, // no instruction: a WEIGHT buffer holding the op's value
     Alias,    // no instruction: the result shares the operand's bytes (reshape)
+    ChunkView, // no instruction: the result is this rank's dim-0 chunk of a STATE operand over
+               // the op's `axes` (Buffer.state_chunk_axes), which an Update may write
     Update,   // one instruction with side effects and no results: it writes its leading operands
               // (persistent STATE tensors) in place, and lists them as its outputs
   };

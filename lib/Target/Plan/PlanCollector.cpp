@@ -498,6 +498,25 @@ LogicalResult Collector::collectOp(Operation *op) {
     ids[op->getResult(0)] = addTensor(std::move(t));
     return success();
   }
+  case OpLowering::Kind::ChunkView: {
+    // A view of this rank's rows of a persistent tensor (colossal.shard_view): no bytes of its own.
+    uint32_t source = ids.lookup(op->getOperand(0));
+    const Tensor &src = out.tensors[source];
+    if (!src.isState || src.aliasOf >= 0 || !llvm::isa<BlockArgument>(op->getOperand(0)))
+      return op->emitError() << "views the rows of a persistent tensor, so its operand must be a '"
+                             << kParamAttr << "' or '" << kStateAttr << "' argument of @"
+                             << func.getName();
+    Tensor t;
+    t.name = resultName(op->getResult(0));
+    t.type = resultTypes[0];
+    t.isState = true;
+    t.stateName = src.stateName;
+    t.aliasOf = static_cast<int32_t>(source);
+    for (Attribute axis : llvm::cast<ArrayAttr>(op->getAttr("axes")))
+      t.chunkAxes.push_back(llvm::cast<StringAttr>(axis).str());
+    ids[op->getResult(0)] = addTensor(std::move(t));
+    return success();
+  }
   case OpLowering::Kind::Update: {
     // Side effects only: the leading operands are persistent tensors written in place.
     if (op->getNumResults() != 0)
@@ -511,7 +530,9 @@ LogicalResult Collector::collectOp(Operation *op) {
           return op->emitError() << "operands #" << j << " and #" << i << " are the same value "
                                  << ssaName(operand) << "; each written tensor must be distinct";
       const Tensor &target = out.tensors[ids.lookup(operand)];
-      if (!target.isState || target.aliasOf >= 0 || !llvm::isa<BlockArgument>(operand))
+      const bool chunkView = target.isState && !target.chunkAxes.empty(); // shard_view of a state
+      if (!target.isState || (target.aliasOf >= 0 && !chunkView) ||
+          (!chunkView && !llvm::isa<BlockArgument>(operand)))
         return op->emitError() << "operand #" << i << " (" << ssaName(operand)
                                << ") is written in place, so it must be a trainable '"
                                << kParamAttr << "' or a '" << kStateAttr << "' argument of @"

@@ -49,6 +49,7 @@ struct Tensor {
   std::string weightName; // WEIGHT: safetensors key
   std::string stateName;  // STATE: Plan.states name
   std::optional<plan::Sharding> sharding; // WEIGHT split over the mesh (its view's too): Buffer.sharding
+  std::vector<std::string> chunkAxes;     // STATE: this rank's dim-0 chunk over these axes (shard_view)
 };
 
 /// One instruction, with buffer ids (indices into CollectedProgram::tensors).

@@ -177,6 +177,8 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
     } else if (t.isState) {
       buffer->set_storage(plan::STATE);
       buffer->set_state_name(t.stateName);
+      for (const std::string &axis : t.chunkAxes)
+        buffer->add_state_chunk_axes(axis);
     } else {
       buffer->set_storage(plan::ARENA);
       buffer->set_offset(memPlan.storages[memPlan.storageOf[id]].offset);

@@ -1,0 +1,303 @@
+//===- Zero.cpp - colossal-zero: ZeRO stages 1, 2 and 3 over the data axes -----------===//
+//
+// Passes.td "Zero"; docs/parallelism.md "ZeRO". Rajbhandari et al. 2020 partition the model
+// states of data parallelism over its ranks: stage 1 the optimizer state, stage 2 also the
+// gradients, stage 3 also the parameters. Here a partitioned tensor is split into dim-0 chunks
+// over the mesh's data axes (group size P), rank r holding chunk r: its `#colossal.sharding`
+// gains the data axes as the minor axes of dim 0, so checkpoints, the state store and the report
+// see an ordinary sharded tensor with its global shape.
+//
+// A parameter is partitioned when dim 0 of its local (after tensor parallelism) shape is
+// divisible by P and is not a multi-block dim; any other parameter (a scalar, a 3-row bias on
+// 2 ranks) keeps plain data parallelism's all_reduce and full update.
+//
+//   stage 1  @optimizer_step: reduce_scatter_in_place(g) (chunk r summed, the rest zeroed),
+//            update(shard_view(p), shard_view(g), m_r, v_r), all_gather_in_place(p)
+//   stage 2  @train_step: accumulate_grad(g_r, reduce_scatter(dL/dp)); @optimizer_step:
+//            update(shard_view(p), g_r, m_r, v_r), all_gather_in_place(p)
+//   stage 3  every program: all_gather(p_r) before each op that reads the parameter (its own
+//            gather, freed after that op by the memory planner); @train_step as stage 2;
+//            @optimizer_step: update(p_r, g_r, m_r, v_r)
+//
+// The global gradient norm sums the chunks' squared norms over the data axes. With P = 2 every
+// reduced element is a + b as in plain data parallelism and the updates are elementwise, so the
+// losses and parameters are bit-equal to it (clipping aside, whose norm is summed in another
+// order).
+//===----------------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "dialects/Colossal/Programs.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace colossal {
+#define GEN_PASS_DEF_ZERO
+#include "passes/Passes.h.inc"
+} // namespace colossal
+
+using namespace mlir;
+using namespace colossal;
+
+namespace {
+
+/// One trainable parameter as @optimizer_step sees it.
+struct Param {
+  std::string name;
+  Operation *update = nullptr; // its adamw/adam/sgd update
+  BlockArgument p, g;          // @optimizer_step arguments
+  SmallVector<BlockArgument, 2> states; // exp_avg, exp_avg_sq / momentum_buffer
+  bool partitioned = false;
+  RankedTensorType whole, chunk; // the local type and its dim-0 chunk
+};
+
+/// Argument `i`'s sharding with the data axes appended to dim 0's axes (the chunk is minor to
+/// any tensor-parallel split of that dim).
+ShardingAttr chunkSharding(func::FuncOp fn, unsigned i, MeshOp mesh, ArrayRef<StringAttr> data) {
+  MLIRContext *ctx = fn.getContext();
+  auto type = cast<RankedTensorType>(fn.getArgument(i).getType());
+  SmallVector<DimShardingAttr> dims;
+  SmallVector<StringAttr> partial;
+  if (auto s = fn.getArgAttrOfType<ShardingAttr>(i, kShardingAttr)) {
+    dims.assign(s.getDims().begin(), s.getDims().end());
+    partial.assign(s.getPartial().begin(), s.getPartial().end());
+  } else {
+    dims.assign(type.getRank(), DimShardingAttr::get(ctx, {}, 1));
+  }
+  SmallVector<StringAttr> axes(dims[0].getAxes().begin(), dims[0].getAxes().end());
+  axes.append(data.begin(), data.end());
+  dims[0] = DimShardingAttr::get(ctx, axes, 1);
+  return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, mesh.getSymName()), dims, partial);
+}
+
+/// Gives argument `i` of `fn` the chunk type and sharding.
+void partitionArgument(func::FuncOp fn, unsigned i, RankedTensorType chunk, MeshOp mesh,
+                       ArrayRef<StringAttr> data) {
+  fn.setArgAttr(i, kShardingAttr, chunkSharding(fn, i, mesh, data));
+  fn.getArgument(i).setType(chunk);
+}
+
+void refreshFunctionType(func::FuncOp fn) {
+  fn.setType(FunctionType::get(fn.getContext(), fn.getBody().front().getArgumentTypes(),
+                               fn.getFunctionType().getResults()));
+}
+
+/// The argument of `fn` marked `attr` = `name`, or a null argument.
+BlockArgument argumentNamed(func::FuncOp fn, StringRef attr, StringRef name) {
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto a = fn.getArgAttrOfType<StringAttr>(i, attr); a && a.getValue() == name)
+      return fn.getArgument(i);
+  return {};
+}
+
+struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
+  using ZeroBase::ZeroBase;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    if (stage < 0 || stage > 3)
+      return module.emitError("colossal-zero: stage must be 0, 1, 2 or 3, got ") << stage;
+    MeshOp mesh = lookupMesh(module);
+    if (stage == 0 || !mesh)
+      return success();
+    MLIRContext *ctx = module.getContext();
+    SmallVector<StringAttr> data;
+    SmallVector<Attribute> dataAttrs;
+    int64_t groupSize = 1;
+    for (int i : mesh.axesWithRole(AxisRole::Data)) {
+      data.push_back(cast<StringAttr>(mesh.getAxes()[i]));
+      dataAttrs.push_back(mesh.getAxes()[i]);
+      groupSize *= mesh.getShape()[i];
+    }
+    if (groupSize == 1)
+      return success();
+    ArrayAttr axes = ArrayAttr::get(ctx, dataAttrs);
+    func::FuncOp step = lookupProgram(module, ProgramRole::OptimizerStep);
+    func::FuncOp train = lookupProgram(module, ProgramRole::TrainStep);
+    if (!step || !train)
+      return module.emitError("colossal-zero needs @train_step and @optimizer_step (run "
+                              "colossal-optimizer first)");
+
+    // The parameters, in update order.
+    SmallVector<Param> params;
+    auto stepArg = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &step.getBody().front() ? arg : BlockArgument();
+    };
+    WalkResult walk = step.walk([&](Operation *op) {
+      if (!isa<AdamWUpdateOp, AdamUpdateOp, SgdUpdateOp>(op))
+        return WalkResult::advance();
+      Param q;
+      q.update = op;
+      q.p = stepArg(op->getOperand(0));
+      q.g = stepArg(op->getOperand(1));
+      if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
+        if (sgd.getBuf())
+          q.states.push_back(stepArg(sgd.getBuf()));
+      } else {
+        q.states = {stepArg(op->getOperand(2)), stepArg(op->getOperand(3))};
+      }
+      if (!q.p || !q.g || llvm::any_of(q.states, [](BlockArgument a) { return !a; })) {
+        op->emitError("colossal-zero: the update's parameter, gradient and optimizer state must "
+                      "be arguments of @")
+            << step.getSymName();
+        return WalkResult::interrupt();
+      }
+      auto name = step.getArgAttrOfType<StringAttr>(q.p.getArgNumber(), kParamAttr);
+      if (!name) {
+        op->emitError("colossal-zero: the updated tensor is not a ") << kParamAttr << " argument";
+        return WalkResult::interrupt();
+      }
+      q.name = name.str();
+      q.whole = cast<RankedTensorType>(q.p.getType());
+      auto sharding = step.getArgAttrOfType<ShardingAttr>(q.p.getArgNumber(), kShardingAttr);
+      bool oneBlock = !sharding || sharding.getDims().empty() || sharding.getDims()[0].getBlocks() <= 1;
+      q.partitioned = q.whole.getRank() >= 1 && q.whole.getDimSize(0) > 0 &&
+                      q.whole.getDimSize(0) % groupSize == 0 && oneBlock;
+      if (q.partitioned) {
+        SmallVector<int64_t> shape(q.whole.getShape());
+        shape[0] /= groupSize;
+        q.chunk = RankedTensorType::get(shape, q.whole.getElementType());
+      }
+      params.push_back(std::move(q));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    if (params.empty())
+      return module.emitError("colossal-zero: @optimizer_step updates no parameter");
+
+    // Every program that reads a parameter (stage 3 partitions it everywhere).
+    SmallVector<func::FuncOp> programs;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (programRole(fn))
+        programs.push_back(fn);
+
+    OpBuilder b(ctx);
+    Block &stepBody = step.getBody().front();
+
+    // Gradients: the sum over the data axes. Stage 1 reduce-scatters the full accumulators at the
+    // start of the step; stages 2 and 3 reduce-scatter each microbatch's gradient in @train_step
+    // into an accumulator that is a chunk. A parameter that is not partitioned keeps plain data
+    // parallelism's all_reduce.
+    b.setInsertionPointToStart(&stepBody);
+    for (Param &q : params) {
+      Location loc = NameLoc::get(StringAttr::get(ctx, q.name + ".grad"), step.getLoc());
+      if (!q.partitioned) {
+        AllReduceInPlaceOp::create(b, loc, ValueRange{q.g}, axes, b.getStringAttr("sum"));
+        continue;
+      }
+      if (stage == 1) {
+        ReduceScatterInPlaceOp::create(b, loc, ValueRange{q.g}, axes);
+        continue;
+      }
+      BlockArgument acc = argumentNamed(train, kStateAttr, q.name + ".grad");
+      if (!acc)
+        return train.emitError("colossal-zero: @")
+               << train.getSymName() << " has no accumulator '" << q.name << ".grad'";
+      for (OpOperand &use : llvm::make_early_inc_range(acc.getUses())) {
+        auto accumulate = dyn_cast<AccumulateGradOp>(use.getOwner());
+        if (!accumulate || use.getOperandNumber() != 0)
+          return use.getOwner()->emitError("colossal-zero: the accumulator '")
+                 << q.name << ".grad' is used by an op other than accumulate_grad";
+        OpBuilder at(accumulate);
+        Value chunk = ReduceScatterOp::create(at, accumulate.getLoc(), q.chunk, accumulate.getG(), axes,
+                                              at.getI64IntegerAttr(0), at.getStringAttr("sum"));
+        accumulate.getGMutable().assign(chunk);
+      }
+      partitionArgument(train, acc.getArgNumber(), q.chunk, mesh, data);
+      partitionArgument(step, q.g.getArgNumber(), q.chunk, mesh, data);
+    }
+
+    // The global norm over chunks: each chunk's squared norm summed over the data axes.
+    SmallVector<GlobalNormOp> norms;
+    step.walk([&](GlobalNormOp n) { norms.push_back(n); });
+    llvm::DenseMap<Value, Param *> byGrad;
+    for (Param &q : params)
+      byGrad[q.g] = &q;
+    for (GlobalNormOp norm : norms) {
+      b.setInsertionPoint(norm);
+      Location loc = norm.getLoc();
+      SmallVector<Value> whole, chunks;
+      for (Value g : norm.getGrads()) {
+        Param *q = byGrad.lookup(g);
+        if (!q || !q->partitioned) {
+          whole.push_back(g);
+        } else if (stage == 1) {
+          chunks.push_back(ShardViewOp::create(b, loc, q->chunk, g, axes));
+        } else {
+          chunks.push_back(g);
+        }
+      }
+      if (chunks.empty())
+        continue;
+      auto scalar = cast<RankedTensorType>(norm.getNorm().getType());
+      Value n = GlobalNormOp::create(b, loc, scalar, chunks);
+      Value total = AllReduceOp::create(b, loc, scalar, MulOp::create(b, loc, n, n), axes,
+                                        b.getStringAttr("sum"));
+      if (!whole.empty()) {
+        Value w = GlobalNormOp::create(b, loc, scalar, whole);
+        total = AddOp::create(b, loc, MulOp::create(b, loc, w, w), total);
+      }
+      norm.getNorm().replaceAllUsesWith(SqrtOp::create(b, loc, scalar, total).getResult());
+      norm.erase();
+    }
+
+    // The updates: each rank updates its chunk of the parameter with its chunk of the gradient
+    // and of the optimizer state.
+    for (Param &q : params) {
+      if (!q.partitioned)
+        continue;
+      b.setInsertionPoint(q.update);
+      Location loc = q.update->getLoc();
+      Value p = stage == 3 ? Value(q.p) : ShardViewOp::create(b, loc, q.chunk, q.p, axes);
+      Value g = stage == 1 ? Value(ShardViewOp::create(b, loc, q.chunk, q.g, axes)) : Value(q.g);
+      q.update->setOperand(0, p);
+      q.update->setOperand(1, g);
+      for (BlockArgument s : q.states)
+        partitionArgument(step, s.getArgNumber(), q.chunk, mesh, data);
+    }
+
+    if (stage < 3) {
+      // Every rank's updated chunks, gathered into the full parameters before the step returns.
+      b.setInsertionPoint(stepBody.getTerminator());
+      for (Param &q : params)
+        if (q.partitioned)
+          AllGatherInPlaceOp::create(b, NameLoc::get(StringAttr::get(ctx, q.name), step.getLoc()),
+                                     ValueRange{q.p}, axes);
+    } else {
+      // Stage 3: the parameters are chunks everywhere; each op that reads one gathers it first.
+      for (Param &q : params) {
+        if (!q.partitioned)
+          continue;
+        for (func::FuncOp fn : programs) {
+          BlockArgument arg = fn == step ? q.p : argumentNamed(fn, kParamAttr, q.name);
+          if (!arg)
+            continue;
+          llvm::MapVector<Operation *, SmallVector<unsigned, 2>> readers;
+          for (OpOperand &use : arg.getUses())
+            if (use.getOwner() != q.update)
+              readers[use.getOwner()].push_back(use.getOperandNumber());
+          for (auto &[reader, operands] : readers) {
+            OpBuilder at(reader);
+            Value full = AllGatherOp::create(at, NameLoc::get(StringAttr::get(ctx, q.name), reader->getLoc()),
+                                             q.whole, arg, axes, at.getI64IntegerAttr(0));
+            for (unsigned i : operands)
+              reader->setOperand(i, full);
+          }
+          partitionArgument(fn, arg.getArgNumber(), q.chunk, mesh, data);
+        }
+      }
+    }
+    for (func::FuncOp fn : programs)
+      refreshFunctionType(fn);
+    return success();
+  }
+};
+
+} // namespace
