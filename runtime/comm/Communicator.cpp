@@ -61,6 +61,7 @@ private:
 };
 
 double gCommSeconds = 0;
+CommElements gCommElements;  // commElementsTotal()
 
 /// Adds its lifetime to gCommSeconds when `active` (the group has two or more ranks).
 struct CommTimer {
@@ -84,6 +85,8 @@ int envInt(const char *name, int fallback) {
 }  // namespace
 
 double commSecondsTotal() { return gCommSeconds; }
+
+CommElements commElementsTotal() { return gCommElements; }
 
 llvm::StringRef reduceOpName(ReduceOp op) {
   switch (op) {
@@ -142,6 +145,7 @@ llvm::Error Communicator::allReduce(const void *in, void *out, int64_t count, DT
     if (in != out) std::memcpy(out, in, count * dtypeSize(dtype));
     return llvm::Error::success();
   }
+  gCommElements.allReduce += 2 * count;
   return allReduceImpl(in, out, count, dtype, op);
 }
 
@@ -158,6 +162,7 @@ llvm::Error Communicator::allGather(const void *in, void *out, llvm::ArrayRef<in
     std::memcpy(out, in, numel * esz);
     return llvm::Error::success();
   }
+  gCommElements.allGather += numel * size_;
   int64_t outer, mid, inner;
   splitAt(inShape, dim, outer, mid, inner);
   if (outer == 1 || numel == 0) return allGatherImpl(in, out, numel, dtype);
@@ -188,6 +193,7 @@ llvm::Error Communicator::reduceScatter(const void *in, void *out, llvm::ArrayRe
     std::memcpy(out, in, numel * esz);
     return llvm::Error::success();
   }
+  gCommElements.reduceScatter += numel;
   int64_t outer, mid, inner;
   splitAt(inShape, dim, outer, mid, inner);
   const int64_t chunk = numel / size_;

@@ -154,7 +154,16 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   if (evalLoss) number("eval_loss", *evalLoss);
   out += r.skipped() ? ",\"skipped\":true" : ",\"skipped\":false";
   out += ",\"skipped_total\":" + std::to_string(r.skippedTotal);
-  if (r.commSeconds >= 0) number("comm_s", r.commSeconds);
+  if (r.commSeconds >= 0) {
+    number("comm_s", r.commSeconds);
+    out += ",\"comm_elements\":{\"all_reduce\":" + std::to_string(r.commElements.allReduce) +
+           ",\"reduce_scatter\":" + std::to_string(r.commElements.reduceScatter) +
+           ",\"all_gather\":" + std::to_string(r.commElements.allGather) + "}";
+  }
+  if (r.stateBytes.params + r.stateBytes.grads + r.stateBytes.optimizer > 0)
+    out += ",\"state_bytes\":{\"params\":" + std::to_string(r.stateBytes.params) +
+           ",\"grads\":" + std::to_string(r.stateBytes.grads) +
+           ",\"optimizer\":" + std::to_string(r.stateBytes.optimizer) + "}";
   return out + "}";
 }
 
@@ -276,6 +285,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
   const double comm0 = commSecondsTotal();
+  const CommElements elements0 = commElementsTotal();
   StepResult r;
   // This rank's microbatches: dpRank_·A .. dpRank_·A + A − 1 of the step's grad_accum() (all ranks').
   const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
@@ -322,12 +332,26 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     ++updates_;
   }
   r.skippedTotal = skipped_;
+  for (const StateEntry &e : states_->entries()) {
+    const int64_t bytes = static_cast<int64_t>(e.tensor.bytes());
+    switch (e.role()) {
+    case plan::StateTensor::PARAM: r.stateBytes.params += bytes; break;
+    case plan::StateTensor::GRAD: r.stateBytes.grads += bytes; break;
+    case plan::StateTensor::OPTIMIZER: r.stateBytes.optimizer += bytes; break;
+    default: break;
+    }
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).
   int64_t meshRanks = 1;
   for (const plan::MeshAxis &a : plan_->plan.mesh()) meshRanks *= a.size();
-  if (meshRanks > 1) r.commSeconds = commSecondsTotal() - comm0;
+  if (meshRanks > 1) {
+    r.commSeconds = commSecondsTotal() - comm0;
+    const CommElements now = commElementsTotal();
+    r.commElements = {now.allReduce - elements0.allReduce, now.reduceScatter - elements0.reduceScatter,
+                      now.allGather - elements0.allGather};
+  }
   return r;
 }
 

@@ -154,6 +154,15 @@ private:
 /// collectives running concurrently on other threads (the runtime issues them from one thread).
 double commSecondsTotal();
 
+/// Elements this process has put through collectives of groups of two or more ranks since it
+/// started, counted as the ZeRO paper counts communication volume (Rajbhandari et al. 2020 §7:
+/// an all_reduce of Ψ elements is 2Ψ, a reduce_scatter of Ψ is Ψ, an all_gather producing Ψ is
+/// Ψ). Read by the Trainer before and after a step for the metrics' `comm_elements`.
+struct CommElements {
+  int64_t allReduce = 0, reduceScatter = 0, allGather = 0;
+};
+CommElements commElementsTotal();
+
 /// Settings of a job's communication.
 struct CommOptions {
   /// Seconds a collective may take before the job is aborted (colossal-run --comm-timeout).

@@ -22,6 +22,7 @@
 #ifndef COLOSSAL_RUNTIME_TRAINER_H
 #define COLOSSAL_RUNTIME_TRAINER_H
 
+#include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
 #include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/StateStore.h"
@@ -59,6 +60,15 @@ struct StepResult {
   double lr = 0;        // the scheduled rate passed to optimizer_step
   double gradNorm = 0;  // optimizer_step's grad_norm (before clipping); NaN when it did not run
   double seconds = 0;   // wall time of the step (data, train_step runs, optimizer_step)
+  /// Elements through collectives this step on this rank, by kind (commElementsTotal()); with
+  /// commSeconds >= 0 only.
+  CommElements commElements;
+  /// This rank's persistent tensors kept between steps, by role, counted by the state store
+  /// (the parameters, gradient accumulators and optimizer state each rank holds: with ZeRO its
+  /// chunks).
+  struct {
+    int64_t params = 0, grads = 0, optimizer = 0;
+  } stateBytes;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
   /// Non-finite step: the update was not applied (parameters, optimizer state and the optimizer's
@@ -180,8 +190,9 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
                         const TrainOptions &options, llvm::raw_ostream &log);
 
 /// One metrics line (DESIGN.md): {"step", "loss", "lr", "grad_norm", "tokens_per_s"[, "eval_loss"],
-/// "skipped" (bool), "skipped_total"[, "comm_s"]} without the newline; a non-finite number is
-/// written as null (JSON has no NaN).
+/// "skipped" (bool), "skipped_total"[, "comm_s", "comm_elements": {"all_reduce", "reduce_scatter",
+/// "all_gather"}], "state_bytes": {"params", "grads", "optimizer"}} without the newline; a
+/// non-finite number is written as null (JSON has no NaN).
 std::string metricsLine(int64_t step, const StepResult &result, double tokensPerS, const double *evalLoss);
 
 }  // namespace colossal::runtime

@@ -35,10 +35,12 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -241,29 +243,82 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
 /// `shard_slice` and `axis_index` name mesh axes too but communicate nothing.
 bool isCommunicating(llvm::StringRef op) {
   return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
-         op == "all_to_all" || op == "broadcast";
+         op == "all_to_all" || op == "broadcast" || op == "all_gather_in_place" ||
+         op == "reduce_scatter_in_place";
 }
 
-/// Bytes and count of the collectives of one program by "op over 'axes'" (sorted by key). The
-/// bytes of a call are the size of its input buffer (the tensor each rank puts in; for
-/// all_gather that is the local piece, for reduce_scatter and all_reduce the whole operand).
-using CollectiveTally = std::map<std::string, std::pair<uint64_t, uint64_t>>;
+/// One collective kind's calls in a program: input bytes, calls, and elements counted as the
+/// ZeRO paper does (Rajbhandari et al. 2020 §7): all_reduce of Ψ = 2Ψ, reduce_scatter of Ψ = Ψ,
+/// all_gather producing Ψ = Ψ (the in-place forms name the whole tensors, so Ψ is their size).
+struct CollectiveCount {
+  uint64_t bytes = 0, calls = 0, elements = 0;
+};
+
+/// The collectives of one program by "op over 'axes'" (sorted by key). The bytes of a call are
+/// the size of its input buffers (the tensor each rank puts in; for all_gather that is the local
+/// piece, for reduce_scatter and all_reduce the whole operand).
+using CollectiveTally = std::map<std::string, CollectiveCount>;
+
+uint64_t numElements(const plan::Buffer &b) {
+  uint64_t n = 1;
+  for (int64_t d : b.shape())
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
 
 CollectiveTally tallyCollectives(const plan::Program &program) {
   CollectiveTally tally;
+  const auto buffers = static_cast<uint32_t>(program.buffers_size());
   for (const plan::Instruction &inst : program.instructions()) {
     if (!isCommunicating(inst.op()) || inst.inputs_size() < 1)
       continue;
     auto axes = inst.attrs().find("axes");
     std::string key =
         inst.op() + " over '" + (axes == inst.attrs().end() ? "" : axes->second.s()) + "'";
-    auto &[bytes, count] = tally[key];
+    CollectiveCount &c = tally[key];
+    uint64_t in = 0;
     for (uint32_t id : inst.inputs())
-      if (id < static_cast<uint32_t>(program.buffers_size()))
-        bytes += program.buffers(id).size_bytes();
-    count += 1;
+      if (id < buffers) {
+        c.bytes += program.buffers(id).size_bytes();
+        in += numElements(program.buffers(id));
+      }
+    uint64_t out = 0;
+    for (uint32_t id : inst.outputs())
+      if (id < buffers)
+        out += numElements(program.buffers(id));
+    c.elements += inst.op() == "all_reduce" ? 2 * in : inst.op() == "all_gather" ? out : in;
+    c.calls += 1;
   }
   return tally;
+}
+
+/// The largest sum of bytes of gathered parameters alive at once in `program` (ZeRO stage 3:
+/// all_gather outputs of PARAM state chunks, alive from the gather to their last reader), or 0.
+uint64_t gatheredParamPeak(const plan::Program &program,
+                           const std::set<std::string> &paramStates) {
+  const auto buffers = static_cast<uint32_t>(program.buffers_size());
+  std::map<uint32_t, std::pair<int, int>> live; // buffer -> [gathered at, last read]
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    for (uint32_t id : inst.inputs())
+      if (auto it = live.find(id); it != live.end())
+        it->second.second = i;
+    if (inst.op() == "all_gather" && inst.inputs_size() == 1 && inst.outputs_size() == 1 &&
+        inst.inputs(0) < buffers && inst.outputs(0) < buffers) {
+      const plan::Buffer &in = program.buffers(inst.inputs(0));
+      if (in.storage() == plan::STATE && paramStates.count(in.state_name()))
+        live[inst.outputs(0)] = {i, i};
+    }
+  }
+  uint64_t peak = 0;
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    uint64_t now = 0;
+    for (const auto &[id, range] : live)
+      if (range.first <= i && i <= range.second)
+        now += program.buffers(id).size_bytes();
+    peak = std::max(peak, now);
+  }
+  return peak;
 }
 
 /// `--report` for a mesh (docs/parallelism.md "Report"): the mesh; a note that the memory figures
@@ -326,27 +381,56 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
       os << runs << (runs == 1 ? " call" : " calls") << " per " << (train ? "step" : "run");
     os << "):" << (tally.empty() ? " none" : "") << "\n";
     for (const auto &[key, v] : tally) {
-      os << "    " << key << ": " << v.second << (v.second == 1 ? " call, " : " calls, ")
-         << v.first << " bytes\n";
-      auto &[bytes, count] = perStep[key];
-      bytes += runs * v.first;
-      count += runs * v.second;
+      os << "    " << key << ": " << v.calls << (v.calls == 1 ? " call, " : " calls, ") << v.bytes
+         << " bytes\n";
+      CollectiveCount &step = perStep[key];
+      step.bytes += runs * v.bytes;
+      step.calls += runs * v.calls;
+      step.elements += runs * v.elements;
     }
+  }
+  // Ψ: the trainable elements of the whole model (global shapes), for the ZeRO counts.
+  uint64_t psi = 0;
+  std::set<std::string> paramStates;
+  for (const plan::StateTensor &st : planMsg.states()) {
+    if (st.role() != plan::StateTensor::PARAM)
+      continue;
+    paramStates.insert(st.name());
+    uint64_t n = 1;
+    if (st.has_sharding())
+      for (int64_t d : st.sharding().global_shape())
+        n *= static_cast<uint64_t>(d);
+    else
+      for (int64_t d : st.shape())
+        n *= static_cast<uint64_t>(d);
+    psi += n;
   }
   os << "communication per " << (train ? "optimizer step" : "run")
      << " (bytes of each rank's collective inputs):\n";
-  uint64_t total = 0;
+  uint64_t total = 0, totalElements = 0;
   bool any = false;
+  auto psiText = [&](uint64_t elements) {
+    return psi ? llvm::formatv(" = {0:F3} Ψ", static_cast<double>(elements) / static_cast<double>(psi)).str()
+               : std::string();
+  };
   for (const auto &[key, v] : perStep) {
-    if (v.second == 0)
+    if (v.calls == 0)
       continue;
     any = true;
-    os << "  " << key << ": " << v.first << " bytes in " << v.second << " collectives\n";
-    total += v.first;
+    os << "  " << key << ": " << v.bytes << " bytes in " << v.calls << " collectives; "
+       << v.elements << " elements (ZeRO count)" << psiText(v.elements) << "\n";
+    total += v.bytes;
+    totalElements += v.elements;
   }
   if (!any)
     os << "  none\n";
-  os << "  total: " << total << " bytes\n";
+  os << "  total: " << total << " bytes; " << totalElements << " elements (ZeRO count)"
+     << psiText(totalElements) << (psi ? " with Ψ = " + std::to_string(psi) + " trainable elements" : "")
+     << "\n";
+  for (const plan::Program &program : planMsg.programs())
+    if (uint64_t peak = gatheredParamPeak(program, paramStates))
+      os << "  ZeRO-3 gathered parameters in " << program.name() << ": transient peak " << peak
+         << " bytes (all_gather outputs alive at once; inside the arena above)\n";
   if (train && dp > 1)
     os << "  (plus the runtime's all_reduce of the step's loss over " << data << ": 8 bytes)\n";
 }
