@@ -101,7 +101,7 @@ struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     if (stage < 0 || stage > 3)
-      return module.emitError("colossal-zero: stage must be 0, 1, 2 or 3, got ") << stage;
+      return module.emitError("colossal-zero: stage must be 0, 1, 2 or 3, got ") << int64_t(stage);
     MeshOp mesh = lookupMesh(module);
     if (stage == 0 || !mesh)
       return success();
