@@ -217,10 +217,10 @@ TEST_F(CollectivePlanTest, DataParallelGradientsOverDpOnlyOnDpTpMesh) {
       EXPECT_NE(inst.op(), "all_reduce") << p.programs(k).name();
   // Report: grad_accum = 4 (global batch 4, train_step 1 row), dp = 2; the gradients are
   // 16 + 8 = 24 bytes of f32 reduced once per step.
-  EXPECT_NE(report.find("  all_reduce over 'dp': 24 bytes in 2 collectives\n"), std::string::npos)
+  EXPECT_NE(report.find("  all_reduce over 'dp': 24 bytes in 2 collectives; 12 elements (ZeRO count) = 2.000 Ψ\n"), std::string::npos)
       << report;
   EXPECT_NE(report.find("  train_step (2 calls per step): none\n"), std::string::npos) << report;
-  EXPECT_NE(report.find("  total: 24 bytes\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("  total: 24 bytes; 12 elements (ZeRO count) = 2.000 Ψ with Ψ = 6 trainable elements\n"), std::string::npos) << report;
 }
 
 /// The same module with one gradient bucket (colossal-bucket-gradients' output): both gradients
@@ -247,7 +247,7 @@ TEST_F(CollectivePlanTest, DataParallelGradientBucketIsOneInstruction) {
   for (int i = 1; i < opt.instructions_size(); ++i)
     EXPECT_NE(opt.instructions(i).op(), "all_reduce");
   EXPECT_NE(report.find("    all_reduce over 'dp': 1 call, 24 bytes\n"), std::string::npos) << report;
-  EXPECT_NE(report.find("  all_reduce over 'dp': 24 bytes in 1 collectives\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("  all_reduce over 'dp': 24 bytes in 1 collectives; 12 elements (ZeRO count) = 2.000 Ψ\n"), std::string::npos) << report;
 }
 
 } // namespace
