@@ -170,6 +170,17 @@ def Autodiff : Pass<"colossal-autodiff", "mlir::ModuleOp"> {
   let options = [
     ListOption<"frozen", "frozen", "std::string",
                "regexes: parameters that are not trained">,
+    Option<"lossScaleInitial", "loss-scale-initial", "::colossal::Real", /*default=*/"0",
+           "dynamic loss scaling (precision.loss_scale): the first scale; 0 = off. On, the "
+           "backward pass is seeded by a new @train_step input `loss_scale` (f32 []) instead of 1">,
+    Option<"lossScaleGrowthFactor", "loss-scale-growth-factor", "::colossal::Real", /*default=*/"2",
+           "the scale's factor after growth-interval steps without a non-finite gradient (> 1)">,
+    Option<"lossScaleBackoffFactor", "loss-scale-backoff-factor", "::colossal::Real", /*default=*/"0.5",
+           "the scale's factor after a step with a non-finite gradient (in (0, 1))">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval", "int64_t", /*default=*/"2000",
+           "clean steps before the scale grows (>= 1)">,
+    Option<"lossScaleMin", "loss-scale-min", "::colossal::Real", /*default=*/"1",
+           "the smallest scale; backing off below it is an error at run time (in (0, initial])">,
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
            "microbatches per optimizer step">,
   ];

@@ -717,6 +717,17 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
+  if (raw.precision && raw.precision->compute == "fp16") {
+    Spec::LossScale ls;
+    if (const std::optional<LossScale> &l = raw.precision->lossScale) {
+      ls.initial = l->initial;
+      ls.growthFactor = l->growthFactor;
+      ls.backoffFactor = l->backoffFactor;
+      ls.growthInterval = l->growthInterval;
+      ls.min = l->min;
+    }
+    spec.lossScale = ls;
+  }
   if (raw.zero) {
     spec.bucketMb = raw.zero->bucketMb;
     spec.zeroStage = raw.zero->stage;

@@ -48,6 +48,13 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   AutodiffOptions autodiff;
   autodiff.gradAccum = t.gradAccum * spec.dataParallel();
   autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
+  if (spec.lossScale) {
+    autodiff.lossScaleInitial = spec.lossScale->initial;
+    autodiff.lossScaleGrowthFactor = spec.lossScale->growthFactor;
+    autodiff.lossScaleBackoffFactor = spec.lossScale->backoffFactor;
+    autodiff.lossScaleGrowthInterval = spec.lossScale->growthInterval;
+    autodiff.lossScaleMin = spec.lossScale->min;
+  }
   pm.addPass(createAutodiff(autodiff));
 
   OptimizerOptions opt;

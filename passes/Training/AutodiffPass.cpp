@@ -172,7 +172,41 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
 
     OpBuilder b(ret);
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"), module.getLoc());
-    Value seed = splatConstant(b, loc, llvm::cast<RankedTensorType>(loss.getType()), 1.0);
+    Value seed;
+    if (lossScaleInitial > 0) {
+      // Dynamic loss scaling: the backward pass starts from d(scale·loss)/dloss = scale, an
+      // input the runtime sets each step (docs/training.md "Loss scaling").
+      double initial = lossScaleInitial, growth = lossScaleGrowthFactor;
+      double backoff = lossScaleBackoffFactor, minimum = lossScaleMin;
+      if (!(growth > 1) || !(backoff > 0 && backoff < 1) || lossScaleGrowthInterval < 1 ||
+          !(minimum > 0 && minimum <= initial))
+        return module.emitError("colossal-autodiff: loss scaling needs growth-factor > 1, "
+                                "backoff-factor in (0, 1), growth-interval >= 1 and "
+                                "0 < min <= initial; got ")
+               << growth << ", " << backoff << ", " << int64_t(lossScaleGrowthInterval) << ", "
+               << minimum << " (initial " << initial << ")";
+      auto scalarF32 = RankedTensorType::get({}, Float32Type::get(ctx));
+      if (loss.getType() != scalarF32)
+        return module.emitError("colossal-autodiff: loss scaling needs a tensor<f32> loss, got ")
+               << loss.getType();
+      unsigned at = trainStep.getNumArguments();
+      if (failed(trainStep.insertArgument(
+              at, scalarF32,
+              DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, kInputAttr),
+                                                       StringAttr::get(ctx, "loss_scale"))}),
+              NameLoc::get(StringAttr::get(ctx, "loss_scale")))))
+        return module.emitError("colossal-autodiff: cannot add the loss_scale input");
+      seed = trainStep.getArgument(at);
+      updateTrainConfig(module,
+                        {b.getNamedAttr("loss_scale_initial", b.getF64FloatAttr(initial)),
+                         b.getNamedAttr("loss_scale_growth_factor", b.getF64FloatAttr(growth)),
+                         b.getNamedAttr("loss_scale_backoff_factor", b.getF64FloatAttr(backoff)),
+                         b.getNamedAttr("loss_scale_growth_interval",
+                                        b.getI64IntegerAttr(lossScaleGrowthInterval)),
+                         b.getNamedAttr("loss_scale_min", b.getF64FloatAttr(minimum))});
+    } else {
+      seed = splatConstant(b, loc, llvm::cast<RankedTensorType>(loss.getType()), 1.0);
+    }
     auto grads = buildGradients(trainStep, loss, seed, params);
     if (failed(grads))
       return failure();

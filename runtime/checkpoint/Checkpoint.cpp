@@ -15,6 +15,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -218,6 +219,10 @@ llvm::Expected<std::string> saveCheckpoint(llvm::StringRef dir, const StateStore
                               {"skipped_total", info.skippedTotal},
                               {"files", std::move(fileInfo)},
                               {"tensors", std::move(tensors)}};
+  if (info.lossScale > 0) {
+    manifest["loss_scale"] = info.lossScale;
+    manifest["loss_scale_growth_tracker"] = info.lossScaleGrowthTracker;
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
@@ -301,6 +306,16 @@ llvm::Expected<CheckpointInfo> loadCheckpoint(llvm::StringRef dir, StateStore &s
     if (!n || *n < 0 || *n > info.step)
       return fail(manifestPath + ": \"skipped_total\" must be an integer in [0, step " + llvm::Twine(info.step) + "]");
     info.skippedTotal = *n;
+  }
+  if (const llvm::json::Value *scale = m->get("loss_scale")) {
+    std::optional<double> v = scale->getAsNumber();
+    if (!v || !(*v > 0) || !std::isfinite(*v))
+      return fail(manifestPath + ": \"loss_scale\" must be a finite number > 0");
+    info.lossScale = *v;
+    std::optional<int64_t> t = m->getInteger("loss_scale_growth_tracker");
+    if (!t || *t < 0)
+      return fail(manifestPath + ": \"loss_scale_growth_tracker\" must be an integer >= 0 (with \"loss_scale\")");
+    info.lossScaleGrowthTracker = *t;
   }
   auto readHex = [&](llvm::StringRef key, uint64_t &out) -> llvm::Error {
     std::optional<llvm::StringRef> s = m->getString(key);

@@ -288,12 +288,24 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
     if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
     if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
+    const bool scaled = role == plan::Program::TRAIN_STEP && tc.loss_scale_initial() > 0;
+    if (scaled)
+      if (llvm::Error e = expectBinding(prog, true, "loss_scale", {DType::F32}, {})) return e;
     for (const plan::Binding &in : prog.inputs())
-      if (in.name() != tc.tokens_input() && in.name() != tc.labels_input())
+      if (in.name() != tc.tokens_input() && in.name() != tc.labels_input() && !(scaled && in.name() == "loss_scale"))
         return fail(file + "program '" + name + "' input '" + in.name() +
                     "': the training loop fills only the tokens and labels inputs ('" +
-                    tc.tokens_input() + "', '" + tc.labels_input() + "')");
+                    tc.tokens_input() + "', '" + tc.labels_input() + "')" +
+                    (role == plan::Program::TRAIN_STEP ? " and, with dynamic loss scaling, 'loss_scale'" : ""));
   }
+  if (tc.loss_scale_initial() < 0 ||
+      (tc.loss_scale_initial() > 0 &&
+       !(std::isfinite(tc.loss_scale_initial()) && tc.loss_scale_growth_factor() > 1 &&
+         tc.loss_scale_backoff_factor() > 0 && tc.loss_scale_backoff_factor() < 1 &&
+         tc.loss_scale_growth_interval() >= 1 && tc.loss_scale_min() > 0 &&
+         tc.loss_scale_min() <= tc.loss_scale_initial())))
+    return fail(where + "loss scaling needs initial > 0, growth_factor > 1, backoff_factor in (0, 1), "
+                "growth_interval >= 1 and 0 < min <= initial");
   const plan::Program &opt = *findProgram(p, plan::Program::OPTIMIZER_STEP);
   if (llvm::Error e = expectBinding(opt, true, "lr", {DType::F32}, {})) return e;
   if (llvm::Error e = expectBinding(opt, true, "step", {DType::I64}, {})) return e;

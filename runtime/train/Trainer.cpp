@@ -7,6 +7,7 @@
 #include "colossal/runtime/NonFinite.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -134,6 +135,13 @@ static std::string meshText(const std::vector<std::pair<std::string, int64_t>> &
   return out;
 }
 
+/// `v` in its shortest round-trip form (as Python prints floats).
+static std::string shortest(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
 std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, const double *evalLoss) {
   // Numbers in their shortest round-trip form (as Python's json writes them), null when not finite.
   std::string out = "{\"step\":" + std::to_string(step);
@@ -152,7 +160,8 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   number("grad_norm", r.gradNorm);
   number("tokens_per_s", tokensPerS);
   if (evalLoss) number("eval_loss", *evalLoss);
-  out += r.skipped() ? ",\"skipped\":true" : ",\"skipped\":false";
+  if (r.lossScale > 0) number("loss_scale", r.lossScale);
+  out += r.skipped() || r.overflow ? ",\"skipped\":true" : ",\"skipped\":false";
   out += ",\"skipped_total\":" + std::to_string(r.skippedTotal);
   if (r.commSeconds >= 0) {
     number("comm_s", r.commSeconds);
@@ -242,26 +251,56 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   if (const char *hook = std::getenv("COLOSSAL_TEST_NONFINITE")) {
     llvm::SmallVector<llvm::StringRef, 3> parts;
     llvm::StringRef(hook).split(parts, ':');
-    if (parts.size() < 2 || (parts[0] != "loss" && parts[0] != "grad") || parts[1].getAsInteger(10, t->hookStep_) ||
-        (parts.size() == 3 && parts[2].getAsInteger(10, t->hookRank_)) || parts.size() > 3)
-      return fail(llvm::Twine("COLOSSAL_TEST_NONFINITE='") + hook + "': expected loss|grad:STEP[:RANK]");
+    bool bad = parts.size() < 2 || parts.size() > 3 ||
+               (parts[0] != "loss" && parts[0] != "grad" && parts[0] != "grad-inf") ||
+               (parts.size() == 3 && parts[2].getAsInteger(10, t->hookRank_));
+    if (!bad) {
+      llvm::SmallVector<llvm::StringRef, 8> steps;
+      parts[1].split(steps, ',');
+      for (llvm::StringRef text : steps) {
+        int64_t v;
+        if (text.getAsInteger(10, v)) bad = true;
+        else t->hookSteps_.push_back(v);
+      }
+    }
+    if (bad)
+      return fail(llvm::Twine("COLOSSAL_TEST_NONFINITE='") + hook + "': expected loss|grad|grad-inf:STEP[,STEP...][:RANK]");
     t->hookKind_ = parts[0].str();
   }
+  t->lossScale_ = tc.loss_scale_initial();
   return t;
 }
 
 void Trainer::applyTestHook(int64_t step, double &lossSum) {
-  if (hookStep_ != step || (hookRank_ >= 0 && (comm_ ? comm_->rank() : 0) != hookRank_)) return;
+  if (!llvm::is_contained(hookSteps_, step) || (hookRank_ >= 0 && (comm_ ? comm_->rank() : 0) != hookRank_)) return;
   if (hookKind_ == "loss") {
     lossSum = NAN;
     return;
   }
   for (const StateEntry &e : states_->entries())
     if (e.role() == plan::StateTensor::GRAD && e.tensor.dtype == DType::F32 && e.tensor.numel() > 0) {
-      const float nan = NAN;
-      device_->copyFromHost(e.tensor.data, &nan, sizeof nan);
+      const float bad = hookKind_ == "grad-inf" ? INFINITY : NAN;
+      device_->copyFromHost(e.tensor.data, &bad, sizeof bad);
       return;
     }
+}
+
+bool Trainer::unscaleGradients(double factor) {
+  bool nonFinite = false;
+  const float f = static_cast<float>(factor);
+  for (const StateEntry &e : states_->entries()) {
+    if (e.role() != plan::StateTensor::GRAD || e.tensor.dtype != DType::F32) continue;
+    // The CPU device's states are host memory (a CUDA device would run this as a kernel).
+    auto *g = static_cast<float *>(e.tensor.data);
+    const int64_t n = e.tensor.numel();
+    bool bad = false;
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] *= f;
+      bad |= !std::isfinite(g[i]);
+    }
+    nonFinite |= bad;
+  }
+  return nonFinite;
 }
 
 llvm::Expected<double> Trainer::sumOverRanks(double local) {
@@ -290,7 +329,12 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   // This rank's microbatches: dpRank_·A .. dpRank_·A + A − 1 of the step's grad_accum() (all ranks').
   const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
   double lossSum = 0;
+  const bool scaling = lossScale_ > 0;
+  const float scale = static_cast<float>(lossScale_);
+  r.lossScale = lossScale_;
   for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
+    if (scaling)
+      if (llvm::Error e = trainStep_->setInput("loss_scale", DType::F32, {}, &scale)) return std::move(e);
     llvm::Expected<double> loss = runLoss(*trainStep_, data, step, k * rows);
     if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
                            llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
@@ -306,9 +350,28 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   if (!lossBad) return lossBad.takeError();
   NonFiniteCause cause = NonFiniteCause::None;
   std::optional<NonFiniteValue> bad = *lossBad;
+  bool overflow = false;
+  if (!bad && scaling) {
+    // GradScaler.unscale_ and its found_inf, agreed by every rank (a non-finite gradient on any
+    // rank skips the update everywhere): the gradients are unscaled before the norm and clipping.
+    const bool local = unscaleGradients(1.0 / static_cast<double>(scale));
+    llvm::Expected<std::optional<NonFiniteValue>> any = firstNonFiniteRank(local ? INFINITY : 0.0, comm_);
+    if (!any) return any.takeError();
+    overflow = any->has_value();
+  }
   if (bad) {
     cause = NonFiniteCause::Loss;
     r.gradNorm = NAN;
+  } else if (overflow) {
+    // GradScaler.step skips, GradScaler.update backs off: parameters, optimizer state and the
+    // optimizer's step count stay as they were; the gradients are zeroed for the next step.
+    r.overflow = true;
+    r.gradNorm = NAN;
+    states_->zero(plan::StateTensor::GRAD);
+    ++skipped_;
+    growthTracker_ = 0;
+    lossScale_ *= tc.loss_scale_backoff_factor();
+    r.lossScaleUnderflow = lossScale_ < tc.loss_scale_min();
   } else {
     float lr = static_cast<float>(r.lr);
     int64_t stepNumber = updates_ + 1;
@@ -328,8 +391,12 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   }
   if (bad) {
     if (llvm::Error e = skipStep(r, cause, *bad)) return std::move(e);
-  } else {
+  } else if (!overflow) {
     ++updates_;
+    if (scaling && ++growthTracker_ == tc.loss_scale_growth_interval()) {
+      lossScale_ *= tc.loss_scale_growth_factor();
+      growthTracker_ = 0;
+    }
   }
   r.skippedTotal = skipped_;
   for (const StateEntry &e : states_->entries()) {
@@ -397,6 +464,7 @@ static llvm::Expected<CheckpointInfo> resumeTraining(const LoadedPlan &plan, Tra
   llvm::Expected<CheckpointInfo> info = loadCheckpoint(o.resumeDir, tr.states(), o.allowNonFiniteCheckpoint);
   if (!info) return info.takeError();
   tr.setCounts(info->step - info->skippedTotal, info->skippedTotal);
+  if (tr.lossScale() > 0 && info->lossScale > 0) tr.setLossScale(info->lossScale, info->lossScaleGrowthTracker);
   if (info->dataPosition != info->step * tc.global_batch())
     return fail(o.resumeDir + ": data position " + llvm::Twine(info->dataPosition) + " does not match step " +
                 llvm::Twine(info->step) + " with global batch " + llvm::Twine(tc.global_batch()) +
@@ -484,6 +552,11 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
         return fail(o.metricsPath + ": write failed: " + werr.message());
       }
     }
+    if (r->lossScaleUnderflow)
+      return fail(plan.path + ": step " + llvm::Twine(s) + ": the loss scale fell to " + shortest(tr.lossScale()) +
+                  ", below precision.loss_scale.min " + shortest(tc.loss_scale_min()) +
+                  ": the gradients are not finite at any scale (a diverged run, or a model that "
+                  "overflows fp16 in its forward pass)");
     if (r->skipped()) {
       std::string what = nonFiniteSummary(s, *r);
       if (stop) return llvm::make_error<NonFiniteError>(stopMessage(what, *r, o.onNonFinite, newest));
@@ -494,6 +567,8 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     if (!o.saveDir.empty() && ((o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) || s + 1 == o.steps)) {
       CheckpointInfo info{s + 1, (s + 1) * tc.global_batch(), o.seed, tc.spec_hash(), planMesh(plan)};
       info.skippedTotal = tr.skippedTotal();
+      info.lossScale = tr.lossScale();
+      info.lossScaleGrowthTracker = tr.lossScaleGrowthTracker();
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
       if (!saved) return refusedSave(s, saved.takeError(), newest);
       newest = *saved;

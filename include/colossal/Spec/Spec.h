@@ -48,6 +48,13 @@ struct Spec {
   /// `zero.stage` (docs/parallelism.md "ZeRO"): 0 off; 1 optimizer state, 2 + gradients, 3 +
   /// parameters partitioned over the data axes. Training only.
   int64_t zeroStage = 0;
+  /// Dynamic loss scaling (`precision.loss_scale`, fp16; torch.cuda.amp.GradScaler's semantics and
+  /// defaults; docs/training.md "Loss scaling"). Set exactly when the compute precision is fp16.
+  struct LossScale {
+    double initial = 65536, growthFactor = 2.0, backoffFactor = 0.5, min = 1.0;
+    int64_t growthInterval = 2000;
+  };
+  std::optional<LossScale> lossScale;
   /// `mesh:` axes and sizes as written (meshAxes() orders them). Only `dp` and `tp` may exceed 1.
   std::vector<std::pair<std::string, int64_t>> mesh;
   /// `parallel.tensor` (docs/parallelism.md "Tensor parallelism"): style 1d | 2d | 2.5d | 3d,

@@ -53,6 +53,10 @@ struct CheckpointInfo {
   /// Steps of the `step` done that were skipped as non-finite (their update not applied): the
   /// optimizer's step count is step − skippedTotal. Absent in older manifests: 0.
   int64_t skippedTotal = 0;
+  /// Dynamic loss scaling (docs/training.md "Loss scaling"): the scale the next step uses and the
+  /// clean steps counted towards its growth. lossScale 0: the run did not scale (absent keys).
+  double lossScale = 0;
+  int64_t lossScaleGrowthTracker = 0;
 };
 
 /// Writes `store`'s PARAM and OPTIMIZER states and `info` as DIR/step-NNNNNNNN (N = info.step),

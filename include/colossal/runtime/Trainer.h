@@ -84,6 +84,14 @@ struct StepResult {
   /// When skipped: a PARAM or OPTIMIZER state is not finite, so skipping cannot recover.
   bool stateNonFinite = false;
   int64_t skippedTotal = 0;  // skipped steps of the run so far (this one included)
+  /// Dynamic loss scaling: the scale this step's backward pass used (0: not scaling), and whether
+  /// a non-finite gradient on some rank made every rank skip the update (GradScaler's found_inf;
+  /// not a NonFiniteCause: the run goes on with the scale backed off).
+  double lossScale = 0;
+  bool overflow = false;
+  /// The back-off took the scale below precision.loss_scale.min: runTraining writes this step's
+  /// metrics line, then stops with an error naming the step.
+  bool lossScaleUnderflow = false;
 };
 
 class Trainer {
@@ -111,6 +119,14 @@ public:
     updates_ = updates;
     skipped_ = skipped;
   }
+  /// Dynamic loss scaling's state (the next step's scale, clean steps towards its growth); the
+  /// scale is 0 when the plan does not scale. setLossScale() for a resumed run.
+  double lossScale() const { return lossScale_; }
+  int64_t lossScaleGrowthTracker() const { return growthTracker_; }
+  void setLossScale(double scale, int64_t tracker) {
+    lossScale_ = scale;
+    growthTracker_ = tracker;
+  }
   int64_t skippedTotal() const { return skipped_; }
 
   /// The mean loss of `eval` over the batches of steps 0..evalSteps−1 of `data` (each B rows in
@@ -137,10 +153,18 @@ private:
   CommContext *comm_ = nullptr;
   /// Updates applied and steps skipped so far (the optimizer's step count is updates_ + 1).
   int64_t updates_ = 0, skipped_ = 0;
-  /// Test hook (COLOSSAL_TEST_NONFINITE="loss|grad:STEP[:RANK]"): makes this rank's loss, or its
-  /// first gradient accumulator's element 0, NaN at step `hookStep_` (all ranks when hookRank_ < 0).
+  /// Test hook (COLOSSAL_TEST_NONFINITE="loss|grad|grad-inf:STEP[,STEP...][:RANK]"): makes this
+  /// rank's loss, or its first gradient accumulator's element 0, NaN (grad-inf: +inf) at the steps
+  /// `hookSteps_` (all ranks when hookRank_ < 0).
   std::string hookKind_;
-  int64_t hookStep_ = -1, hookRank_ = -1;
+  std::vector<int64_t> hookSteps_;
+  int64_t hookRank_ = -1;
+  /// Dynamic loss scaling (TrainConfig.loss_scale_*): the scale and the clean-step count.
+  double lossScale_ = 0;
+  int64_t growthTracker_ = 0;
+  /// Multiplies every gradient accumulator by `factor` in place; true when some element is not
+  /// finite (torch's _amp_foreach_non_finite_check_and_unscale_).
+  bool unscaleGradients(double factor);
   /// Sum over the dp group of `local` (itself for one rank).
   llvm::Expected<double> sumOverRanks(double local);
   /// The test hook, when it is due at `step` on this rank: `lossSum` or a gradient made NaN.
