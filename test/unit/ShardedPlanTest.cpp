@@ -251,7 +251,18 @@ TEST_F(ShardedPlanTest, LoaderRejectsInconsistentShardings) {
   {
     plan::Plan p = good;
     p.mutable_states(1)->clear_sharding();  // w.grad
-    expectError(p, "state 'w.grad': gradient accumulator must have its param's sharding ([[tp], []] of [8, 4]), has none");
+    // Without its sharding the accumulator's [4, 4] is the whole tensor: not the param's [8, 4].
+    expectError(p, "state 'w.grad': gradient accumulator must have its param's dtype and global shape (f32 [8, 4])");
+  }
+  {
+    plan::Plan p = good;  // the same global shape, split on the other dim
+    plan::Sharding *g = p.mutable_states(1)->mutable_sharding();
+    g->mutable_dims(0)->clear_axes();
+    g->mutable_dims(1)->add_axes("tp");
+    p.mutable_states(1)->set_shape(0, 8);  // the local shard [8, 2] of that sharding
+    p.mutable_states(1)->set_shape(1, 2);
+    expectError(p, "state 'w.grad': gradient accumulator must have its param's sharding ([[tp], []] of [8, 4]) or "
+                   "that sharding with dim 0 split over more axes (ZeRO), has [[], [tp]] of [8, 4]");
   }
   {
     plan::Plan p = good;

@@ -70,7 +70,7 @@ TEST_F(TrainPlanTest, StateErrors) {
   expectError("state 'W.exp_avg': its param 'U.grad' is not a PARAM state");
   model = good;
   state("U.grad").set_shape(0, 99);
-  expectError("state 'U.grad': gradient accumulator must have its param's dtype and shape (f32 [6, 16])");
+  expectError("state 'U.grad': gradient accumulator must have its param's dtype and global shape (f32 [6, 16])");
   model = good;
   state("W").set_role(plan::StateTensor::ROLE_INVALID);
   expectError("state 'W': invalid role 0");
@@ -146,7 +146,8 @@ TEST_F(TrainPlanTest, OnlyUpdatesWriteState) {
   bad->add_inputs(w);
   bad->add_outputs(w);
   expectError("(relu): writes STATE buffer " + std::to_string(w) +
-              " ('W'); only accumulate_grad, adamw_update, adam_update and sgd_update may");
+              " ('W'); only accumulate_grad, adamw_update, adam_update, sgd_update, "
+              "all_gather_in_place and reduce_scatter_in_place may");
   model = good;
   // accumulate_grad whose output is not its accumulator input.
   plan::Program &ts2 = prog("train_step");

@@ -368,7 +368,12 @@ TEST_F(RunTrainingTest, MetricsLinesAndEvaluation) {
     EXPECT_EQ(m.getNumber("eval_loss").has_value(), evalStep) << "step " << s;
     EXPECT_EQ(m.getBoolean("skipped"), false);
     EXPECT_EQ(m.getInteger("skipped_total"), 0);
-    EXPECT_EQ(m.size(), evalStep ? 8u : 7u);
+    // state_bytes: the runtime's count of the store's bytes by role.
+    const llvm::json::Object *sb = m.getObject("state_bytes");
+    ASSERT_TRUE(sb) << "step " << s;
+    EXPECT_GT(*sb->getInteger("params"), 0);
+    EXPECT_EQ(sb->getInteger("grads"), sb->getInteger("params"));
+    EXPECT_EQ(m.size(), evalStep ? 9u : 8u);
   }
   // Key order is DESIGN.md's.
   std::string text = readBytes(o.metricsPath);
@@ -912,11 +917,32 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   r.skippedTotal = 2;
   EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,\"tokens_per_s\":7,"
                                          "\"eval_loss\":1.25,\"skipped\":true,\"skipped_total\":2}");
-  // comm_s appears only for a plan with a mesh (commSeconds >= 0), last.
+  // comm_s and comm_elements appear only for a plan with a mesh (commSeconds >= 0), then the
+  // state bytes (when the store holds any), last.
   r.commSeconds = 0.125;
+  r.commElements = {4, 2, 3};
+  r.stateBytes.params = 16;
+  r.stateBytes.grads = 8;
+  r.stateBytes.optimizer = 32;
   EXPECT_EQ(metricsLine(0, r, 7, &eval), "{\"step\":0,\"loss\":null,\"lr\":0.05,\"grad_norm\":null,"
                                          "\"tokens_per_s\":7,\"eval_loss\":1.25,\"skipped\":true,"
-                                         "\"skipped_total\":2,\"comm_s\":0.125}");
+                                         "\"skipped_total\":2,\"comm_s\":0.125,\"comm_elements\":{\"all_reduce\":4,"
+                                         "\"reduce_scatter\":2,\"all_gather\":3},\"state_bytes\":{\"params\":16,"
+                                         "\"grads\":8,\"optimizer\":32}}");
+  r.stateBytes = {};
+  // A loss-scaled step: loss_scale before skipped; an overflow counts as skipped.
+  r.commSeconds = -1;
+  r.nonFinite = NonFiniteCause::None;
+  r.loss = 2.5;
+  r.lossScale = 32768;
+  r.overflow = true;
+  EXPECT_EQ(metricsLine(0, r, 7, nullptr), "{\"step\":0,\"loss\":2.5,\"lr\":0.05,\"grad_norm\":null,"
+                                          "\"tokens_per_s\":7,\"loss_scale\":32768,\"skipped\":true,"
+                                          "\"skipped_total\":2}");
+  r.lossScale = 0;
+  r.overflow = false;
+  r.loss = NAN;
+  r.nonFinite = NonFiniteCause::Loss;
   r.commSeconds = -1;
   // Round trip: the written text parses back to the same double.
   r.loss = 2.9286656379699707;
