@@ -90,6 +90,194 @@ BlockArgument argumentNamed(func::FuncOp fn, StringRef attr, StringRef name) {
   return {};
 }
 
+/// The module's data axes and the programs the pass rewrites.
+struct ZeroContext {
+  MeshOp mesh;
+  SmallVector<StringAttr> data; // the mesh's data axes, in mesh order
+  ArrayAttr axes;               // the same, as the collectives' attribute
+  int64_t groupSize = 1;        // P: the product of their sizes
+  func::FuncOp train, step;     // @train_step, @optimizer_step
+  SmallVector<func::FuncOp> programs; // every program (stage 3 gathers in each)
+};
+
+/// The parameters @optimizer_step updates, in update order, each marked partitioned when its local
+/// dim 0 divides into P chunks (and is one block). Errors name the update op.
+FailureOr<SmallVector<Param>> collectParams(ZeroContext &z) {
+  func::FuncOp step = z.step;
+  auto stepArg = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &step.getBody().front() ? arg : BlockArgument();
+  };
+  SmallVector<Param> params;
+  WalkResult walk = step.walk([&](Operation *op) {
+    if (!isa<AdamWUpdateOp, AdamUpdateOp, SgdUpdateOp>(op))
+      return WalkResult::advance();
+    Param q;
+    q.update = op;
+    q.p = stepArg(op->getOperand(0));
+    q.g = stepArg(op->getOperand(1));
+    if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
+      if (sgd.getBuf())
+        q.states.push_back(stepArg(sgd.getBuf()));
+    } else {
+      q.states = {stepArg(op->getOperand(2)), stepArg(op->getOperand(3))};
+    }
+    if (!q.p || !q.g || llvm::any_of(q.states, [](BlockArgument a) { return !a; })) {
+      op->emitError("colossal-zero: the update's parameter, gradient and optimizer state must be "
+                    "arguments of @")
+          << step.getSymName();
+      return WalkResult::interrupt();
+    }
+    auto name = step.getArgAttrOfType<StringAttr>(q.p.getArgNumber(), kParamAttr);
+    if (!name) {
+      op->emitError("colossal-zero: the updated tensor is not a ") << kParamAttr << " argument";
+      return WalkResult::interrupt();
+    }
+    q.name = name.str();
+    q.whole = cast<RankedTensorType>(q.p.getType());
+    auto sharding = step.getArgAttrOfType<ShardingAttr>(q.p.getArgNumber(), kShardingAttr);
+    bool oneBlock = !sharding || sharding.getDims().empty() || sharding.getDims()[0].getBlocks() <= 1;
+    q.partitioned = q.whole.getRank() >= 1 && q.whole.getDimSize(0) > 0 &&
+                    q.whole.getDimSize(0) % z.groupSize == 0 && oneBlock;
+    if (q.partitioned) {
+      SmallVector<int64_t> shape(q.whole.getShape());
+      shape[0] /= z.groupSize;
+      q.chunk = RankedTensorType::get(shape, q.whole.getElementType());
+    }
+    params.push_back(std::move(q));
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (params.empty())
+    return step.emitError("colossal-zero: @optimizer_step updates no parameter");
+  return params;
+}
+
+/// The gradients' sum over the data axes. Stage 1 reduce-scatters the full accumulators at the
+/// start of @optimizer_step; stages 2 and 3 reduce-scatter each microbatch's gradient in
+/// @train_step into an accumulator that is a chunk. A parameter that is not partitioned keeps
+/// plain data parallelism's all_reduce.
+LogicalResult partitionGradients(ZeroContext &z, ArrayRef<Param> params, int64_t stage) {
+  MLIRContext *ctx = z.step.getContext();
+  OpBuilder b = OpBuilder::atBlockBegin(&z.step.getBody().front());
+  for (const Param &q : params) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, q.name + ".grad"), z.step.getLoc());
+    if (!q.partitioned) {
+      AllReduceInPlaceOp::create(b, loc, ValueRange{q.g}, z.axes, b.getStringAttr("sum"));
+      continue;
+    }
+    if (stage == 1) {
+      ReduceScatterInPlaceOp::create(b, loc, ValueRange{q.g}, z.axes);
+      continue;
+    }
+    BlockArgument acc = argumentNamed(z.train, kStateAttr, q.name + ".grad");
+    if (!acc)
+      return z.train.emitError("colossal-zero: @")
+             << z.train.getSymName() << " has no accumulator '" << q.name << ".grad'";
+    for (OpOperand &use : llvm::make_early_inc_range(acc.getUses())) {
+      auto accumulate = dyn_cast<AccumulateGradOp>(use.getOwner());
+      if (!accumulate || use.getOperandNumber() != 0)
+        return use.getOwner()->emitError("colossal-zero: the accumulator '")
+               << q.name << ".grad' is used by an op other than accumulate_grad";
+      OpBuilder at(accumulate);
+      Value chunk = ReduceScatterOp::create(at, accumulate.getLoc(), q.chunk, accumulate.getG(), z.axes,
+                                            at.getI64IntegerAttr(0), at.getStringAttr("sum"));
+      accumulate.getGMutable().assign(chunk);
+    }
+    partitionArgument(z.train, acc.getArgNumber(), q.chunk, z.mesh, z.data);
+    partitionArgument(z.step, q.g.getArgNumber(), q.chunk, z.mesh, z.data);
+  }
+  return success();
+}
+
+/// The global norm over chunks: sqrt(Σ_whole ‖g‖² + all_reduce_data(Σ_chunks ‖g_r‖²)).
+void rewriteGlobalNorms(ZeroContext &z, MutableArrayRef<Param> params, int64_t stage) {
+  SmallVector<GlobalNormOp> norms;
+  z.step.walk([&](GlobalNormOp n) { norms.push_back(n); });
+  llvm::DenseMap<Value, Param *> byGrad;
+  for (Param &q : params)
+    byGrad[q.g] = &q;
+  for (GlobalNormOp norm : norms) {
+    OpBuilder b(norm);
+    Location loc = norm.getLoc();
+    SmallVector<Value> whole, chunks;
+    for (Value g : norm.getGrads()) {
+      Param *q = byGrad.lookup(g);
+      if (!q || !q->partitioned)
+        whole.push_back(g);
+      else
+        chunks.push_back(stage == 1 ? ShardViewOp::create(b, loc, q->chunk, g, z.axes).getResult() : g);
+    }
+    if (chunks.empty())
+      continue;
+    auto scalar = cast<RankedTensorType>(norm.getNorm().getType());
+    Value n = GlobalNormOp::create(b, loc, scalar, chunks);
+    Value total = AllReduceOp::create(b, loc, scalar, MulOp::create(b, loc, n, n), z.axes,
+                                      b.getStringAttr("sum"));
+    if (!whole.empty()) {
+      Value w = GlobalNormOp::create(b, loc, scalar, whole);
+      total = AddOp::create(b, loc, MulOp::create(b, loc, w, w), total);
+    }
+    norm.getNorm().replaceAllUsesWith(SqrtOp::create(b, loc, scalar, total).getResult());
+    norm.erase();
+  }
+}
+
+/// Each rank updates its chunk of a partitioned parameter with its chunks of the gradient and of
+/// the optimizer state (views of the full tensors under stages 1 and 2).
+void rewriteUpdates(ZeroContext &z, ArrayRef<Param> params, int64_t stage) {
+  for (const Param &q : params) {
+    if (!q.partitioned)
+      continue;
+    OpBuilder b(q.update);
+    Location loc = q.update->getLoc();
+    Value p = stage == 3 ? Value(q.p) : ShardViewOp::create(b, loc, q.chunk, q.p, z.axes).getResult();
+    Value g = stage == 1 ? ShardViewOp::create(b, loc, q.chunk, q.g, z.axes).getResult() : Value(q.g);
+    q.update->setOperand(0, p);
+    q.update->setOperand(1, g);
+    for (BlockArgument s : q.states)
+      partitionArgument(z.step, s.getArgNumber(), q.chunk, z.mesh, z.data);
+  }
+}
+
+/// Stages 1 and 2: the updated chunks, gathered into the full parameters before the step returns.
+void gatherUpdatedParams(ZeroContext &z, ArrayRef<Param> params) {
+  MLIRContext *ctx = z.step.getContext();
+  OpBuilder b(z.step.getBody().front().getTerminator());
+  for (const Param &q : params)
+    if (q.partitioned)
+      AllGatherInPlaceOp::create(b, NameLoc::get(StringAttr::get(ctx, q.name), z.step.getLoc()),
+                                 ValueRange{q.p}, z.axes);
+}
+
+/// Stage 3: the parameters are chunks in every program; each op that reads one reads its own
+/// all_gather of it, placed just before the op (the update writes the chunk itself).
+void gatherBeforeEachUse(ZeroContext &z, ArrayRef<Param> params) {
+  MLIRContext *ctx = z.step.getContext();
+  for (const Param &q : params) {
+    if (!q.partitioned)
+      continue;
+    for (func::FuncOp fn : z.programs) {
+      BlockArgument arg = fn == z.step ? q.p : argumentNamed(fn, kParamAttr, q.name);
+      if (!arg)
+        continue;
+      llvm::MapVector<Operation *, SmallVector<unsigned, 2>> readers;
+      for (OpOperand &use : arg.getUses())
+        if (use.getOwner() != q.update)
+          readers[use.getOwner()].push_back(use.getOperandNumber());
+      for (auto &[reader, operands] : readers) {
+        OpBuilder at(reader);
+        Value full = AllGatherOp::create(at, NameLoc::get(StringAttr::get(ctx, q.name), reader->getLoc()),
+                                         q.whole, arg, z.axes, at.getI64IntegerAttr(0));
+        for (unsigned i : operands)
+          reader->setOperand(i, full);
+      }
+      partitionArgument(fn, arg.getArgNumber(), q.chunk, z.mesh, z.data);
+    }
+  }
+}
+
 struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
   using ZeroBase::ZeroBase;
 
@@ -102,199 +290,38 @@ struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
     ModuleOp module = getOperation();
     if (stage < 0 || stage > 3)
       return module.emitError("colossal-zero: stage must be 0, 1, 2 or 3, got ") << int64_t(stage);
-    MeshOp mesh = lookupMesh(module);
-    if (stage == 0 || !mesh)
+    ZeroContext z;
+    z.mesh = lookupMesh(module);
+    if (stage == 0 || !z.mesh)
       return success();
-    MLIRContext *ctx = module.getContext();
-    SmallVector<StringAttr> data;
     SmallVector<Attribute> dataAttrs;
-    int64_t groupSize = 1;
-    for (int i : mesh.axesWithRole(AxisRole::Data)) {
-      data.push_back(cast<StringAttr>(mesh.getAxes()[i]));
-      dataAttrs.push_back(mesh.getAxes()[i]);
-      groupSize *= mesh.getShape()[i];
+    for (int i : z.mesh.axesWithRole(AxisRole::Data)) {
+      z.data.push_back(cast<StringAttr>(z.mesh.getAxes()[i]));
+      dataAttrs.push_back(z.mesh.getAxes()[i]);
+      z.groupSize *= z.mesh.getShape()[i];
     }
-    if (groupSize == 1)
+    if (z.groupSize == 1)
       return success();
-    ArrayAttr axes = ArrayAttr::get(ctx, dataAttrs);
-    func::FuncOp step = lookupProgram(module, ProgramRole::OptimizerStep);
-    func::FuncOp train = lookupProgram(module, ProgramRole::TrainStep);
-    if (!step || !train)
+    z.axes = ArrayAttr::get(module.getContext(), dataAttrs);
+    z.step = lookupProgram(module, ProgramRole::OptimizerStep);
+    z.train = lookupProgram(module, ProgramRole::TrainStep);
+    if (!z.step || !z.train)
       return module.emitError("colossal-zero needs @train_step and @optimizer_step (run "
                               "colossal-optimizer first)");
-
-    // The parameters, in update order.
-    SmallVector<Param> params;
-    auto stepArg = [&](Value v) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg && arg.getOwner() == &step.getBody().front() ? arg : BlockArgument();
-    };
-    WalkResult walk = step.walk([&](Operation *op) {
-      if (!isa<AdamWUpdateOp, AdamUpdateOp, SgdUpdateOp>(op))
-        return WalkResult::advance();
-      Param q;
-      q.update = op;
-      q.p = stepArg(op->getOperand(0));
-      q.g = stepArg(op->getOperand(1));
-      if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
-        if (sgd.getBuf())
-          q.states.push_back(stepArg(sgd.getBuf()));
-      } else {
-        q.states = {stepArg(op->getOperand(2)), stepArg(op->getOperand(3))};
-      }
-      if (!q.p || !q.g || llvm::any_of(q.states, [](BlockArgument a) { return !a; })) {
-        op->emitError("colossal-zero: the update's parameter, gradient and optimizer state must "
-                      "be arguments of @")
-            << step.getSymName();
-        return WalkResult::interrupt();
-      }
-      auto name = step.getArgAttrOfType<StringAttr>(q.p.getArgNumber(), kParamAttr);
-      if (!name) {
-        op->emitError("colossal-zero: the updated tensor is not a ") << kParamAttr << " argument";
-        return WalkResult::interrupt();
-      }
-      q.name = name.str();
-      q.whole = cast<RankedTensorType>(q.p.getType());
-      auto sharding = step.getArgAttrOfType<ShardingAttr>(q.p.getArgNumber(), kShardingAttr);
-      bool oneBlock = !sharding || sharding.getDims().empty() || sharding.getDims()[0].getBlocks() <= 1;
-      q.partitioned = q.whole.getRank() >= 1 && q.whole.getDimSize(0) > 0 &&
-                      q.whole.getDimSize(0) % groupSize == 0 && oneBlock;
-      if (q.partitioned) {
-        SmallVector<int64_t> shape(q.whole.getShape());
-        shape[0] /= groupSize;
-        q.chunk = RankedTensorType::get(shape, q.whole.getElementType());
-      }
-      params.push_back(std::move(q));
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
-      return failure();
-    if (params.empty())
-      return module.emitError("colossal-zero: @optimizer_step updates no parameter");
-
-    // Every program that reads a parameter (stage 3 partitions it everywhere).
-    SmallVector<func::FuncOp> programs;
     for (auto fn : module.getOps<func::FuncOp>())
       if (programRole(fn))
-        programs.push_back(fn);
+        z.programs.push_back(fn);
 
-    OpBuilder b(ctx);
-    Block &stepBody = step.getBody().front();
-
-    // Gradients: the sum over the data axes. Stage 1 reduce-scatters the full accumulators at the
-    // start of the step; stages 2 and 3 reduce-scatter each microbatch's gradient in @train_step
-    // into an accumulator that is a chunk. A parameter that is not partitioned keeps plain data
-    // parallelism's all_reduce.
-    b.setInsertionPointToStart(&stepBody);
-    for (Param &q : params) {
-      Location loc = NameLoc::get(StringAttr::get(ctx, q.name + ".grad"), step.getLoc());
-      if (!q.partitioned) {
-        AllReduceInPlaceOp::create(b, loc, ValueRange{q.g}, axes, b.getStringAttr("sum"));
-        continue;
-      }
-      if (stage == 1) {
-        ReduceScatterInPlaceOp::create(b, loc, ValueRange{q.g}, axes);
-        continue;
-      }
-      BlockArgument acc = argumentNamed(train, kStateAttr, q.name + ".grad");
-      if (!acc)
-        return train.emitError("colossal-zero: @")
-               << train.getSymName() << " has no accumulator '" << q.name << ".grad'";
-      for (OpOperand &use : llvm::make_early_inc_range(acc.getUses())) {
-        auto accumulate = dyn_cast<AccumulateGradOp>(use.getOwner());
-        if (!accumulate || use.getOperandNumber() != 0)
-          return use.getOwner()->emitError("colossal-zero: the accumulator '")
-                 << q.name << ".grad' is used by an op other than accumulate_grad";
-        OpBuilder at(accumulate);
-        Value chunk = ReduceScatterOp::create(at, accumulate.getLoc(), q.chunk, accumulate.getG(), axes,
-                                              at.getI64IntegerAttr(0), at.getStringAttr("sum"));
-        accumulate.getGMutable().assign(chunk);
-      }
-      partitionArgument(train, acc.getArgNumber(), q.chunk, mesh, data);
-      partitionArgument(step, q.g.getArgNumber(), q.chunk, mesh, data);
-    }
-
-    // The global norm over chunks: each chunk's squared norm summed over the data axes.
-    SmallVector<GlobalNormOp> norms;
-    step.walk([&](GlobalNormOp n) { norms.push_back(n); });
-    llvm::DenseMap<Value, Param *> byGrad;
-    for (Param &q : params)
-      byGrad[q.g] = &q;
-    for (GlobalNormOp norm : norms) {
-      b.setInsertionPoint(norm);
-      Location loc = norm.getLoc();
-      SmallVector<Value> whole, chunks;
-      for (Value g : norm.getGrads()) {
-        Param *q = byGrad.lookup(g);
-        if (!q || !q->partitioned) {
-          whole.push_back(g);
-        } else if (stage == 1) {
-          chunks.push_back(ShardViewOp::create(b, loc, q->chunk, g, axes));
-        } else {
-          chunks.push_back(g);
-        }
-      }
-      if (chunks.empty())
-        continue;
-      auto scalar = cast<RankedTensorType>(norm.getNorm().getType());
-      Value n = GlobalNormOp::create(b, loc, scalar, chunks);
-      Value total = AllReduceOp::create(b, loc, scalar, MulOp::create(b, loc, n, n), axes,
-                                        b.getStringAttr("sum"));
-      if (!whole.empty()) {
-        Value w = GlobalNormOp::create(b, loc, scalar, whole);
-        total = AddOp::create(b, loc, MulOp::create(b, loc, w, w), total);
-      }
-      norm.getNorm().replaceAllUsesWith(SqrtOp::create(b, loc, scalar, total).getResult());
-      norm.erase();
-    }
-
-    // The updates: each rank updates its chunk of the parameter with its chunk of the gradient
-    // and of the optimizer state.
-    for (Param &q : params) {
-      if (!q.partitioned)
-        continue;
-      b.setInsertionPoint(q.update);
-      Location loc = q.update->getLoc();
-      Value p = stage == 3 ? Value(q.p) : ShardViewOp::create(b, loc, q.chunk, q.p, axes);
-      Value g = stage == 1 ? Value(ShardViewOp::create(b, loc, q.chunk, q.g, axes)) : Value(q.g);
-      q.update->setOperand(0, p);
-      q.update->setOperand(1, g);
-      for (BlockArgument s : q.states)
-        partitionArgument(step, s.getArgNumber(), q.chunk, mesh, data);
-    }
-
-    if (stage < 3) {
-      // Every rank's updated chunks, gathered into the full parameters before the step returns.
-      b.setInsertionPoint(stepBody.getTerminator());
-      for (Param &q : params)
-        if (q.partitioned)
-          AllGatherInPlaceOp::create(b, NameLoc::get(StringAttr::get(ctx, q.name), step.getLoc()),
-                                     ValueRange{q.p}, axes);
-    } else {
-      // Stage 3: the parameters are chunks everywhere; each op that reads one gathers it first.
-      for (Param &q : params) {
-        if (!q.partitioned)
-          continue;
-        for (func::FuncOp fn : programs) {
-          BlockArgument arg = fn == step ? q.p : argumentNamed(fn, kParamAttr, q.name);
-          if (!arg)
-            continue;
-          llvm::MapVector<Operation *, SmallVector<unsigned, 2>> readers;
-          for (OpOperand &use : arg.getUses())
-            if (use.getOwner() != q.update)
-              readers[use.getOwner()].push_back(use.getOperandNumber());
-          for (auto &[reader, operands] : readers) {
-            OpBuilder at(reader);
-            Value full = AllGatherOp::create(at, NameLoc::get(StringAttr::get(ctx, q.name), reader->getLoc()),
-                                             q.whole, arg, axes, at.getI64IntegerAttr(0));
-            for (unsigned i : operands)
-              reader->setOperand(i, full);
-          }
-          partitionArgument(fn, arg.getArgNumber(), q.chunk, mesh, data);
-        }
-      }
-    }
-    for (func::FuncOp fn : programs)
+    FailureOr<SmallVector<Param>> params = collectParams(z);
+    if (failed(params) || failed(partitionGradients(z, *params, stage)))
+      return failure();
+    rewriteGlobalNorms(z, *params, stage);
+    rewriteUpdates(z, *params, stage);
+    if (stage < 3)
+      gatherUpdatedParams(z, *params);
+    else
+      gatherBeforeEachUse(z, *params);
+    for (func::FuncOp fn : z.programs)
       refreshFunctionType(fn);
     return success();
   }
