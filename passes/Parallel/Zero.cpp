@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "dialects/Colossal/Programs.h"
+#include "passes/Training/TrainUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -313,7 +314,34 @@ struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
         z.programs.push_back(fn);
 
     FailureOr<SmallVector<Param>> params = collectParams(z);
-    if (failed(params) || failed(partitionGradients(z, *params, stage)))
+    if (failed(params))
+      return failure();
+    // A parameter left whole is said, never silent (docs/parallelism.md "ZeRO").
+    SmallVector<std::string> whole;
+    int64_t wholeElements = 0, elements = 0;
+    for (const Param &q : *params) {
+      elements += q.whole.getNumElements();
+      if (!q.partitioned) {
+        whole.push_back(q.name);
+        wholeElements += q.whole.getNumElements();
+      }
+    }
+    if (!whole.empty()) {
+      std::string names;
+      for (size_t i = 0; i < whole.size() && i < 8; ++i)
+        names += (i ? ", " : "") + whole[i];
+      if (whole.size() > 8)
+        names += ", ... (" + std::to_string(whole.size() - 8) + " more)";
+      module.emitWarning("colossal-zero: stage ")
+          << int64_t(stage) << ": " << whole.size() << " of " << params->size()
+          << " parameters stay whole on every rank (" << wholeElements << " of " << elements
+          << " local elements), because their local dim 0 does not split into " << z.groupSize
+          << " chunks: " << names;
+    }
+    training::updateTrainConfig(module, {NamedAttribute(StringAttr::get(module.getContext(), "zero_stage"),
+                                              IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                                               int64_t(stage)))});
+    if (failed(partitionGradients(z, *params, stage)))
       return failure();
     rewriteGlobalNorms(z, *params, stage);
     rewriteUpdates(z, *params, stage);

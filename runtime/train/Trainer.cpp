@@ -477,7 +477,7 @@ static llvm::Expected<CheckpointInfo> resumeTraining(const LoadedPlan &plan, Tra
       log << "note: " << o.resumeDir << ": saved under mesh " << meshText(info->mesh) << ", resuming under "
           << meshText(mesh) << " (supported: checkpoints hold global shapes)"
           << (info->specHash != tc.spec_hash() ? "; its spec file differed, and this plan's settings apply" : "") << "\n";
-  } else if (info->specHash != tc.spec_hash()) {
+  } else if (info->specHash != tc.spec_hash() && writer) {
     log << "warning: " << o.resumeDir << ": the checkpoint was written by a plan compiled from another spec; "
         << "training continues with this plan's hyperparameters\n";
   }

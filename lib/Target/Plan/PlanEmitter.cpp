@@ -321,6 +321,57 @@ uint64_t gatheredParamPeak(const plan::Program &program,
   return peak;
 }
 
+/// `--report`'s ZeRO line (docs/parallelism.md "ZeRO"): the stage, and which trainable parameters
+/// have some state split into dim-0 chunks over the data axes; those whole on every rank by name.
+void printZeroSummary(const plan::Plan &planMsg, llvm::raw_ostream &os) {
+  std::set<std::string> dataAxes;
+  std::string axesText;
+  int64_t ranks = 1;
+  for (const plan::MeshAxis &a : planMsg.mesh())
+    if (a.role() == plan::MeshAxis::DATA) {
+      dataAxes.insert(a.name());
+      axesText += (axesText.empty() ? "'" : ", '") + a.name() + "'";
+      ranks *= a.size();
+    }
+  auto chunked = [&](const plan::StateTensor &st) {
+    if (!st.has_sharding() || st.sharding().dims_size() == 0)
+      return false;
+    for (const std::string &axis : st.sharding().dims(0).axes())
+      if (dataAxes.count(axis))
+        return true;
+    return false;
+  };
+  std::map<std::string, std::pair<bool, uint64_t>> params; // name -> (partitioned, elements)
+  for (const plan::StateTensor &st : planMsg.states()) {
+    if (st.role() != plan::StateTensor::PARAM)
+      continue;
+    uint64_t n = 1;
+    for (int64_t d : st.has_sharding() ? st.sharding().global_shape() : st.shape())
+      n *= static_cast<uint64_t>(d);
+    params[st.name()].second = n;
+  }
+  for (const plan::StateTensor &st : planMsg.states()) {
+    const std::string &owner = st.role() == plan::StateTensor::PARAM ? st.name() : st.param();
+    if (auto it = params.find(owner); it != params.end() && chunked(st))
+      it->second.first = true;
+  }
+  uint64_t split = 0, total = 0, count = 0;
+  std::string whole;
+  for (const auto &[name, v] : params) {
+    total += v.second;
+    if (v.first) {
+      split += v.second;
+      ++count;
+    } else {
+      whole += (whole.empty() ? "" : ", ") + name;
+    }
+  }
+  os << "ZeRO stage " << planMsg.train().zero_stage() << " over " << axesText << " (" << ranks
+     << " ranks): " << count << " of " << params.size() << " trainable parameters partitioned ("
+     << split << " of " << total << " elements); whole on every rank: "
+     << (whole.empty() ? "none" : whole) << "\n";
+}
+
 /// `--report` for a mesh (docs/parallelism.md "Report"): the mesh; a note that the memory figures
 /// above are per rank (the plan's buffers and states have each rank's local shapes, replicated
 /// or sharded); then, per program, the count and bytes of each collective by (op, axes) for one
@@ -362,6 +413,8 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
   }
   const bool train = planMsg.mode() == "train";
   const int64_t accum = train ? planMsg.train().grad_accum() : 1;
+  if (train && planMsg.train().zero_stage() > 0)
+    printZeroSummary(planMsg, os);
   auto runsPerStep = [&](const plan::Program &program) -> int64_t {
     if (!train)
       return program.role() == plan::Program::FORWARD ? 1 : 0;
