@@ -225,20 +225,26 @@ def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum"> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "Batched matrix product [..., M, K] × [..., K, N] → [..., M, N]";
   let description = [{
     Both operands have rank ≥ 2 (the importer reshapes ONNX's 1-D cases); batch dims broadcast.
+    The operands share one element type T; the result is T, or f32 when T is bf16 or f16 (the
+    products summed in f32 and not rounded back: colossal-auto-mixed-precision's form).
   }];
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "alpha · op(a) · op(b) + beta · c (ONNX Gemm), op = optional transpose";
+  let description = [{
+    a and b share one element type T; the result is T, or f32 when T is bf16 or f16 (summed in
+    f32, as matmul). c (optional) has the result's element type.
+  }];
   let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
                    BoolAttr:$trans_a, BoolAttr:$trans_b, F32Attr:$alpha, F32Attr:$beta);
   let results = (outs AnyRankedTensor:$result);
