@@ -416,9 +416,9 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 }
 
 namespace {
-/// Result types of a contraction (matmul, gemm): the inferred type, or the same shape in f32 when
-/// the operands are bf16 or f16 (f32 accumulation kept, colossal-auto-mixed-precision).
-bool contractionResultsCompatible(TypeRange inferred, TypeRange actual) {
+/// Result types of a contraction (matmul, gemm) or attention: the inferred type, or the same shape
+/// in f32 when the operands are bf16 or f16 (computed in f32, colossal-auto-mixed-precision).
+bool lowPrecisionResultsCompatible(TypeRange inferred, TypeRange actual) {
   if (inferred.size() != 1 || actual.size() != 1)
     return false;
   if (inferred[0] == actual[0])
@@ -432,10 +432,13 @@ bool contractionResultsCompatible(TypeRange inferred, TypeRange actual) {
 } // namespace
 
 bool MatMulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
-  return contractionResultsCompatible(l, r);
+  return lowPrecisionResultsCompatible(l, r);
 }
 bool GemmOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
-  return contractionResultsCompatible(l, r);
+  return lowPrecisionResultsCompatible(l, r);
+}
+bool AttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return lowPrecisionResultsCompatible(l, r);
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -251,7 +251,7 @@ def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptorWithIsCompatible, V
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Attention)">.body;
   let summary = "Scaled dot-product attention, causal and/or masked, with GQA";
   let description = [{
@@ -259,7 +259,8 @@ def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP, Sh
     i1 keep-mask) broadcastable to [B, Hq, Tq, Tk]. Result [B, Hq, Tq, Dv]:
     softmax(q·kᵀ·scale + mask + causal) · v (Vaswani et al. 2017). `causal` hides key j from
     query i unless j ≤ i + Tk − Tq. Grouped-query attention (Ainslie et al. 2023): Hq is a multiple
-    of Hkv and query head h reads kv head h / (Hq / Hkv).
+    of Hkv and query head h reads kv head h / (Hq / Hkv). The result has q's element type, or f32
+    when q, k and v are bf16 or f16 (computed in f32: colossal-auto-mixed-precision's form).
   }];
   let arguments = (ins AnyRankedTensor:$q, AnyRankedTensor:$k, AnyRankedTensor:$v,
                    Optional<AnyRankedTensor>:$mask, F32Attr:$scale, BoolAttr:$causal);

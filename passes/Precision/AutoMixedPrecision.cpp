@@ -1,9 +1,9 @@
 //===- AutoMixedPrecision.cpp - contractions in bf16 with f32 accumulation ------------------===//
 //
 // torch.autocast's split for bf16, as a rewrite of the forward programs before autodiff: the
-// contractions (matmul, gemm) read bf16 copies of their f32 operands and keep an f32 result
-// (products exact in f32, sums in f32); everything else (softmax, norms, losses, reductions,
-// elementwise, attention) stays f32. Parameters stay f32 arguments: each use in a contraction
+// contractions (matmul, gemm) and the fused attention read bf16 copies of their f32 operands and
+// keep an f32 result (products exact in f32, sums in f32); everything else (softmax, norms,
+// losses, reductions, elementwise) stays f32. Parameters stay f32 arguments: each use in a contraction
 // reads a `colossal.cast` to bf16 of it, so the optimizer updates f32 master weights and its state
 // stays f32. Because the pass runs before colossal-autodiff, the VJPs of the contractions read
 // the bf16 copies (the activations saved for backward are bf16), their products run in bf16 too,
@@ -33,9 +33,11 @@ struct LowPrecisionRule {
   llvm::ArrayRef<unsigned> operands;
 };
 constexpr unsigned kBothFactors[] = {0, 1};
+constexpr unsigned kQKV[] = {0, 1, 2};
 constexpr LowPrecisionRule kRules[] = {
     {MatMulOp::getOperationName(), kBothFactors}, // lhs, rhs
     {GemmOp::getOperationName(), kBothFactors},   // a, b; the addend c stays f32
+    {AttentionOp::getOperationName(), kQKV},      // q, k, v; the mask stays as it is
 };
 
 const LowPrecisionRule *ruleFor(Operation *op) {

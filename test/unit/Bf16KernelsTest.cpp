@@ -126,6 +126,39 @@ TEST(Bf16, GemmTransposesAndAddend) {
       }
 }
 
+/// attention and attention_grad with bf16 q, k, v against the f32 kernels on the widened inputs
+/// (the fp32 op on the same bf16-rounded inputs): y (f32) equal, dq, dk, dv (bf16) within the
+/// bf16 tolerance of the f32 gradients.
+TEST(Bf16, AttentionAndItsGrad) {
+  std::mt19937 rng(11);
+  const std::vector<int64_t> qs = {2, 4, 70, 16}, kvs = {2, 2, 70, 16};  // GQA, several key blocks
+  HostTensor q = toBf16(randomF32(qs, rng)), k = toBf16(randomF32(kvs, rng)), v = toBf16(randomF32(kvs, rng));
+  auto widened = [](const HostTensor &h) {
+    HostTensor f(DType::F32, h.shape);
+    std::vector<float> w = widen(h);
+    std::copy(w.begin(), w.end(), f.data<float>());
+    return f;
+  };
+  HostTensor qf = widened(q), kf = widened(k), vf = widened(v);
+  Attrs attrs = Attrs().f("scale", 0.25).i("causal", 1);
+  HostTensor y(DType::F32, qs), yRef(DType::F32, qs);
+  ASSERT_NO_ERR(runKernel("attention", {&q, &k, &v}, {&y}, attrs));
+  ASSERT_NO_ERR(runKernel("attention", {&qf, &kf, &vf}, {&yRef}, attrs));
+  expectClose(y.data<float>(), yRef.data<float>(), y.numel(), 0.0f, 0.0f);
+
+  HostTensor dy = randomF32(qs, rng);
+  HostTensor dq(DType::BF16, qs), dk(DType::BF16, kvs), dv(DType::BF16, kvs);
+  HostTensor dqf(DType::F32, qs), dkf(DType::F32, kvs), dvf(DType::F32, kvs);
+  ASSERT_NO_ERR(runKernel("attention_grad", {&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, attrs));
+  ASSERT_NO_ERR(runKernel("attention_grad", {&qf, &kf, &vf, &yRef, &dy}, {&dqf, &dkf, &dvf}, attrs));
+  for (auto [got, want] : {std::pair{&dq, &dqf}, std::pair{&dk, &dkf}, std::pair{&dv, &dvf}}) {
+    std::vector<float> g = widen(*got);
+    expectClose(g.data(), want->data<float>(), got->numel(), kBf16Atol, kBf16Rtol);
+    for (int64_t i = 0; i < got->numel(); ++i)  // rounded once, to nearest even
+      EXPECT_EQ(got->data<uint16_t>()[i], floatToBfloat16(want->data<float>()[i])) << i;
+  }
+}
+
 TEST(Bf16, DTypeErrors) {
   HostTensor a(DType::BF16, {2, 3}), b(DType::F32, {3, 4}), y(DType::F32, {2, 4}), yb(DType::BF16, {2, 4});
   EXPECT_NE(errorMessage(verifyKernel("matmul", {&a, &b}, {&y})).find("operands must have one dtype"), std::string::npos);

@@ -18,13 +18,10 @@
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
 #include "Gemm.h"
-#include "Half.h"
+#include "Widen.h"
 
 namespace colossal::runtime::cpu {
 namespace {
-
-constexpr size_t kAlign = 64;
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 /// Operand and result dtypes: f32 · f32 -> f32, bf16 · bf16 -> f32 or bf16.
 llvm::Error verifyContractionDTypes(const KernelCall &c, unsigned factors) {
@@ -40,51 +37,25 @@ llvm::Error verifyContractionDTypes(const KernelCall &c, unsigned factors) {
   return llvm::Error::success();
 }
 
-/// f32 views of a contraction's operands and result: the tensors themselves when f32, else
-/// widened (operands) or to-be-rounded (result) copies in the workspace. `factors` inputs are
-/// viewed; the result is written back by finish().
+/// f32 views of a contraction's two factors and its result (Widen.h); finish() rounds a bf16
+/// result.
 struct F32Views {
   const float *in[2] = {nullptr, nullptr};
   float *out = nullptr;
 
-  /// Workspace bytes for `c`'s bf16 tensors (0 when all are f32).
-  static size_t bytes(const KernelCall &c, unsigned factors) {
-    size_t n = 0;
-    for (unsigned i = 0; i < factors; ++i)
-      if (c.inputs[i].dtype == DType::BF16) n += alignUp(c.inputs[i].numel() * sizeof(float));
-    if (c.outputs[0].dtype == DType::BF16) n += alignUp(c.outputs[0].numel() * sizeof(float));
-    return n;
+  static size_t bytes(const KernelCall &c) {
+    return f32CopyBytes(c.inputs[0]) + f32CopyBytes(c.inputs[1]) + f32CopyBytes(c.outputs[0]);
   }
-
-  F32Views(const KernelCall &c, unsigned factors) {
+  explicit F32Views(const KernelCall &c) {
     char *ws = static_cast<char *>(c.workspace);
-    for (unsigned i = 0; i < factors; ++i) {
-      const TensorRef &t = c.inputs[i];
-      if (t.dtype == DType::F32) {
-        in[i] = t.as<const float>();
-        continue;
-      }
-      float *f = reinterpret_cast<float *>(ws);
-      ws += alignUp(t.numel() * sizeof(float));
-      const uint16_t *h = t.as<const uint16_t>();
-      parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) { bfloat16ToFloatN(h + b, f + b, e - b); });
-      in[i] = f;
-    }
-    out = c.outputs[0].dtype == DType::F32 ? c.outputs[0].as<float>() : reinterpret_cast<float *>(ws);
+    in[0] = widenedInput(c.inputs[0], ws);
+    in[1] = widenedInput(c.inputs[1], ws);
+    out = f32Result(c.outputs[0], ws);
   }
-
-  /// Rounds the f32 result into a bf16 output (nothing for an f32 output).
-  void finish(const KernelCall &c) const {
-    const TensorRef &Y = c.outputs[0];
-    if (Y.dtype != DType::BF16) return;
-    uint16_t *h = Y.as<uint16_t>();
-    const float *f = out;
-    parallelFor(Y.numel(), 1 << 16, [&](int64_t b, int64_t e) { floatToBfloat16N(f + b, h + b, e - b); });
-  }
+  void finish(const KernelCall &c) const { roundResult(c.outputs[0], out); }
 };
 
-size_t matmulWorkspace(const KernelCall &c, int) { return F32Views::bytes(c, 2); }
-size_t gemmWorkspace(const KernelCall &c, int) { return F32Views::bytes(c, 2); }
+size_t contractionWorkspace(const KernelCall &c, int) { return F32Views::bytes(c); }
 
 llvm::Error verifyMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
@@ -113,7 +84,7 @@ llvm::Error runMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
   const int rank = static_cast<int>(Y.rank());
   const int64_t M = Y.shape[rank - 2], N = Y.shape[rank - 1], K = A.shape[A.rank() - 1];
-  const F32Views v(c, 2);
+  const F32Views v(c);
   const float *a = v.in[0], *b = v.in[1];
   float *y = v.out;
   llvm::ArrayRef<int64_t> outBatch = llvm::ArrayRef<int64_t>(Y.shape).drop_back(2);
@@ -188,7 +159,7 @@ llvm::Error runGemm(const KernelCall &c) {
   float alpha = static_cast<float>(c.attrFloat("alpha", 1.0));
   float beta = static_cast<float>(c.attrFloat("beta", 1.0));
   int64_t M = Y.shape[0], N = Y.shape[1], K = ta ? A.shape[0] : A.shape[1];
-  const F32Views v(c, 2);
+  const F32Views v(c);
   float *y = v.out;
   float gemmBeta = 0.0f;
   if (c.inputs.size() == 3 && beta != 0.0f) {
@@ -216,7 +187,7 @@ void registerMatmulKernels(KernelRegistry &r) {
     mm.dtype = out;
     mm.minInputs = mm.maxInputs = 2;
     mm.verify = verifyMatmul;
-    mm.workspace = matmulWorkspace;
+    mm.workspace = contractionWorkspace;
     mm.run = runMatmul;
     r.add(mm);
     KernelDesc g;
@@ -227,7 +198,7 @@ void registerMatmulKernels(KernelRegistry &r) {
     g.attrs = {{"trans_a", AttrKind::Int}, {"trans_b", AttrKind::Int}, {"alpha", AttrKind::Float},
                {"beta", AttrKind::Float}};
     g.verify = verifyGemm;
-    g.workspace = gemmWorkspace;
+    g.workspace = contractionWorkspace;
     g.run = runGemm;
     r.add(g);
   }

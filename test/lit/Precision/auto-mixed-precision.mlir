@@ -48,3 +48,18 @@ func.func @optimizer_step(%a: tensor<4x4xf32> {colossal.param = "a"}) -> (tensor
   %y = colossal.gemm %a, %a {alpha = 1.0 : f32, beta = 0.0 : f32, trans_a = false, trans_b = false} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %y : tensor<4x4xf32>
 }
+
+// -----
+
+// Attention: q, k and v in bf16, the mask as it is, the result f32.
+
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x2x4x8xf32>, %[[K:[^:]*]]: tensor<1x2x4x8xf32>, %[[V:[^:]*]]: tensor<1x2x4x8xf32>, %[[M:[^:]*]]: tensor<4x4xf32>
+// CHECK-NEXT: %[[QB:.*]] = colossal.cast %[[Q]] : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+// CHECK-NEXT: %[[KB:.*]] = colossal.cast %[[K]] : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+// CHECK-NEXT: %[[VB:.*]] = colossal.cast %[[V]] : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+// CHECK-NEXT: colossal.attention %[[QB]], %[[KB]], %[[VB]], %[[M]] {{.*}} : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32>
+func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %m: tensor<4x4xf32>) -> tensor<1x2x4x8xf32> {
+  %y = colossal.attention %q, %k, %v, %m {causal = true, scale = 0.35 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
+}
