@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bf16 mixed precision (`precision: {compute: bf16}`, docs/training.md "Mixed precision"), end to end.
 
-    bf16_e2e.py --case train|ops --workdir W [--opt PATH --run PATH] [--shared-dir DIR]
+    bf16_e2e.py --case train|ops|mesh --workdir W [--opt PATH --run PATH] [--shared-dir DIR]
                 [--threads N] [--steps N]
 
   train  issue 13's check on the GPT-2 training example (examples/train/train_gpt2.yaml, the model of
@@ -18,11 +18,16 @@
          are exact and summed in f32, also within 1e-5 relative of max |y|. And it must not equal
          the fp32 op on the unrounded inputs (else no rounding happened).
 
-train needs the shared data (exit 77 without it). Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77
+  mesh   the same bf16 spec under mesh {dp: 2} and {tp: 2} (mpirun -np 2, one thread per rank), 10
+         steps each, against the one-rank bf16 run: losses within 1e-4 relative (dp sums the
+         gradients in another order; tp keeps every contraction's bf16 inputs).
+
+train and mesh need the shared data (exit 77 without it); mesh needs mpirun (exit 77 without it). Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77
 skipped.
 """
 import json
 import shutil
+import subprocess
 import os
 import sys
 
@@ -209,7 +214,36 @@ def case_ops(args):
     return ok
 
 
-CASES = {"train": case_train, "ops": case_ops}
+def case_mesh(args):
+    s = t.Setup(args, need_shared=True)
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("skipped: mpirun is not on PATH")
+        sys.exit(u.SKIP)
+    with open(t.TRAIN_SPEC) as f:
+        bf16_text = f.read() + "precision: {compute: bf16}\n"
+    steps = 10
+    one = s.train(s.compile("bf16", s.spec("bf16", bf16_text)), os.path.join(s.work, "bf16.jsonl"), steps)
+    ok = True
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_WAIT_POLICY="passive")
+    for name, mesh in (("dp2", "{dp: 2}"), ("tp2", "{tp: 2}")):
+        plan = s.compile(name, s.spec(name, bf16_text + f"mesh: {mesh}\n"))
+        metrics = os.path.join(s.work, name + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none", s.run_bin, plan, "train", "--data",
+               s.data, "--token-dtype", "uint8", "--steps", str(steps), "--metrics", metrics, "--threads", "1"]
+        print("$ " + " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900, env=env)
+        if p.returncode != 0:
+            raise u.ToolError(f"mpirun colossal-run ({mesh}) failed with exit code {p.returncode}:\n{p.stderr[-3000:]}")
+        print(f"bf16 under mesh {mesh} vs one rank")
+        ok &= t.compare_runs(t.read_metrics(metrics), one, 1e-4, name, "1 rank", grad_tol=1e-3)
+    return ok
+
+
+CASES = {"train": case_train, "ops": case_ops, "mesh": case_mesh}
 
 
 if __name__ == "__main__":
