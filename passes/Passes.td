@@ -220,13 +220,14 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
 //===----------------------------------------------------------------------===//
 
 def AutoMixedPrecision : Pass<"colossal-auto-mixed-precision", "mlir::func::FuncOp"> {
-  let summary = "Run matmul, gemm and attention on bf16 copies of their operands, f32 results";
+  let summary = "Run matmul, gemm, conv and attention on bf16 copies of their operands, f32 results";
   let description = [{
     Mixed precision as torch.autocast splits it for bf16: every `colossal.matmul` and
     `colossal.gemm` whose operands and result are f32 gets `colossal.cast`s to bf16 of its two
     factors (gemm's addend c stays f32) and keeps its f32 result, so the products are exact and
-    summed in f32 (fp32 accumulation) with no rounding of the result; `colossal.attention` gets
-    bf16 q, k and v (the mask is left alone) and keeps its f32 result. Softmax, norms, losses,
+    summed in f32 (fp32 accumulation) with no rounding of the result; `colossal.conv` likewise
+    (x and w; the bias stays f32); `colossal.attention` gets bf16 q, k and v (the mask is left
+    alone) and keeps its f32 result. Softmax, norms, losses,
     reductions and elementwise ops stay f32. Function arguments (parameters) are not
     retyped: a contraction reads a cast of the f32 parameter, so master weights and optimizer
     state stay f32. `@optimizer_step` is left alone.

@@ -415,10 +415,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
-namespace {
-/// Result types of a contraction (matmul, gemm) or attention: the inferred type, or the same shape
-/// in f32 when the operands are bf16 or f16 (computed in f32, colossal-auto-mixed-precision).
-bool lowPrecisionResultsCompatible(TypeRange inferred, TypeRange actual) {
+bool colossal::lowPrecisionResultsCompatible(TypeRange inferred, TypeRange actual) {
   if (inferred.size() != 1 || actual.size() != 1)
     return false;
   if (inferred[0] == actual[0])
@@ -429,7 +426,6 @@ bool lowPrecisionResultsCompatible(TypeRange inferred, TypeRange actual) {
          (i.getElementType().isBF16() || i.getElementType().isF16()) &&
          a.getElementType().isF32();
 }
-} // namespace
 
 bool MatMulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
   return lowPrecisionResultsCompatible(l, r);

@@ -1,7 +1,7 @@
 //===- AutoMixedPrecision.cpp - contractions in bf16 with f32 accumulation ------------------===//
 //
 // torch.autocast's split for bf16, as a rewrite of the forward programs before autodiff: the
-// contractions (matmul, gemm) and the fused attention read bf16 copies of their f32 operands and
+// contractions (matmul, gemm, conv) and the fused attention read bf16 copies of their f32 operands and
 // keep an f32 result (products exact in f32, sums in f32); everything else (softmax, norms,
 // losses, reductions, elementwise) stays f32. Parameters stay f32 arguments: each use in a contraction
 // reads a `colossal.cast` to bf16 of it, so the optimizer updates f32 master weights and its state
@@ -38,6 +38,7 @@ constexpr LowPrecisionRule kRules[] = {
     {MatMulOp::getOperationName(), kBothFactors}, // lhs, rhs
     {GemmOp::getOperationName(), kBothFactors},   // a, b; the addend c stays f32
     {AttentionOp::getOperationName(), kQKV},      // q, k, v; the mask stays as it is
+    {ConvOp::getOperationName(), kBothFactors},   // x, w; the bias stays f32
 };
 
 const LowPrecisionRule *ruleFor(Operation *op) {

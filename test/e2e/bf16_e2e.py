@@ -163,6 +163,34 @@ def op_cases(rng):
                           [helper.make_tensor_value_info("y", f32, None)])
     cases.append(("matmul_softmax", g, {"x": x3, "w": w3},
                   lambda r: torch.softmax(r["x"] @ r["w"], dim=-1), {"x": x3, "w": w3}))
+    # Convs: 3x3 with padding and a weight initializer (oneDNN path, a bf16 constant widened once at
+    # prepare) and an f32 bias; 1x1 with the weight an input (the GEMM path, widened at each run);
+    # a 3-D conv (im2col). Bias stays f32, unrounded.
+    import torch.nn.functional as F
+    xc = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
+    wc = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    bc = rng.standard_normal((16,)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "conv3x3",
+                          [helper.make_tensor_value_info("x", f32, list(xc.shape))],
+                          [helper.make_tensor_value_info("y", f32, None)],
+                          [numpy_helper.from_array(wc, "w"), numpy_helper.from_array(bc, "b")])
+    cases.append(("conv3x3_weights", g, {"x": xc},
+                  lambda r: F.conv2d(r["x"], bf16_round(wc), torch.from_numpy(bc), padding=1), {"x": xc}))
+    x1 = rng.standard_normal((2, 24, 7, 7)).astype(np.float32)
+    w1 = rng.standard_normal((10, 24, 1, 1)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "conv1x1",
+                          [helper.make_tensor_value_info("x", f32, list(x1.shape)),
+                           helper.make_tensor_value_info("w", f32, list(w1.shape))],
+                          [helper.make_tensor_value_info("y", f32, None)])
+    cases.append(("conv1x1_input_w", g, {"x": x1, "w": w1}, lambda r: F.conv2d(r["x"], r["w"]), {"x": x1, "w": w1}))
+    x3 = rng.standard_normal((1, 4, 6, 6, 6)).astype(np.float32)
+    w3d = rng.standard_normal((5, 4, 3, 3, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2, 2])], "conv3d",
+                          [helper.make_tensor_value_info("x", f32, list(x3.shape)),
+                           helper.make_tensor_value_info("w", f32, list(w3d.shape))],
+                          [helper.make_tensor_value_info("y", f32, None)])
+    cases.append(("conv3d_im2col", g, {"x": x3, "w": w3d}, lambda r: F.conv3d(r["x"], r["w"], stride=2),
+                  {"x": x3, "w": w3d}))
     return cases
 
 

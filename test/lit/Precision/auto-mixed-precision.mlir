@@ -63,3 +63,17 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
   %y = colossal.attention %q, %k, %v, %m {causal = true, scale = 0.35 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32>
   return %y : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Conv: x and w in bf16, the bias f32, the result f32.
+
+// CHECK-LABEL: func.func @conv
+// CHECK-SAME: %[[X:[^:]*]]: tensor<1x4x7x6xf32>, %[[W:[^:]*]]: tensor<6x2x3x2xf32>, %[[B:[^:]*]]: tensor<6xf32>
+// CHECK-NEXT: %[[XB:.*]] = colossal.cast %[[X]] : tensor<1x4x7x6xf32> -> tensor<1x4x7x6xbf16>
+// CHECK-NEXT: %[[WB:.*]] = colossal.cast %[[W]] : tensor<6x2x3x2xf32> -> tensor<6x2x3x2xbf16>
+// CHECK-NEXT: colossal.conv %[[XB]], %[[WB]], %[[B]] {{.*}} : (tensor<1x4x7x6xbf16>, tensor<6x2x3x2xbf16>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+func.func @conv(%x: tensor<1x4x7x6xf32>, %w: tensor<6x2x3x2xf32>, %b: tensor<6xf32>) -> tensor<1x6x4x4xf32> {
+  %0 = colossal.conv %x, %w, %b {dilations = array<i64: 1, 2>, group = 2 : i64, pads = array<i64: 1, 0, 1, 0>, strides = array<i64: 2, 1>} : (tensor<1x4x7x6xf32>, tensor<6x2x3x2xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  return %0 : tensor<1x6x4x4xf32>
+}
