@@ -114,7 +114,8 @@ TEST(Bf16, GemmTransposesAndAddend) {
         HostTensor c = randomF32({N}, rng), y(out, {M, N});
         std::vector<HostTensor *> ins = {&a, &b};
         if (out == DType::F32) ins.push_back(&c);
-        ASSERT_NO_ERR(runKernel("gemm", ins, {&y}, Attrs().i("trans_a", ta).i("trans_b", tb).f("alpha", 0.5).f("beta", 1.0)));
+        Attrs attrs = Attrs().i("trans_a", ta).i("trans_b", tb).f("alpha", 0.5).f("beta", 1.0);
+        ASSERT_NO_ERR(runKernel("gemm", ins, {&y}, attrs));
         std::vector<float> want = reference(widen(a), widen(b), M, N, K, ta, tb, 0.5,
                                             out == DType::F32 ? c.data<float>() : nullptr);
         if (out == DType::F32) {
@@ -161,12 +162,14 @@ TEST(Bf16, AttentionAndItsGrad) {
 
 TEST(Bf16, DTypeErrors) {
   HostTensor a(DType::BF16, {2, 3}), b(DType::F32, {3, 4}), y(DType::F32, {2, 4}), yb(DType::BF16, {2, 4});
-  EXPECT_NE(errorMessage(verifyKernel("matmul", {&a, &b}, {&y})).find("operands must have one dtype"), std::string::npos);
+  EXPECT_NE(errorMessage(verifyKernel("matmul", {&a, &b}, {&y})).find("operands must have one dtype"),
+            std::string::npos);
   HostTensor af(DType::F32, {2, 3});
   EXPECT_NE(errorMessage(verifyKernel("matmul", {&af, &b}, {&yb})).find("a bf16 result needs bf16 operands"),
             std::string::npos);
   HostTensor bb(DType::BF16, {3, 4}), c(DType::F32, {4});
-  EXPECT_NE(errorMessage(verifyKernel("gemm", {&a, &bb, &c}, {&yb}, Attrs().i("trans_a", 0).i("trans_b", 0).f("alpha", 1).f("beta", 1)))
+  Attrs plain = Attrs().i("trans_a", 0).i("trans_b", 0).f("alpha", 1).f("beta", 1);
+  EXPECT_NE(errorMessage(verifyKernel("gemm", {&a, &bb, &c}, {&yb}, plain))
                 .find("a bf16 result takes no c"),
             std::string::npos);
 }

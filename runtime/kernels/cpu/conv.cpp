@@ -1,8 +1,8 @@
 //===- conv.cpp - conv, conv_transpose, conv_integer, matmul_integer CPU kernels --------------===//
 //
 // conv (f32; or bf16 x and w with an f32 bias and result, colossal-auto-mixed-precision: widened
-//   to f32 first, Widen.h): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...] (ONNX Conv), then the
-//   fused `activation` (relu, clip, hard_sigmoid, hard_swish, sigmoid; colossal-fuse-conv-epilogue).
+//   to f32 first, Widen.h): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...]
+//   (ONNX Conv), then the fused `activation` (relu, clip, hard_sigmoid, hard_swish, sigmoid; colossal-fuse-conv-epilogue).
 //   A 1×1 kernel with stride 1 and no padding is one GEMM per image and group,
 //   y_g [M/g, ΠO] = w_g [M/g, C/g] · x_g, with bias and activation applied per output row. Every
 //   other 1-D/2-D conv runs as a oneDNN primitive built once at prepare (ConvOneDnn.h: weights
