@@ -12,7 +12,9 @@
          one (else nothing ran in bf16), and its plan must hold bf16 contractions. Its checkpoint
          (--save after the last step) holds the same tensors as the fp32 run's, every one F32 in the
          manifest and in the safetensors headers, with 4 bytes per element: fp32 master weights
-         (role param) and fp32 AdamW state (exp_avg, exp_avg_sq; role optimizer).
+         (role param) and fp32 AdamW state (exp_avg, exp_avg_sq; role optimizer). And the
+         train_step arena (where the activations saved for backward live, --report) is at least
+         10% smaller than fp32's.
   ops    each op the pass lowers, compiled alone with `precision: {compute: bf16}` and run by
          colossal-run, against PyTorch's fp32 op on the same bf16-rounded inputs, within
          torch.testing.assert_close's bf16 defaults (rtol 1.6e-2, atol 1e-5); since the products
@@ -54,6 +56,7 @@ def case_train(args):
                   and "bf16>" in line)
     print(f"bf16 plan: {lowered} matmul/gemm ops with bf16 operands")
     ok = lowered > 0
+    ok &= check_activation_memory(s, bf16_spec)
     ckpt = {}
     runs = {}
     for name, plan in (("fp32", plan32), ("bf16", plan16)):
@@ -75,6 +78,26 @@ def case_train(args):
         print(f"  the bf16 loss did not fall by 1 nat ({got[0]['loss']} -> {got[-1]['loss']})  MISMATCH")
         ok = False
     return ok and check_checkpoint(t.latest_step_dir(ckpt["bf16"]), t.latest_step_dir(ckpt["fp32"]))
+
+
+def activation_bytes(s, spec):
+    """The `activations` line of colossal-opt --report (the largest arena: train_step's)."""
+    out, _, _ = u.run([s.opt, s.model, "--spec", spec, "-o", os.path.join(s.work, "report.cplan"), "--report"],
+                      "colossal-opt --report", timeout=600, quiet=True)
+    for line in out.splitlines():
+        words = line.split()
+        if words[:1] == ["activations"] and "bytes" in words:
+            return int(words[words.index("bytes") - 1])
+    raise u.ToolError("colossal-opt --report printed no 'activations ... bytes' line")
+
+
+def check_activation_memory(s, bf16_spec):
+    """The activations saved for backward are bf16: the train_step arena must shrink (measured -14%)."""
+    a32, a16 = activation_bytes(s, t.TRAIN_SPEC), activation_bytes(s, bf16_spec)
+    ok = a16 <= 0.9 * a32
+    print(f"  activations (train_step arena): fp32 {a32} bytes, bf16 {a16} bytes ({a16 / a32 - 1:+.1%}; "
+          f"required: at least 10% smaller){'' if ok else '  MISMATCH'}")
+    return ok
 
 
 def check_checkpoint(d16, d32):
