@@ -227,14 +227,44 @@ def Optimizer : Pass<"colossal-optimizer", "mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Parallelism (passes/Parallel, docs/parallelism.md "Tensor parallelism")
+// Precision (docs/training.md "Mixed precision")
 //===----------------------------------------------------------------------===//
+
+def AutoMixedPrecision : Pass<"colossal-auto-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "Run matmul, gemm, conv and attention on bf16 copies of their operands, f32 results";
+  let description = [{
+    Mixed precision as torch.autocast splits it for bf16: every `colossal.matmul` and
+    `colossal.gemm` whose operands and result are f32 gets `colossal.cast`s to bf16 of its two
+    factors (gemm's addend c stays f32) and keeps its f32 result, so the products are exact and
+    summed in f32 (fp32 accumulation) with no rounding of the result; `colossal.conv` likewise
+    (x and w; the bias stays f32); `colossal.attention` gets bf16 q, k and v (the mask is left
+    alone) and keeps its f32 result. Softmax, norms, losses,
+    reductions and elementwise ops stay f32. Function arguments (parameters) are not
+    retyped: a contraction reads a cast of the f32 parameter, so master weights and optimizer
+    state stay f32. `@optimizer_step` is left alone.
+
+    Runs before colossal-autodiff (spec `precision.compute: bf16`): the contractions' VJPs then
+    read the bf16 copies (the activations saved for backward are bf16), take the cotangent in
+    bf16, `attention_grad` reads bf16 q, k, v with the f32 output and cotangent and returns bf16
+    dq, dk, dv, and each cast's VJP returns an f32 gradient, which the accumulators sum in f32.
+    `compute=fp16` is "not supported yet".
+  }];
+  let options = [
+    Option<"compute", "compute", "std::string", /*default=*/"\"bf16\"",
+           "the low-precision type: bf16 (fp16: not supported yet)">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
 
 //===----------------------------------------------------------------------===//
 // Distribution (docs/parallelism.md): the mesh, the batch split, tensor parallelism, and the
 // data-parallel gradient reduction, each visible in the IR:
 //   colossal-define-mesh, ..., colossal-split-batch, (loss, autodiff, optimizer),
 //   colossal-spmd-partition, colossal-data-parallel, func.func(colossal-bucket-gradients)
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// Parallelism (passes/Parallel, docs/parallelism.md "Tensor parallelism")
 //===----------------------------------------------------------------------===//
 
 def DefineMesh : Pass<"colossal-define-mesh", "mlir::ModuleOp"> {

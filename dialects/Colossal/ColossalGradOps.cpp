@@ -91,7 +91,11 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError("q, k, v shapes ")
            << shapeStr(qs) << ", " << shapeStr(ks) << ", " << shapeStr(vs)
            << " are not those of an attention";
-  auto yt = RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, q.getElementType());
+  // y and dy: q's element type, or f32 for bf16/f16 q, k, v (the forward's f32 result).
+  Type e = q.getElementType();
+  if ((e.isBF16() || e.isF16()) && rankedType(getY()).getElementType().isF32())
+    e = Float32Type::get(getContext());
+  auto yt = RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, e);
   if (getY().getType() != yt || getDy().getType() != yt)
     return emitOpError("y and dy must be ") << yt;
   if (Value m = getMask()) {

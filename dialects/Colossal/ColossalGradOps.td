@@ -84,8 +84,8 @@ def Colossal_AttentionGradOp : Colossal_Op<"attention_grad", [InferTypeOpAdaptor
   let summary = "VJP of attention: (dq, dk, dv)";
   let description = [{
     q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], mask (optional, as `attention`'s),
-    y = attention(q, k, v, mask) [B, Hq, Tq, Dv], dy: y's type; `scale` and `causal` as the
-    forward op's. Results dq, dk, dv of q's, k's and v's types. The probabilities are recomputed
+    y = attention(q, k, v, mask) [B, Hq, Tq, Dv], dy: y's type (q's element type, or f32 for
+    bf16/f16 q, k, v); `scale` and `causal` as the forward op's. Results dq, dk, dv of q's, k's and v's types. The probabilities are recomputed
     blockwise with D = rowsum(dy·y) (Dao et al. 2022, FlashAttention backward); under GQA the
     query heads sharing a kv head sum into its dk and dv.
   }];

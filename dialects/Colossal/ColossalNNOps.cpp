@@ -93,11 +93,15 @@ LogicalResult inferConvShape(std::optional<Location> loc, RankedTensorType x, Ra
                           /*ceilMode=*/false, shape);
 }
 
-LogicalResult checkBias(std::optional<Location> loc, Value bias, int64_t m, Type elt) {
+/// bias: [m] of the operands' element type; with `f32WithLowPrecision` also f32 for bf16/f16
+/// operands (conv computed in f32, colossal-auto-mixed-precision).
+LogicalResult checkBias(std::optional<Location> loc, Value bias, int64_t m, Type elt,
+                        bool f32WithLowPrecision = false) {
   if (!bias)
     return success();
   auto b = rankedType(bias);
-  if (b.getRank() != 1 || b.getDimSize(0) != m || b.getElementType() != elt)
+  bool f32Bias = f32WithLowPrecision && (elt.isBF16() || elt.isF16()) && b.getElementType().isF32();
+  if (b.getRank() != 1 || b.getDimSize(0) != m || (b.getElementType() != elt && !f32Bias))
     return emitOptionalError(loc, "bias must be [", m, "] of ", elt, ", got ", b);
   return success();
 }
@@ -136,7 +140,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   SmallVector<int64_t> shape;
   if (failed(inferConvShape(loc, x, w, adaptor.getStrides(), adaptor.getPads(),
                             adaptor.getDilations(), adaptor.getGroup(), shape)) ||
-      failed(checkBias(loc, adaptor.getBias(), w.getDimSize(0), x.getElementType())))
+      failed(checkBias(loc, adaptor.getBias(), w.getDimSize(0), x.getElementType(),
+                       /*f32WithLowPrecision=*/true)))
     return failure();
   inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
@@ -163,6 +168,10 @@ LogicalResult verifyEpilogue(Operation *op, std::optional<StringRef> act, std::o
   return success();
 }
 } // namespace
+
+bool ConvOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return lowPrecisionResultsCompatible(l, r);
+}
 
 LogicalResult ConvOp::verify() {
   return verifyEpilogue(*this, getActivation(), getActivationAlpha(), getActivationBeta());

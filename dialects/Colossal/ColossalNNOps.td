@@ -16,12 +16,13 @@
 // Convolution
 //===----------------------------------------------------------------------===//
 
-def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptor, Sharded]> {
+def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptorWithIsCompatible, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "N-d grouped, strided, dilated cross-correlation (ONNX Conv)";
   let description = [{
     x: [N, C, D1..Dn], w: [M, C/group, K1..Kn], bias (optional): [M]; float element type T.
-    Result [N, M, O1..On] of T with
+    Result [N, M, O1..On] of T (or f32 when T is bf16 or f16, the bias then f32: computed in f32,
+    colossal-auto-mixed-precision's form) with
     Oi = floor((Di + pads[i] + pads[n+i] − dilations[i]·(Ki − 1) − 1) / strides[i]) + 1:
     y[n, m, o] = bias[m] + Σ_{c, k} x[n, g·C/group + c, o·s − pad_begin + k·d] · w[m, c, k] where
     g = m / (M/group) and positions in the padding read zero (ONNX operator spec, Conv-11).

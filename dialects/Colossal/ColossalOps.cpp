@@ -415,6 +415,28 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
+bool colossal::lowPrecisionResultsCompatible(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred[0] == actual[0])
+    return true;
+  auto i = llvm::dyn_cast<RankedTensorType>(inferred[0]);
+  auto a = llvm::dyn_cast<RankedTensorType>(actual[0]);
+  return i && a && i.getShape() == a.getShape() &&
+         (i.getElementType().isBF16() || i.getElementType().isF16()) &&
+         a.getElementType().isF32();
+}
+
+bool MatMulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return lowPrecisionResultsCompatible(l, r);
+}
+bool GemmOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return lowPrecisionResultsCompatible(l, r);
+}
+bool AttentionOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return lowPrecisionResultsCompatible(l, r);
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto q = rankedType(adaptor.getQ()), v = rankedType(adaptor.getV());
@@ -780,6 +802,16 @@ Value gemmV(OpBuilder &b, Location loc, Value x, Value y, bool ta, bool tb, doub
   return GemmOp::create(b, loc, x, y, Value(), b.getBoolAttr(ta), b.getBoolAttr(tb),
                         b.getF32FloatAttr(float(alpha)), b.getF32FloatAttr(1.0f));
 }
+/// x converted to `like`'s element type (x itself when it has it): a contraction whose f32 result
+/// came from bf16 operands takes its cotangent in bf16, so every product of its VJP has operands
+/// of one type and a result of the operand's type.
+Value toElementTypeOf(OpBuilder &b, Location loc, Value x, Value like) {
+  Type e = rankedType(like).getElementType();
+  auto t = rankedType(x);
+  if (t.getElementType() == e)
+    return x;
+  return CastOp::create(b, loc, RankedTensorType::get(t.getShape(), e), x);
+}
 /// x with its last two dims swapped.
 Value swapLastTwo(OpBuilder &b, Location loc, Value x) {
   int64_t r = rankedType(x).getRank();
@@ -1026,7 +1058,8 @@ COLOSSAL_VJP(ReduceMaxOp) {
 // matmuls against transposed operands, summed over broadcast batch dims.
 COLOSSAL_VJP(MatMulOp) {
   Location loc = getLoc();
-  Value g = resultGrads[0], a = getLhs(), bm = getRhs();
+  Value a = getLhs(), bm = getRhs();
+  Value g = toElementTypeOf(b, loc, resultGrads[0], a);
   auto at = rankedType(a), bt = rankedType(bm);
   if (bt.getRank() == 2) {
     int64_t k = at.getShape().back(), n = bt.getDimSize(1);
@@ -1049,13 +1082,16 @@ COLOSSAL_VJP(MatMulOp) {
 //   da = α·g·op(b)ᵀ (or its transpose when trans_a), db = α·op(a)ᵀ·g (or its transpose).
 COLOSSAL_VJP(GemmOp) {
   Location loc = getLoc();
-  Value g = resultGrads[0], a = getA(), bm = getB();
+  Value a = getA(), bm = getB(), g = resultGrads[0];
+  // The products take the cotangent in the operands' element type (an f32 result of bf16
+  // operands); c's gradient is the cotangent itself.
+  Value gab = toElementTypeOf(b, loc, g, a);
   bool ta = getTransA(), tb = getTransB();
   double alpha = getAlpha().convertToDouble(), beta = getBeta().convertToDouble();
   if (needed[0])
-    og[0] = ta ? gemmV(b, loc, bm, g, tb, true, alpha) : gemmV(b, loc, g, bm, false, !tb, alpha);
+    og[0] = ta ? gemmV(b, loc, bm, gab, tb, true, alpha) : gemmV(b, loc, gab, bm, false, !tb, alpha);
   if (needed[1])
-    og[1] = tb ? gemmV(b, loc, g, a, true, ta, alpha) : gemmV(b, loc, a, g, !ta, false, alpha);
+    og[1] = tb ? gemmV(b, loc, gab, a, true, ta, alpha) : gemmV(b, loc, a, gab, !ta, false, alpha);
   if (getC() && needed[2]) {
     Value dc = reduceToShape(b, loc, g, rankedType(getC()));
     og[2] = beta == 1.0 ? dc : mulV(b, loc, dc, elt(b, loc, dc, beta));

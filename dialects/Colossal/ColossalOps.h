@@ -24,6 +24,10 @@ MeshOp lookupMesh(mlir::Operation *op);
 /// The number of ranks in the group over `axes` of the mesh of `op`'s module: nullopt when the
 /// module has no mesh, -1 when an axis is not on it.
 std::optional<int64_t> meshGroupSize(mlir::Operation *op, mlir::ArrayAttr axes);
+/// isCompatibleReturnTypes of the ops that colossal-auto-mixed-precision lowers (matmul, gemm,
+/// attention, conv): the inferred type, or the same shape in f32 when the operands are bf16 or f16
+/// (computed in f32).
+bool lowPrecisionResultsCompatible(mlir::TypeRange inferred, mlir::TypeRange actual);
 } // namespace colossal
 
 #endif

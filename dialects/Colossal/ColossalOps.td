@@ -225,27 +225,33 @@ def Colossal_ReduceMaxOp : Colossal_ReduceOp<"reduce_max", "Maximum"> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_MatMulOp : Colossal_Op<"matmul", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "Batched matrix product [..., M, K] × [..., K, N] → [..., M, N]";
   let description = [{
     Both operands have rank ≥ 2 (the importer reshapes ONNX's 1-D cases); batch dims broadcast.
+    The operands share one element type T; the result is T, or f32 when T is bf16 or f16 (the
+    products summed in f32 and not rounded back: colossal-auto-mixed-precision's form).
   }];
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Contraction)">.body;
   let summary = "alpha · op(a) · op(b) + beta · c (ONNX Gemm), op = optional transpose";
+  let description = [{
+    a and b share one element type T; the result is T, or f32 when T is bf16 or f16 (summed in
+    f32, as matmul). c (optional) has the result's element type.
+  }];
   let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b, Optional<AnyRankedTensor>:$c,
                    BoolAttr:$trans_a, BoolAttr:$trans_b, F32Attr:$alpha, F32Attr:$beta);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP, Sharded]> {
+def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Attention)">.body;
   let summary = "Scaled dot-product attention, causal and/or masked, with GQA";
   let description = [{
@@ -253,7 +259,8 @@ def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptor, VJP, Sh
     i1 keep-mask) broadcastable to [B, Hq, Tq, Tk]. Result [B, Hq, Tq, Dv]:
     softmax(q·kᵀ·scale + mask + causal) · v (Vaswani et al. 2017). `causal` hides key j from
     query i unless j ≤ i + Tk − Tq. Grouped-query attention (Ainslie et al. 2023): Hq is a multiple
-    of Hkv and query head h reads kv head h / (Hq / Hkv).
+    of Hkv and query head h reads kv head h / (Hq / Hkv). The result has q's element type, or f32
+    when q, k and v are bf16 or f16 (computed in f32: colossal-auto-mixed-precision's form).
   }];
   let arguments = (ins AnyRankedTensor:$q, AnyRankedTensor:$k, AnyRankedTensor:$v,
                    Optional<AnyRankedTensor>:$mask, F32Attr:$scale, BoolAttr:$causal);

@@ -9,7 +9,8 @@ DIR is what examples/models/export.py wrote (config.json: the model configuratio
 exact weights traced into model.onnx), so this run starts from the weights colossal-opt compiled.
 SPEC is the same training spec colossal-opt read (docs/training.md): `inputs` gives the global batch
 [B, T]; `train` the loss (cross_entropy with ignore_index), the optimizer, the LR schedule, grad_clip
-and grad_accum.
+and grad_accum; `precision.compute: bf16` runs forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16) (fp32 weights and optimizer state).
 
 What it does, step s = 0 .. N-1 (docs/training.md, docs/spec.md "Training data order"):
   - tokens: the file as little-endian uint8/uint16, N_tok of them; row r of step s starts at
@@ -84,10 +85,11 @@ def load_spec(path):
             die(f"{path}: train.{k}: not supported by the PyTorch reference (regexes name ONNX parameters)")
     for k in ("mesh", "parallel", "zero", "passes"):
         if spec.get(k):
-            die(f"{path}: {k}: the PyTorch reference runs one rank, fp32 only")
+            die(f"{path}: {k}: the PyTorch reference runs one rank, fp32 or bf16 autocast only")
     prec = (spec.get("precision") or {}).get("compute", "fp32")
-    if prec != "fp32":
-        die(f"{path}: precision.compute: {prec}: the PyTorch reference runs fp32 only")
+    if prec not in ("fp32", "bf16"):
+        die(f"{path}: precision.compute: {prec}: the PyTorch reference runs fp32 or bf16 only")
+    train = dict(train, precision=prec)
     return int(shape[0]), int(shape[1]), train
 
 
@@ -206,6 +208,9 @@ def main():
     except ValueError:
         die(f"--skip-steps: expected comma-separated step numbers, got '{args.skip_steps}'")
 
+    # precision.compute: bf16 -> torch.autocast on the CPU in bf16 (fp32 master weights and
+    # optimizer state, as colossal's bf16 plans); fp32 -> no autocast.
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=train["precision"] == "bf16")
     model.train()
     out = open(args.metrics, "w") if args.metrics else None
     for step in range(args.steps):
@@ -213,9 +218,10 @@ def main():
         inputs, labels = batch(tokens, step, B, T)
         losses = []
         for k in range(accum):
-            logits = model(inputs[k * mb:(k + 1) * mb])
-            loss = F.cross_entropy(logits.reshape(-1, vocab), labels[k * mb:(k + 1) * mb].reshape(-1),
-                                   ignore_index=ignore_index)
+            with autocast:
+                logits = model(inputs[k * mb:(k + 1) * mb])
+                loss = F.cross_entropy(logits.reshape(-1, vocab), labels[k * mb:(k + 1) * mb].reshape(-1),
+                                       ignore_index=ignore_index)
             (loss / accum).backward()
             losses.append(loss.item())
         if clip > 0:

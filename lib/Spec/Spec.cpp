@@ -536,8 +536,8 @@ template <> struct MappingTraits<Precision> {
       return "precision.compute must be fp32, bf16 or fp16; got '" + p.compute + "'";
     if (p.lossScale && p.compute != "fp16")
       return "precision.loss_scale applies to compute: fp16 only";
-    if (p.compute != "fp32")
-      return "precision.compute: " + p.compute + " is not supported yet";
+    if (p.compute == "fp16")
+      return "precision.compute: fp16 is not supported yet";
     return "";
   }
 };
@@ -717,6 +717,8 @@ Expected<Spec> parseSpecFile(StringRef path) {
     spec.values.emplace_back(name, std::string(full));
   }
   spec.passes = raw.passes;
+  if (raw.precision)
+    spec.precision = raw.precision->compute;
   if (raw.precision && raw.precision->compute == "fp16") {
     Spec::LossScale ls;
     if (const std::optional<LossScale> &l = raw.precision->lossScale) {

@@ -33,6 +33,15 @@ void addFusion(mlir::OpPassManager &pm, bool inference) {
   addCanonicalizeCse(fn);
 }
 
+/// func.func(colossal-auto-mixed-precision) for `precision.compute: bf16`; nothing for fp32.
+void addMixedPrecision(mlir::OpPassManager &pm, const Spec &spec) {
+  if (spec.precision == "fp32")
+    return;
+  AutoMixedPrecisionOptions amp;
+  amp.compute = spec.precision;
+  pm.nest<mlir::func::FuncOp>().addPass(createAutoMixedPrecision(amp));
+}
+
 void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   const TrainSpec &t = *spec.train;
   AppendLossOptions loss;
@@ -42,6 +51,11 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   loss.output = t.output;
   loss.ignoreIndex = t.ignoreIndex;
   pm.addPass(createAppendLoss(loss));
+
+  // Mixed precision between the loss and autodiff: the backward pass then reads the bf16 copies
+  // the contractions made (saved activations in bf16) while parameters, gradient accumulators
+  // and the optimizer stay f32 (docs/training.md "Mixed precision").
+  addMixedPrecision(pm, spec);
 
   // Every rank's accumulators take 1/(dp·grad_accum) of each microbatch gradient, so the sum over
   // the data axes is the global mean (docs/parallelism.md "Data parallelism").
@@ -102,6 +116,8 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
   }
   if (spec.train)
     addTraining(pm, spec);
+  else
+    addMixedPrecision(pm, spec);
   // Tensor parallelism after everything else, so autodiff and the optimizer see the whole
   // single-device program (docs/parallelism.md "Tensor parallelism").
   if (spec.tensorParallel() > 1) {

@@ -42,6 +42,9 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> values;          // NAME -> .npy path
   std::string passes;                                               // replaces the pipeline
   std::optional<TrainSpec> train;                                   // set iff mode == "train"
+  /// `precision.compute`: fp32 or bf16 (colossal-auto-mixed-precision; docs/training.md "Mixed
+  /// precision").
+  std::string precision = "fp32";
   /// `zero.bucket_mb`: the largest gradient bucket in MiB (plain data parallelism too; 0: one
   /// collective per gradient). colossal-opt's --bucket-cap-mb overrides it.
   double bucketMb = 25;

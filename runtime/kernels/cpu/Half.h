@@ -56,6 +56,16 @@ inline uint16_t floatToHalf(float f) {
 using runtime::bfloat16ToFloat;
 using runtime::floatToBfloat16;
 
+/// n bfloat16 -> float (exact). A loop the compiler vectorizes.
+inline void bfloat16ToFloatN(const uint16_t *in, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16ToFloat(in[i]);
+}
+
+/// n float -> bfloat16, round to nearest even (floatToBfloat16 per element).
+inline void floatToBfloat16N(const float *in, uint16_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = floatToBfloat16(in[i]);
+}
+
 }  // namespace colossal::runtime::cpu
 
 #endif

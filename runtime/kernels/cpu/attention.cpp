@@ -5,7 +5,8 @@
 //   reads kv head h / (Hq / Hkv)), optional mask broadcastable to [B, Hq, Tq, Tk]: additive f32, or
 //   bool (true = keep). causal: key j is visible to query i iff j <= i + Tk - Tq (bottom-right
 //   aligned, as for a KV cache). attrs: scale (default 1/sqrt(D)), causal (0/1).
-// A query row that sees no key at all (fully masked) yields zeros.
+// A query row that sees no key at all (fully masked) yields zeros. bf16 q, k, v
+// (colossal-auto-mixed-precision) are widened to f32 first (Widen.h); y is f32.
 //
 // Algorithm: FlashAttention (Dao et al. 2022) on the CPU. Work items are (batch, head, block of
 // kBlockQ queries), run in parallel. Each walks blocks of kBlockK keys, keeping per-row running max
@@ -19,6 +20,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
+#include "Widen.h"
 #include "FastMath.h"
 
 #include <cmath>
@@ -46,8 +48,12 @@ Dims dimsOf(const KernelCall &c) {
 
 llvm::Error verifyAttention(const KernelCall &c) {
   const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2], &Y = c.outputs[0];
-  for (const TensorRef *t : {&Q, &K, &V})
-    if (llvm::Error e = verifyDType(*t, DType::F32, "q, k and v")) return e;
+  // f32, or bf16 q, k and v (colossal-auto-mixed-precision) with an f32 result.
+  if (Q.dtype != DType::F32 && Q.dtype != DType::BF16)
+    return kernelError("q, k and v must be f32 or bf16, got " + dtypeName(Q.dtype));
+  for (const TensorRef *t : {&K, &V})
+    if (llvm::Error e = verifyDType(*t, Q.dtype, "q, k and v")) return e;
+  if (llvm::Error e = verifyDType(Y, DType::F32, "y")) return e;
   if (Q.rank() != 4 || K.rank() != 4 || V.rank() != 4 || Y.rank() != 4)
     return kernelError("q, k, v and y must have rank 4 ([B, H, T, D])");
   Dims d = dimsOf(c);
@@ -80,8 +86,13 @@ size_t perThreadFloats(const Dims &d) {
   return r(d.D * kBlockK) + r(kBlockQ * kBlockK) + r(kBlockQ * d.Dv) + 2 * r(kBlockQ);
 }
 
+/// Widened copies of bf16 q, k, v (Widen.h), then the per-thread tiles.
+size_t widenedBytes(const KernelCall &c) {
+  return f32CopyBytes(c.inputs[0]) + f32CopyBytes(c.inputs[1]) + f32CopyBytes(c.inputs[2]);
+}
+
 size_t attentionWorkspace(const KernelCall &c, int threads) {
-  return perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
+  return widenedBytes(c) + perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
 }
 
 #if defined(__AVX512F__)
@@ -190,8 +201,9 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
 
 llvm::Error runAttention(const KernelCall &c) {
   const Dims d = dimsOf(c);
-  const float *q = c.inputs[0].as<const float>(), *k = c.inputs[1].as<const float>(),
-              *v = c.inputs[2].as<const float>();
+  char *ws = static_cast<char *>(c.workspace);
+  const float *q = widenedInput(c.inputs[0], ws), *k = widenedInput(c.inputs[1], ws),
+              *v = widenedInput(c.inputs[2], ws);
   float *y = c.outputs[0].as<float>();
   const float scale = static_cast<float>(c.attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(d.D))));
   const bool causal = c.attrInt("causal", 0) != 0;
@@ -216,7 +228,7 @@ llvm::Error runAttention(const KernelCall &c) {
   const size_t perThread = perThreadFloats(d);
   const int threads = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
-  float *workspace = static_cast<float *>(c.workspace);
+  float *workspace = reinterpret_cast<float *>(ws);
 
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t item = 0; item < items; ++item) {

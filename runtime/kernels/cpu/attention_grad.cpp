@@ -8,6 +8,8 @@
 //   dV = Pᵀ·dY,  dP = dY·Vᵀ,  dS = P ∘ (dP − D) with D_i = rowsum(dY ∘ Y)_i,
 //   dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
 // GQA: query head h uses kv head h / (Hq/Hkv), so dk, dv of a kv head sum over its query heads.
+// bf16 q, k, v (colossal-auto-mixed-precision): widened to f32 (Widen.h), y and dy stay f32, the
+// f32 gradients are rounded to bf16 dq, dk, dv at the end.
 //
 // Algorithm. Work items are (batch, kv head), run in parallel (OpenMP, dynamic schedule); an item
 // owns its dk and dv rows, so no two threads write the same element and every sum has a fixed
@@ -25,6 +27,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
+#include "Widen.h"
 #include "FastMath.h"
 #include "Gemm.h"
 
@@ -63,10 +66,15 @@ int64_t stripStride(int64_t Tk) { return (Tk + 15) / 16 * 16; }
 llvm::Error verifyAttentionGrad(const KernelCall &c) {
   const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2];
   const TensorRef &Y = yOf(c), &DY = dyOf(c);
-  for (const TensorRef *t : {&Q, &K, &V, &Y, &DY})
-    if (llvm::Error e = verifyDType(*t, DType::F32, "q, k, v, y and dy")) return e;
+  // f32, or bf16 q, k, v and dq, dk, dv (colossal-auto-mixed-precision) with f32 y and dy.
+  if (Q.dtype != DType::F32 && Q.dtype != DType::BF16)
+    return kernelError("q, k and v must be f32 or bf16, got " + dtypeName(Q.dtype));
+  for (const TensorRef *t : {&K, &V})
+    if (llvm::Error e = verifyDType(*t, Q.dtype, "q, k and v")) return e;
+  for (const TensorRef *t : {&Y, &DY})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "y and dy")) return e;
   for (const TensorRef &t : c.outputs)
-    if (llvm::Error e = verifyDType(t, DType::F32, "dq, dk and dv")) return e;
+    if (llvm::Error e = verifyDType(t, Q.dtype, "dq, dk and dv (q's dtype)")) return e;
   if (Q.rank() != 4 || K.rank() != 4 || V.rank() != 4)
     return kernelError("q, k and v must have rank 4 ([B, H, T, D])");
   const Dims d = dimsOf(c);
@@ -100,16 +108,25 @@ size_t perThreadFloats(const Dims &d) {
   return static_cast<size_t>(2 * blockRows(d.Tk) * stripStride(d.Tk));
 }
 
+/// f32 copies of bf16 q, k, v and f32 space for bf16 dq, dk, dv (Widen.h), then the per-thread
+/// strips.
+size_t widenedBytes(const KernelCall &c) {
+  size_t n = 0;
+  for (int i = 0; i < 3; ++i) n += f32CopyBytes(c.inputs[i]) + f32CopyBytes(c.outputs[i]);
+  return n;
+}
+
 size_t attentionGradWorkspace(const KernelCall &c, int threads) {
-  return perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
+  return widenedBytes(c) + perThreadFloats(dimsOf(c)) * sizeof(float) * std::max(threads, 1);
 }
 
 llvm::Error runAttentionGrad(const KernelCall &c) {
   const Dims d = dimsOf(c);
-  const float *q = c.inputs[0].as<const float>(), *k = c.inputs[1].as<const float>(),
-              *v = c.inputs[2].as<const float>();
+  char *ws = static_cast<char *>(c.workspace);
+  const float *q = widenedInput(c.inputs[0], ws), *k = widenedInput(c.inputs[1], ws),
+              *v = widenedInput(c.inputs[2], ws);
   const float *y = yOf(c).as<const float>(), *dy = dyOf(c).as<const float>();
-  float *dq = c.outputs[0].as<float>(), *dk = c.outputs[1].as<float>(), *dv = c.outputs[2].as<float>();
+  float *dq = f32Result(c.outputs[0], ws), *dk = f32Result(c.outputs[1], ws), *dv = f32Result(c.outputs[2], ws);
   const float scale = static_cast<float>(c.attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(d.D))));
   const bool causal = c.attrInt("causal", 0) != 0;
   const int64_t group = d.Hq / d.Hkv;
@@ -132,7 +149,7 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
   const size_t perThread = perThreadFloats(d);
   const int threads = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
-  float *workspace = static_cast<float *>(c.workspace);
+  float *workspace = reinterpret_cast<float *>(ws);
 
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t item = 0; item < items; ++item) {
@@ -216,22 +233,29 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
       }
     }
   }
+  roundResult(c.outputs[0], dq);
+  roundResult(c.outputs[1], dk);
+  roundResult(c.outputs[2], dv);
   return llvm::Error::success();
 }
 
 }  // namespace
 
 void registerAttentionGradKernels(KernelRegistry &r) {
-  KernelDesc a;
-  a.op = "attention_grad";
-  a.minInputs = 5;
-  a.maxInputs = 6;
-  a.minOutputs = a.maxOutputs = 3;
-  a.attrs = {{"scale", AttrKind::Float}, {"causal", AttrKind::Int}};
-  a.verify = verifyAttentionGrad;
-  a.workspace = attentionGradWorkspace;
-  a.run = runAttentionGrad;
-  r.add(a);
+  // Keyed by dq: f32, or bf16 (bf16 q, k, v).
+  for (DType dt : {DType::F32, DType::BF16}) {
+    KernelDesc a;
+    a.op = "attention_grad";
+    a.dtype = dt;
+    a.minInputs = 5;
+    a.maxInputs = 6;
+    a.minOutputs = a.maxOutputs = 3;
+    a.attrs = {{"scale", AttrKind::Float}, {"causal", AttrKind::Int}};
+    a.verify = verifyAttentionGrad;
+    a.workspace = attentionGradWorkspace;
+    a.run = runAttentionGrad;
+    r.add(a);
+  }
 }
 
 }  // namespace colossal::runtime::cpu

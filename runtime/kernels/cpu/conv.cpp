@@ -1,7 +1,8 @@
 //===- conv.cpp - conv, conv_transpose, conv_integer, matmul_integer CPU kernels --------------===//
 //
-// conv (f32): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...] (ONNX Conv), then the
-//   fused `activation` (relu, clip, hard_sigmoid, hard_swish, sigmoid; colossal-fuse-conv-epilogue).
+// conv (f32; or bf16 x and w with an f32 bias and result, colossal-auto-mixed-precision: widened
+//   to f32 first, Widen.h): x [N, C, D...], w [M, C/g, K...], [bias [M]] -> y [N, M, O...]
+//   (ONNX Conv), then the fused `activation` (relu, clip, hard_sigmoid, hard_swish, sigmoid; colossal-fuse-conv-epilogue).
 //   A 1×1 kernel with stride 1 and no padding is one GEMM per image and group,
 //   y_g [M/g, ΠO] = w_g [M/g, C/g] · x_g, with bias and activation applied per output row. Every
 //   other 1-D/2-D conv runs as a oneDNN primitive built once at prepare (ConvOneDnn.h: weights
@@ -23,6 +24,7 @@
 #include "FastMath.h"
 #include "Gemm.h"
 #include "NN.h"
+#include "Widen.h"
 
 #include <cstring>
 #include <omp.h>
@@ -115,8 +117,14 @@ llvm::Error verifyConvCommon(const KernelCall &c, bool integer, Window3 &w) {
     if (c.inputs[3].numel() != 1 && c.inputs[3].numel() != W.shape[0])
       return kernelError("w_zero_point must hold 1 or M values");
   } else {
-    for (const TensorRef &t : c.inputs)
-      if (llvm::Error e = verifyDType(t, DType::F32, "operand")) return e;
+    // f32, or bf16 x and w (colossal-auto-mixed-precision: widened to f32, Widen.h) with an f32
+    // bias and result.
+    if (X.dtype != DType::F32 && X.dtype != DType::BF16)
+      return kernelError("x and w must be f32 or bf16, got " + dtypeName(X.dtype));
+    if (llvm::Error e = verifyDType(W, X.dtype, "w (x's dtype)")) return e;
+    if (c.inputs.size() > 2)
+      if (llvm::Error e = verifyDType(c.inputs[2], DType::F32, "bias")) return e;
+    if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
   }
   if (W.rank() != X.rank() || X.rank() < 3) return kernelError("x and w must have the same rank >= 3");
   int64_t group = c.attrInt("group", 1), C = X.shape[1], M = W.shape[0];
@@ -216,7 +224,20 @@ struct ConvState {
   bool pointwise = false;
   bool serial = false;  // fewer than kSerialMacs multiply-adds
   std::shared_ptr<OneDnnConv> onednn;  // null: the im2col (or 1×1) GEMM path
+  AlignedBuffer weightsF32;  // bf16 plan weights widened once at prepare (else empty)
 };
+
+/// The conv's weights as f32: the tensor itself, the copy prepare widened, or a copy widened
+/// into the workspace at `ws`.
+const float *convWeights(const ConvState &st, const TensorRef &W, char *&ws) {
+  if (st.weightsF32.data()) return static_cast<const float *>(st.weightsF32.data());
+  return widenedInput(W, ws);
+}
+
+/// Workspace bytes for the widened copies of bf16 x and w (0 for f32).
+size_t widenedConvBytes(const ConvState *st, const KernelCall &c) {
+  return f32CopyBytes(c.inputs[0]) + (st && st->weightsF32.data() ? 0 : f32CopyBytes(c.inputs[1]));
+}
 
 llvm::Error verifyConv(const KernelCall &c) {
   Window3 w;
@@ -232,17 +253,23 @@ llvm::Error prepareConv(KernelCall &c) {
   st->pointwise = isPointwise(st->w);
   st->serial = c.outputs[0].numel() * (c.inputs[1].numel() / c.inputs[1].shape[0]) < kSerialMacs;
   SerialScope scope(st->serial);
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1];
+  // bf16 plan weights (an inference plan's folded casts) are widened once, here.
+  if (W.dtype == DType::BF16 && c.isConstantInput(1)) {
+    st->weightsF32 = AlignedBuffer(W.numel() * sizeof(float));
+    bfloat16ToFloatN(W.as<const uint16_t>(), static_cast<float *>(st->weightsF32.data()), W.numel());
+  }
 #if defined(COLOSSAL_GEMM_ONEDNN)
   // Every 1-D/2-D conv but a plain 1×1 goes to oneDNN (docs/kernels.md "Convolution"); a 1×1
   // stride-1 conv is one GEMM per image in NCHW already, with no reorder to pay.
   const Window3 &w = st->w;
-  const TensorRef &X = c.inputs[0], &W = c.inputs[1];
   if (!st->pointwise && w.in[0] == 1 && w.k[0] == 1 && X.numel() > 0) {
     ConvGeometry2D g{X.shape[0], X.shape[1], W.shape[0], c.attrInt("group", 1), w.in[1], w.in[2],
                      w.out[1], w.out[2], w.k[1], w.k[2], w.stride[1], w.stride[2], w.dil[1], w.dil[2],
                      w.padBegin[1], w.padBegin[2], w.padEnd[1], w.padEnd[2]};
-    auto conv = createOneDnnConv(g, st->act, c.inputs.size() > 2,
-                                 c.isConstantInput(1) ? W.as<const float>() : nullptr);
+    char *none = nullptr;
+    const float *constW = c.isConstantInput(1) ? convWeights(*st, W, none) : nullptr;
+    auto conv = createOneDnnConv(g, st->act, c.inputs.size() > 2, constW);
     if (conv) st->onednn = std::move(*conv);
     else llvm::consumeError(conv.takeError());  // no oneDNN implementation: im2col below
   }
@@ -253,24 +280,26 @@ llvm::Error prepareConv(KernelCall &c) {
 
 size_t convWorkspace(const KernelCall &c, int) {
   const auto *st = static_cast<const ConvState *>(c.state.get());
-  if (!st || st->pointwise) return 0;
+  const size_t widened = widenedConvBytes(st, c);
+  if (!st || st->pointwise) return widened;
 #if defined(COLOSSAL_GEMM_ONEDNN)
-  if (st->onednn) return oneDnnConvWorkspace(*st->onednn);
+  if (st->onednn) return widened + oneDnnConvWorkspace(*st->onednn);
 #endif
   int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
-  return size_t(Cg * st->w.kSize() * st->w.outSize()) * sizeof(float);
+  return widened + size_t(Cg * st->w.kSize() * st->w.outSize()) * sizeof(float);
 }
 
 llvm::Error runConv(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
   const auto &st = *static_cast<const ConvState *>(c.state.get());
   const Window3 &w = st.w;
-  const float *x = X.as<const float>(), *wt = W.as<const float>();
+  char *ws = static_cast<char *>(c.workspace);
+  const float *x = widenedInput(X, ws), *wt = convWeights(st, W, ws);
   const float *bias = c.inputs.size() > 2 ? c.inputs[2].as<const float>() : nullptr;
-  float *y = Y.as<float>(), *cols = static_cast<float *>(c.workspace);
+  float *y = Y.as<float>(), *cols = reinterpret_cast<float *>(ws);
   SerialScope scope(st.serial);
 #if defined(COLOSSAL_GEMM_ONEDNN)
-  if (st.onednn) return runOneDnnConv(*st.onednn, x, wt, bias, y, c.workspace);
+  if (st.onednn) return runOneDnnConv(*st.onednn, x, wt, bias, y, ws);
 #endif
   const int64_t N = X.shape[0], C = X.shape[1], M = W.shape[0], G = c.attrInt("group", 1);
   const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize();

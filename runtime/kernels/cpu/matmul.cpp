@@ -1,4 +1,4 @@
-//===- matmul.cpp - matmul and gemm CPU kernels (f32) ---------------------------------------===//
+//===- matmul.cpp - matmul and gemm CPU kernels (f32, bf16) ---------------------------------===//
 //
 // matmul: a [..., M, K] · b [..., K, N] -> y [..., M, N], batch dims broadcast (NumPy matmul /
 //         ONNX MatMul with both operands rank >= 2). When b has no batch (a linear layer) and a's
@@ -8,17 +8,58 @@
 // gemm:   ONNX Gemm: y [M, N] = alpha · op(a) · op(b) + beta · c, op = transpose when trans_a /
 //         trans_b, c unidirectionally broadcast to [M, N].
 //
+// bf16 (colossal-auto-mixed-precision): operands bf16, result f32 (the forward contractions) or
+// bf16 (their VJPs). Each bf16 operand is widened to f32 in the workspace (exact: a bf16 is an f32
+// with the low 16 bits zero) and the f32 GEMM runs on the copies, so products are exact and sums
+// f32; a bf16 result is the f32 result rounded to nearest even. Why not AVX512-BF16 dot products:
+// on the machines we measure, vdpbf16ps (oneDNN's brg:avx512_core_bf16 matmul too) runs at about
+// half the f32 FMA rate, and widening costs a few percent (docs/kernels.md "bf16 GEMM").
+//
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
 #include "Gemm.h"
+#include "Widen.h"
 
 namespace colossal::runtime::cpu {
 namespace {
 
+/// Operand and result dtypes: f32 · f32 -> f32, bf16 · bf16 -> f32 or bf16.
+llvm::Error verifyContractionDTypes(const KernelCall &c, unsigned factors) {
+  DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
+  if (in != DType::F32 && in != DType::BF16)
+    return kernelError("operands must be f32 or bf16, got " + dtypeName(in));
+  for (unsigned i = 1; i < factors; ++i)
+    if (c.inputs[i].dtype != in)
+      return kernelError("operands must have one dtype, got " + dtypeName(in) + " and " +
+                         dtypeName(c.inputs[i].dtype));
+  if (out == DType::BF16 && in != DType::BF16)
+    return kernelError("a bf16 result needs bf16 operands, got " + dtypeName(in));
+  return llvm::Error::success();
+}
+
+/// f32 views of a contraction's two factors and its result (Widen.h); finish() rounds a bf16
+/// result.
+struct F32Views {
+  const float *in[2] = {nullptr, nullptr};
+  float *out = nullptr;
+
+  static size_t bytes(const KernelCall &c) {
+    return f32CopyBytes(c.inputs[0]) + f32CopyBytes(c.inputs[1]) + f32CopyBytes(c.outputs[0]);
+  }
+  explicit F32Views(const KernelCall &c) {
+    char *ws = static_cast<char *>(c.workspace);
+    in[0] = widenedInput(c.inputs[0], ws);
+    in[1] = widenedInput(c.inputs[1], ws);
+    out = f32Result(c.outputs[0], ws);
+  }
+  void finish(const KernelCall &c) const { roundResult(c.outputs[0], out); }
+};
+
+size_t contractionWorkspace(const KernelCall &c, int) { return F32Views::bytes(c); }
+
 llvm::Error verifyMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
-  for (const TensorRef *t : {&A, &B})
-    if (llvm::Error e = verifyDType(*t, DType::F32, "operand")) return e;
+  if (llvm::Error e = verifyContractionDTypes(c, 2)) return e;
   if (A.rank() < 2 || B.rank() < 2)
     return kernelError("operands must have rank >= 2, got " + shapeToString(A.shape) + " and " +
                        shapeToString(B.shape));
@@ -43,8 +84,9 @@ llvm::Error runMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
   const int rank = static_cast<int>(Y.rank());
   const int64_t M = Y.shape[rank - 2], N = Y.shape[rank - 1], K = A.shape[A.rank() - 1];
-  const float *a = A.as<const float>(), *b = B.as<const float>();
-  float *y = Y.as<float>();
+  const F32Views v(c);
+  const float *a = v.in[0], *b = v.in[1];
+  float *y = v.out;
   llvm::ArrayRef<int64_t> outBatch = llvm::ArrayRef<int64_t>(Y.shape).drop_back(2);
   llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(A.shape).drop_back(2);
   llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(B.shape).drop_back(2);
@@ -53,6 +95,7 @@ llvm::Error runMatmul(const KernelCall &c) {
 
   if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
     sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
+    v.finish(c);
     return llvm::Error::success();
   }
   // Matrix strides of a and b per output batch dim (0 where broadcast).
@@ -84,13 +127,17 @@ llvm::Error runMatmul(const KernelCall &c) {
       sgemm(false, false, M, N, K, 1.0f, a + ao * aMat, K, b + bo * bMat, N, 0.0f, y + i * yMat, N);
     }
   }
+  v.finish(c);
   return llvm::Error::success();
 }
 
 llvm::Error verifyGemm(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
-  for (const TensorRef &t : c.inputs)
-    if (llvm::Error e = verifyDType(t, DType::F32, "operand")) return e;
+  if (llvm::Error e = verifyContractionDTypes(c, 2)) return e;
+  if (c.inputs.size() == 3 && c.inputs[2].dtype != DType::F32)
+    return kernelError("c must be f32, got " + dtypeName(c.inputs[2].dtype));
+  if (c.inputs.size() == 3 && Y.dtype != DType::F32)
+    return kernelError("a bf16 result takes no c");
   if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2)
     return kernelError("a, b and y must have rank 2");
   bool ta = c.attrInt("trans_a", 0), tb = c.attrInt("trans_b", 0);
@@ -112,7 +159,8 @@ llvm::Error runGemm(const KernelCall &c) {
   float alpha = static_cast<float>(c.attrFloat("alpha", 1.0));
   float beta = static_cast<float>(c.attrFloat("beta", 1.0));
   int64_t M = Y.shape[0], N = Y.shape[1], K = ta ? A.shape[0] : A.shape[1];
-  float *y = Y.as<float>();
+  const F32Views v(c);
+  float *y = v.out;
   float gemmBeta = 0.0f;
   if (c.inputs.size() == 3 && beta != 0.0f) {
     const TensorRef &C = c.inputs[2];
@@ -124,29 +172,36 @@ llvm::Error runGemm(const KernelCall &c) {
     });
     gemmBeta = 1.0f;
   }
-  sgemm(ta, tb, M, N, K, alpha, A.as<const float>(), A.shape[1], B.as<const float>(), B.shape[1],
-        gemmBeta, y, N);
+  sgemm(ta, tb, M, N, K, alpha, v.in[0], A.shape[1], v.in[1], B.shape[1], gemmBeta, y, N);
+  v.finish(c);
   return llvm::Error::success();
 }
 
 }  // namespace
 
 void registerMatmulKernels(KernelRegistry &r) {
-  KernelDesc mm;
-  mm.op = "matmul";
-  mm.minInputs = mm.maxInputs = 2;
-  mm.verify = verifyMatmul;
-  mm.run = runMatmul;
-  r.add(mm);
-  KernelDesc g;
-  g.op = "gemm";
-  g.minInputs = 2;
-  g.maxInputs = 3;
-  g.attrs = {{"trans_a", AttrKind::Int}, {"trans_b", AttrKind::Int}, {"alpha", AttrKind::Float},
-             {"beta", AttrKind::Float}};
-  g.verify = verifyGemm;
-  g.run = runGemm;
-  r.add(g);
+  // Keyed by the result: f32 (f32 or bf16 operands) and bf16 (bf16 operands).
+  for (DType out : {DType::F32, DType::BF16}) {
+    KernelDesc mm;
+    mm.op = "matmul";
+    mm.dtype = out;
+    mm.minInputs = mm.maxInputs = 2;
+    mm.verify = verifyMatmul;
+    mm.workspace = contractionWorkspace;
+    mm.run = runMatmul;
+    r.add(mm);
+    KernelDesc g;
+    g.op = "gemm";
+    g.dtype = out;
+    g.minInputs = 2;
+    g.maxInputs = 3;
+    g.attrs = {{"trans_a", AttrKind::Int}, {"trans_b", AttrKind::Int}, {"alpha", AttrKind::Float},
+               {"beta", AttrKind::Float}};
+    g.verify = verifyGemm;
+    g.workspace = contractionWorkspace;
+    g.run = runGemm;
+    r.add(g);
+  }
 }
 
 }  // namespace colossal::runtime::cpu
