@@ -247,11 +247,12 @@ def AutoMixedPrecision : Pass<"colossal-auto-mixed-precision", "mlir::func::Func
     read the bf16 copies (the activations saved for backward are bf16), take the cotangent in
     bf16, `attention_grad` reads bf16 q, k, v with the f32 output and cotangent and returns bf16
     dq, dk, dv, and each cast's VJP returns an f32 gradient, which the accumulators sum in f32.
-    `compute=fp16` is "not supported yet".
+    `compute=fp16` does the same with f16 copies (spec `precision.compute: fp16`, whose gradients
+    the runtime's loss scaler guards: colossal-autodiff's loss-scale options).
   }];
   let options = [
     Option<"compute", "compute", "std::string", /*default=*/"\"bf16\"",
-           "the low-precision type: bf16 (fp16: not supported yet)">,
+           "the low-precision type: bf16 or fp16">,
   ];
   let dependentDialects = ["colossal::ColossalDialect"];
 }

@@ -536,8 +536,6 @@ template <> struct MappingTraits<Precision> {
       return "precision.compute must be fp32, bf16 or fp16; got '" + p.compute + "'";
     if (p.lossScale && p.compute != "fp16")
       return "precision.loss_scale applies to compute: fp16 only";
-    if (p.compute == "fp16")
-      return "precision.compute: fp16 is not supported yet";
     return "";
   }
 };

@@ -59,15 +59,15 @@ struct AutoMixedPrecisionPass
 
   void runOnOperation() override {
     func::FuncOp f = getOperation();
-    if (compute != "bf16") {
-      f.emitError() << "colossal-auto-mixed-precision: compute=" << compute
-                    << (compute == "fp16" ? " is not supported yet" : " is not bf16 or fp16");
+    if (compute != "bf16" && compute != "fp16") {
+      f.emitError() << "colossal-auto-mixed-precision: compute=" << compute << " is not bf16 or fp16";
       return signalPassFailure();
     }
     // The optimizer updates f32 master weights with f32 state: never lowered.
     if (programRole(f) == ProgramRole::OptimizerStep)
       return;
-    Type low = BFloat16Type::get(&getContext());
+    Type low = compute == "fp16" ? Type(Float16Type::get(&getContext()))
+                                 : Type(BFloat16Type::get(&getContext()));
     f.walk([&](Operation *op) {
       const LowPrecisionRule *rule = ruleFor(op);
       if (!rule || op->getNumResults() != 1 || !isF32Tensor(op->getResult(0)))

@@ -66,6 +66,16 @@ inline void floatToBfloat16N(const float *in, uint16_t *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = floatToBfloat16(in[i]);
 }
 
+/// n float16 -> float (exact).
+inline void halfToFloatN(const uint16_t *in, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = halfToFloat(in[i]);
+}
+
+/// n float -> float16, round to nearest even (floatToHalf per element).
+inline void floatToHalfN(const float *in, uint16_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = floatToHalf(in[i]);
+}
+
 }  // namespace colossal::runtime::cpu
 
 #endif

@@ -1,8 +1,8 @@
 //===- Widen.h - f32 views of bf16 tensors inside a kernel's workspace -----------*- C++ -*-===//
 //
-// colossal-auto-mixed-precision gives contractions and attention bf16 operands. Their kernels
-// compute in f32 (a bf16 value is an f32 with the low 16 bits zero, so widening is exact): each
-// bf16 operand is widened into the workspace, a bf16 result is computed into the workspace and
+// colossal-auto-mixed-precision gives contractions and attention bf16 (or fp16) operands. Their
+// kernels compute in f32 (every bf16 and f16 value is exactly an f32, so widening is exact): each
+// 16-bit operand is widened into the workspace, a 16-bit result is computed into the workspace and
 // rounded to nearest even at the end. f32 tensors are used in place. Internal to
 // runtime/kernels/cpu.
 //
@@ -28,9 +28,16 @@ inline const float *widenedInput(const TensorRef &t, char *&ws) {
   float *f = reinterpret_cast<float *>(ws);
   ws += f32CopyBytes(t);
   const uint16_t *h = t.as<const uint16_t>();
-  parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) { bfloat16ToFloatN(h + b, f + b, e - b); });
+  const bool half = t.dtype == DType::F16;
+  parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+    if (half) halfToFloatN(h + b, f + b, e - b);
+    else bfloat16ToFloatN(h + b, f + b, e - b);
+  });
   return f;
 }
+
+/// The 16-bit float types a mixed-precision kernel widens (bf16, f16).
+inline bool isHalfFloat(DType d) { return d == DType::BF16 || d == DType::F16; }
 
 /// Where an f32 result for output `t` goes: its own data when f32, else f32 space at `ws`
 /// (which moves past it); roundResult() then stores it.
@@ -41,11 +48,16 @@ inline float *f32Result(const TensorRef &t, char *&ws) {
   return f;
 }
 
-/// Rounds the f32 result `f` (from f32Result) into a bf16 output `t`; nothing for an f32 output.
+/// Rounds the f32 result `f` (from f32Result) into a bf16 or f16 output `t`; nothing for an f32
+/// output.
 inline void roundResult(const TensorRef &t, const float *f) {
-  if (t.dtype != DType::BF16) return;
+  if (!isHalfFloat(t.dtype)) return;
   uint16_t *h = t.as<uint16_t>();
-  parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) { floatToBfloat16N(f + b, h + b, e - b); });
+  const bool half = t.dtype == DType::F16;
+  parallelFor(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+    if (half) floatToHalfN(f + b, h + b, e - b);
+    else floatToBfloat16N(f + b, h + b, e - b);
+  });
 }
 
 }  // namespace colossal::runtime::cpu

@@ -49,8 +49,8 @@ Dims dimsOf(const KernelCall &c) {
 llvm::Error verifyAttention(const KernelCall &c) {
   const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2], &Y = c.outputs[0];
   // f32, or bf16 q, k and v (colossal-auto-mixed-precision) with an f32 result.
-  if (Q.dtype != DType::F32 && Q.dtype != DType::BF16)
-    return kernelError("q, k and v must be f32 or bf16, got " + dtypeName(Q.dtype));
+  if (Q.dtype != DType::F32 && !isHalfFloat(Q.dtype))
+    return kernelError("q, k and v must be f32, bf16 or f16, got " + dtypeName(Q.dtype));
   for (const TensorRef *t : {&K, &V})
     if (llvm::Error e = verifyDType(*t, Q.dtype, "q, k and v")) return e;
   if (llvm::Error e = verifyDType(Y, DType::F32, "y")) return e;

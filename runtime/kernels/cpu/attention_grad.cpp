@@ -67,8 +67,8 @@ llvm::Error verifyAttentionGrad(const KernelCall &c) {
   const TensorRef &Q = c.inputs[0], &K = c.inputs[1], &V = c.inputs[2];
   const TensorRef &Y = yOf(c), &DY = dyOf(c);
   // f32, or bf16 q, k, v and dq, dk, dv (colossal-auto-mixed-precision) with f32 y and dy.
-  if (Q.dtype != DType::F32 && Q.dtype != DType::BF16)
-    return kernelError("q, k and v must be f32 or bf16, got " + dtypeName(Q.dtype));
+  if (Q.dtype != DType::F32 && !isHalfFloat(Q.dtype))
+    return kernelError("q, k and v must be f32, bf16 or f16, got " + dtypeName(Q.dtype));
   for (const TensorRef *t : {&K, &V})
     if (llvm::Error e = verifyDType(*t, Q.dtype, "q, k and v")) return e;
   for (const TensorRef *t : {&Y, &DY})
@@ -243,7 +243,7 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
 
 void registerAttentionGradKernels(KernelRegistry &r) {
   // Keyed by dq: f32, or bf16 (bf16 q, k, v).
-  for (DType dt : {DType::F32, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     KernelDesc a;
     a.op = "attention_grad";
     a.dtype = dt;

@@ -119,8 +119,8 @@ llvm::Error verifyConvCommon(const KernelCall &c, bool integer, Window3 &w) {
   } else {
     // f32, or bf16 x and w (colossal-auto-mixed-precision: widened to f32, Widen.h) with an f32
     // bias and result.
-    if (X.dtype != DType::F32 && X.dtype != DType::BF16)
-      return kernelError("x and w must be f32 or bf16, got " + dtypeName(X.dtype));
+    if (X.dtype != DType::F32 && !isHalfFloat(X.dtype))
+      return kernelError("x and w must be f32, bf16 or f16, got " + dtypeName(X.dtype));
     if (llvm::Error e = verifyDType(W, X.dtype, "w (x's dtype)")) return e;
     if (c.inputs.size() > 2)
       if (llvm::Error e = verifyDType(c.inputs[2], DType::F32, "bias")) return e;
@@ -255,9 +255,10 @@ llvm::Error prepareConv(KernelCall &c) {
   SerialScope scope(st->serial);
   const TensorRef &X = c.inputs[0], &W = c.inputs[1];
   // bf16 plan weights (an inference plan's folded casts) are widened once, here.
-  if (W.dtype == DType::BF16 && c.isConstantInput(1)) {
+  if (isHalfFloat(W.dtype) && c.isConstantInput(1)) {
     st->weightsF32 = AlignedBuffer(W.numel() * sizeof(float));
-    bfloat16ToFloatN(W.as<const uint16_t>(), static_cast<float *>(st->weightsF32.data()), W.numel());
+    if (W.dtype == DType::F16) halfToFloatN(W.as<const uint16_t>(), static_cast<float *>(st->weightsF32.data()), W.numel());
+    else bfloat16ToFloatN(W.as<const uint16_t>(), static_cast<float *>(st->weightsF32.data()), W.numel());
   }
 #if defined(COLOSSAL_GEMM_ONEDNN)
   // Every 1-D/2-D conv but a plain 1×1 goes to oneDNN (docs/kernels.md "Convolution"); a 1×1

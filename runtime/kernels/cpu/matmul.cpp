@@ -26,14 +26,14 @@ namespace {
 /// Operand and result dtypes: f32 · f32 -> f32, bf16 · bf16 -> f32 or bf16.
 llvm::Error verifyContractionDTypes(const KernelCall &c, unsigned factors) {
   DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
-  if (in != DType::F32 && in != DType::BF16)
-    return kernelError("operands must be f32 or bf16, got " + dtypeName(in));
+  if (in != DType::F32 && !isHalfFloat(in))
+    return kernelError("operands must be f32, bf16 or f16, got " + dtypeName(in));
   for (unsigned i = 1; i < factors; ++i)
     if (c.inputs[i].dtype != in)
       return kernelError("operands must have one dtype, got " + dtypeName(in) + " and " +
                          dtypeName(c.inputs[i].dtype));
-  if (out == DType::BF16 && in != DType::BF16)
-    return kernelError("a bf16 result needs bf16 operands, got " + dtypeName(in));
+  if (isHalfFloat(out) && in != out)
+    return kernelError("a " + dtypeName(out) + " result needs " + dtypeName(out) + " operands, got " + dtypeName(in));
   return llvm::Error::success();
 }
 
@@ -181,7 +181,7 @@ llvm::Error runGemm(const KernelCall &c) {
 
 void registerMatmulKernels(KernelRegistry &r) {
   // Keyed by the result: f32 (f32 or bf16 operands) and bf16 (bf16 operands).
-  for (DType out : {DType::F32, DType::BF16}) {
+  for (DType out : {DType::F32, DType::BF16, DType::F16}) {
     KernelDesc mm;
     mm.op = "matmul";
     mm.dtype = out;
