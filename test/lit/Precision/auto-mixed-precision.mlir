@@ -1,8 +1,12 @@
 // RUN: colossal-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(colossal-auto-mixed-precision))' | FileCheck %s
-// RUN: not colossal-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(colossal-auto-mixed-precision{compute=fp16}))' 2>&1 | FileCheck %s --check-prefix=FP16
+// RUN: colossal-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(colossal-auto-mixed-precision{compute=fp16}))' | FileCheck %s --check-prefix=FP16
 // RUN: not colossal-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(colossal-auto-mixed-precision{compute=int8}))' 2>&1 | FileCheck %s --check-prefix=OTHER
 
-// FP16: error: colossal-auto-mixed-precision: compute=fp16 is not supported yet
+// compute=fp16: the same rewrite with f16 copies.
+// FP16-LABEL: func.func @forward
+// FP16: %[[XH:.*]] = colossal.cast %{{.*}} : tensor<4x8xf32> -> tensor<4x8xf16>
+// FP16-NEXT: %[[WH:.*]] = colossal.cast %{{.*}} : tensor<8x16xf32> -> tensor<8x16xf16>
+// FP16-NEXT: colossal.matmul %[[XH]], %[[WH]] : (tensor<4x8xf16>, tensor<8x16xf16>) -> tensor<4x16xf32>
 // OTHER: error: colossal-auto-mixed-precision: compute=int8 is not bf16 or fp16
 
 // The forward rewrite: each f32 contraction reads bf16 casts of its factors (parameters are cast
