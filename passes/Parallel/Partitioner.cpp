@@ -191,11 +191,30 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     SmallVector<Sharding> in;
     for (Value v : op->getOperands())
       in.push_back(shardings.lookup(v));
+    // A cast of an undecided parameter (mixed precision's bf16/fp16 copy at each use) decides
+    // nothing: the parameter is decided where its copy is read, as if read directly.
+    if (auto castOp = dyn_cast<colossal::CastOp>(op); castOp && deciding) {
+      auto it = freeParams.find(castOp.getOperand());
+      if (it != freeParams.end()) {
+        castSources[castOp.getResult()] = castOp.getOperand();
+        freeParams[castOp.getResult()] = it->second;
+        in[0] = Sharding::replicated(in[0].rank()); // decided later; the clone is discarded
+      }
+    }
     // Strategy: decide undecided parameters at their first use.
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
         continue;
+      if (isa<colossal::CastOp>(op) && castSources.count(op->getResult(0)))
+        continue; // deferred to the copy's reader (above)
+      if (auto done = decided.find(it->second); done != decided.end()) {
+        // Another copy of this parameter decided it already.
+        shardings[op->getOperand(i)] = done->second;
+        in[i] = done->second;
+        freeParams.erase(it);
+        continue;
+      }
       std::optional<Sharding> s = decideWeight(op, i, in);
       if (errorOp)
         return errorOp->emitError(errorMessage);
@@ -207,6 +226,10 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       decided[it->second] = *s;
       shardings[op->getOperand(i)] = *s;
       in[i] = *s;
+      if (auto src = castSources.find(op->getOperand(i)); src != castSources.end()) {
+        shardings[src->second] = *s;
+        freeParams.erase(src->second);
+      }
       freeParams.erase(it);
     }
     Decision d = rule(op, in);
@@ -224,8 +247,14 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
         continue;
+      if (isa<colossal::CastOp>(op) && castSources.count(op->getResult(0)))
+        continue; // decided where its copy is read
       Sharding s = d.operands[i];
       s.partial.clear();
+      if (auto src = castSources.find(op->getOperand(i)); src != castSources.end()) {
+        shardings[src->second] = s;
+        freeParams.erase(src->second);
+      }
       decided[it->second] = s;
       shardings[op->getOperand(i)] = s;
       freeParams.erase(it);

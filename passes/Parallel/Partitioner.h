@@ -95,6 +95,7 @@ private:
   llvm::DenseMap<Value, RankedTensorType> globalTypes;
   llvm::DenseMap<Value, Sharding> shardings;
   llvm::DenseMap<Value, std::string> freeParams; // undecided parameter arguments -> name
+  llvm::DenseMap<Value, Value> castSources;      // deciding: a cast copy of a free parameter -> it
   llvm::DenseSet<Value> weights;                 // parameters and what is derived from them alone
   llvm::DenseSet<Value> tokenDerived;            // function inputs of integer type and views
   std::vector<Attribute> *trace = nullptr;       // stage=propagate: results' shardings per op

@@ -279,6 +279,21 @@ def case_mesh(args):
     ok = True
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMP_WAIT_POLICY="passive")
+    # Mixed precision must not change the tensor-parallel strategy: the bf16 plan splits the same
+    # parameters as the fp32 one (the partitioner decides a weight where its bf16 copy is read).
+    with open(t.TRAIN_SPEC) as f:
+        fp32_text = f.read()
+    splits = {}
+    for name, text in (("fp32", fp32_text), ("bf16", bf16_text)):
+        spec = s.spec(f"{name}_tp2_report", text + "mesh: {tp: 2}\n")
+        report, _, _ = u.run([s.opt, s.model, "--spec", spec, "-o", os.path.join(s.work, f"{name}_tp2_report.cplan"),
+                              "--report"], "colossal-opt --report")
+        splits[name] = sorted(line.split()[0] for line in report.splitlines()
+                              if line.startswith("  ") and "[" in line and ("tp]" in line or "tp," in line or "tp/" in line))
+    print(f"tp=2: fp32 splits {len(splits['fp32'])} parameters, bf16 {len(splits['bf16'])}")
+    if not splits["fp32"] or splits["bf16"] != splits["fp32"]:
+        print(f"  the bf16 plan splits {splits['bf16']}, the fp32 plan {splits['fp32']}  MISMATCH")
+        ok = False
     for name, mesh in (("dp2", "{dp: 2}"), ("tp2", "{tp: 2}")):
         plan = s.compile(name, s.spec(name, bf16_text + f"mesh: {mesh}\n"))
         metrics = os.path.join(s.work, name + ".jsonl")
