@@ -14,6 +14,7 @@
 #include "llvm/Support/YAMLParser.h"
 #include "llvm/Support/YAMLTraits.h"
 
+#include <charconv>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -517,12 +518,23 @@ template <> struct MappingTraits<LossScale> {
     io.mapOptional("min", l.min);
   }
   static std::string validate(IO &, LossScale &l) {
-    if (!(l.initial > 0) || !(l.min > 0) || l.min > l.initial)
-      return "precision.loss_scale: initial and min must be > 0 with min <= initial";
-    if (!(l.growthFactor > 1) || !(l.backoffFactor > 0 && l.backoffFactor < 1) ||
-        l.growthInterval < 1)
-      return "precision.loss_scale: growth_factor must be > 1, backoff_factor in (0, 1) and "
-             "growth_interval >= 1";
+    auto num = [](double v) { // shortest round-trip form, as the user would write it
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof buf, v);
+      return std::string(buf, res.ptr);
+    };
+    // The scale multiplies an f32 loss: it must be a finite float32.
+    constexpr double kMaxF32 = 3.4028234663852886e38;
+    if (!(l.initial > 0) || !(l.initial <= kMaxF32))
+      return "precision.loss_scale.initial must be a float32 > 0 (at most 3.4e38), got " + num(l.initial);
+    if (!(l.min > 0) || l.min > l.initial)
+      return "precision.loss_scale.min must be > 0 and at most initial (" + num(l.initial) + "), got " + num(l.min);
+    if (!(l.growthFactor > 1) || !(l.growthFactor <= kMaxF32))
+      return "precision.loss_scale.growth_factor must be > 1, got " + num(l.growthFactor);
+    if (!(l.backoffFactor > 0 && l.backoffFactor < 1))
+      return "precision.loss_scale.backoff_factor must be in (0, 1), got " + num(l.backoffFactor);
+    if (l.growthInterval < 1)
+      return "precision.loss_scale.growth_interval must be an integer >= 1, got " + std::to_string(l.growthInterval);
     return "";
   }
 };
@@ -742,6 +754,10 @@ Expected<Spec> parseSpecFile(StringRef path) {
     for (auto &[pattern, dims] : t.hints)
       spec.tensor.hints.emplace_back(pattern, dims);
   }
+  if (raw.precision && raw.precision->lossScale && spec.mode != "train")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": precision.loss_scale scales the loss of training; it needs "
+                                    "mode: train (inference in fp16 needs no loss scale)");
   if (spec.zeroStage != 0 && spec.mode != "train")
     return createStringError(inconvertibleErrorCode(),
                              path + ": zero.stage " + Twine(spec.zeroStage) +

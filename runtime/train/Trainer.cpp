@@ -555,8 +555,9 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     if (r->lossScaleUnderflow)
       return fail(plan.path + ": step " + llvm::Twine(s) + ": the loss scale fell to " + shortest(tr.lossScale()) +
                   ", below precision.loss_scale.min " + shortest(tc.loss_scale_min()) +
-                  ": the gradients are not finite at any scale (a diverged run, or a model that "
-                  "overflows fp16 in its forward pass)");
+                  ", after a non-finite gradient at every scale tried since the last clean step "
+                  "(lower precision.loss_scale.min, or the run has diverged or overflows fp16 in "
+                  "its forward pass)");
     if (r->skipped()) {
       std::string what = nonFiniteSummary(s, *r);
       if (stop) return llvm::make_error<NonFiniteError>(stopMessage(what, *r, o.onNonFinite, newest));

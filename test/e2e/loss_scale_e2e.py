@@ -160,7 +160,7 @@ def case_minimum(args):
     msg = p.stderr
     ok = p.returncode != 0
     print(f"exit {p.returncode}; metrics of steps {[r['step'] for r in rows]} with scales {[r.get('loss_scale') for r in rows]}")
-    want = "step 2: the loss scale fell to 0.5, below precision.loss_scale.min 1"
+    want = "step 2: the loss scale fell to 0.5, below precision.loss_scale.min 1, after a non-finite gradient"
     if want not in msg:
         print(f"  expected '{want}' in the error; stderr:\n{msg[-1500:]}  MISMATCH")
         ok = False
