@@ -49,12 +49,14 @@ struct Param {
   BlockArgument p, g;          // @optimizer_step arguments
   SmallVector<BlockArgument, 2> states; // exp_avg, exp_avg_sq / momentum_buffer
   bool partitioned = false;
-  RankedTensorType whole, chunk; // the local type and its dim-0 chunk
+  int64_t dim = 0;               // the split dim: 0, or (stage 3) the first other one P divides
+  RankedTensorType whole, chunk; // the local type and its chunk
 };
 
-/// Argument `i`'s sharding with the data axes appended to dim 0's axes (the chunk is minor to
-/// any tensor-parallel split of that dim).
-ShardingAttr chunkSharding(func::FuncOp fn, unsigned i, MeshOp mesh, ArrayRef<StringAttr> data) {
+/// Argument `i`'s sharding with the data axes appended to dim `dim`'s axes (the chunk is minor
+/// to any tensor-parallel split of that dim).
+ShardingAttr chunkSharding(func::FuncOp fn, unsigned i, int64_t dim, MeshOp mesh,
+                           ArrayRef<StringAttr> data) {
   MLIRContext *ctx = fn.getContext();
   auto type = cast<RankedTensorType>(fn.getArgument(i).getType());
   SmallVector<DimShardingAttr> dims;
@@ -65,17 +67,17 @@ ShardingAttr chunkSharding(func::FuncOp fn, unsigned i, MeshOp mesh, ArrayRef<St
   } else {
     dims.assign(type.getRank(), DimShardingAttr::get(ctx, {}, 1));
   }
-  SmallVector<StringAttr> axes(dims[0].getAxes().begin(), dims[0].getAxes().end());
+  SmallVector<StringAttr> axes(dims[dim].getAxes().begin(), dims[dim].getAxes().end());
   axes.append(data.begin(), data.end());
-  dims[0] = DimShardingAttr::get(ctx, axes, 1);
+  dims[dim] = DimShardingAttr::get(ctx, axes, 1);
   return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, mesh.getSymName()), dims, partial);
 }
 
-/// Gives argument `i` of `fn` the chunk type and sharding.
-void partitionArgument(func::FuncOp fn, unsigned i, RankedTensorType chunk, MeshOp mesh,
+/// Gives argument `i` of `fn` parameter `q`'s chunk type and sharding.
+void partitionArgument(func::FuncOp fn, unsigned i, const Param &q, MeshOp mesh,
                        ArrayRef<StringAttr> data) {
-  fn.setArgAttr(i, kShardingAttr, chunkSharding(fn, i, mesh, data));
-  fn.getArgument(i).setType(chunk);
+  fn.setArgAttr(i, kShardingAttr, chunkSharding(fn, i, q.dim, mesh, data));
+  fn.getArgument(i).setType(q.chunk);
 }
 
 void refreshFunctionType(func::FuncOp fn) {
@@ -97,6 +99,7 @@ struct ZeroContext {
   SmallVector<StringAttr> data; // the mesh's data axes, in mesh order
   ArrayAttr axes;               // the same, as the collectives' attribute
   int64_t groupSize = 1;        // P: the product of their sizes
+  int64_t stage = 0;
   func::FuncOp train, step;     // @train_step, @optimizer_step
   SmallVector<func::FuncOp> programs; // every program (stage 3 gathers in each)
 };
@@ -137,12 +140,21 @@ FailureOr<SmallVector<Param>> collectParams(ZeroContext &z) {
     q.name = name.str();
     q.whole = cast<RankedTensorType>(q.p.getType());
     auto sharding = step.getArgAttrOfType<ShardingAttr>(q.p.getArgNumber(), kShardingAttr);
-    bool oneBlock = !sharding || sharding.getDims().empty() || sharding.getDims()[0].getBlocks() <= 1;
-    q.partitioned = q.whole.getRank() >= 1 && q.whole.getDimSize(0) > 0 &&
-                    q.whole.getDimSize(0) % z.groupSize == 0 && oneBlock;
+    auto splits = [&](int64_t d) {
+      bool oneBlock = !sharding || sharding.getDims().empty() || sharding.getDims()[d].getBlocks() <= 1;
+      return q.whole.getDimSize(d) > 0 && q.whole.getDimSize(d) % z.groupSize == 0 && oneBlock;
+    };
+    // Dim 0 keeps chunks contiguous, which stages 1 and 2 need (the update writes a view of the
+    // full parameter). Stage 3 updates the chunk itself, so another dim will do (GPT-2's
+    // 50257-row embedding splits by its columns).
+    for (int64_t d = 0; d < q.whole.getRank() && !q.partitioned; ++d)
+      if ((d == 0 || z.stage == 3) && splits(d)) {
+        q.partitioned = true;
+        q.dim = d;
+      }
     if (q.partitioned) {
       SmallVector<int64_t> shape(q.whole.getShape());
-      shape[0] /= z.groupSize;
+      shape[q.dim] /= z.groupSize;
       q.chunk = RankedTensorType::get(shape, q.whole.getElementType());
     }
     params.push_back(std::move(q));
@@ -183,11 +195,11 @@ LogicalResult partitionGradients(ZeroContext &z, ArrayRef<Param> params, int64_t
                << q.name << ".grad' is used by an op other than accumulate_grad";
       OpBuilder at(accumulate);
       Value chunk = ReduceScatterOp::create(at, accumulate.getLoc(), q.chunk, accumulate.getG(), z.axes,
-                                            at.getI64IntegerAttr(0), at.getStringAttr("sum"));
+                                            at.getI64IntegerAttr(q.dim), at.getStringAttr("sum"));
       accumulate.getGMutable().assign(chunk);
     }
-    partitionArgument(z.train, acc.getArgNumber(), q.chunk, z.mesh, z.data);
-    partitionArgument(z.step, q.g.getArgNumber(), q.chunk, z.mesh, z.data);
+    partitionArgument(z.train, acc.getArgNumber(), q, z.mesh, z.data);
+    partitionArgument(z.step, q.g.getArgNumber(), q, z.mesh, z.data);
   }
   return success();
 }
@@ -238,7 +250,7 @@ void rewriteUpdates(ZeroContext &z, ArrayRef<Param> params, int64_t stage) {
     q.update->setOperand(0, p);
     q.update->setOperand(1, g);
     for (BlockArgument s : q.states)
-      partitionArgument(z.step, s.getArgNumber(), q.chunk, z.mesh, z.data);
+      partitionArgument(z.step, s.getArgNumber(), q, z.mesh, z.data);
   }
 }
 
@@ -270,11 +282,11 @@ void gatherBeforeEachUse(ZeroContext &z, ArrayRef<Param> params) {
       for (auto &[reader, operands] : readers) {
         OpBuilder at(reader);
         Value full = AllGatherOp::create(at, NameLoc::get(StringAttr::get(ctx, q.name), reader->getLoc()),
-                                         q.whole, arg, z.axes, at.getI64IntegerAttr(0));
+                                         q.whole, arg, z.axes, at.getI64IntegerAttr(q.dim));
         for (unsigned i : operands)
           reader->setOperand(i, full);
       }
-      partitionArgument(fn, arg.getArgNumber(), q.chunk, z.mesh, z.data);
+      partitionArgument(fn, arg.getArgNumber(), q, z.mesh, z.data);
     }
   }
 }
@@ -292,6 +304,7 @@ struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
     if (stage < 0 || stage > 3)
       return module.emitError("colossal-zero: stage must be 0, 1, 2 or 3, got ") << int64_t(stage);
     ZeroContext z;
+    z.stage = stage;
     z.mesh = lookupMesh(module);
     if (stage == 0 || !z.mesh)
       return success();
@@ -335,8 +348,11 @@ struct ZeroPass : colossal::impl::ZeroBase<ZeroPass> {
       module.emitWarning("colossal-zero: stage ")
           << int64_t(stage) << ": " << whole.size() << " of " << params->size()
           << " parameters stay whole on every rank (" << wholeElements << " of " << elements
-          << " local elements), because their local dim 0 does not split into " << z.groupSize
-          << " chunks: " << names;
+          << " local elements), because "
+          << (stage == 3 ? "no dim of theirs divides into " : "their dim 0 does not divide into ")
+          << z.groupSize << " chunks"
+          << (stage == 3 ? "" : " (stages 1 and 2 split dim 0 only; stage 3 splits another dim too)")
+          << ": " << names;
     }
     training::updateTrainConfig(module, {NamedAttribute(StringAttr::get(module.getContext(), "zero_stage"),
                                               IntegerAttr::get(IntegerType::get(module.getContext(), 64),

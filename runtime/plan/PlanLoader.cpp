@@ -170,8 +170,8 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, const M
     const plan::StateTensor &param = *it->second;
     if (st.role() != plan::StateTensor::GRAD) continue;
     // The accumulator holds the gradient of the whole parameter: same dtype and global shape, and
-    // the parameter's sharding, or (ZeRO stage 2, docs/parallelism.md "ZeRO") that sharding with
-    // dim 0 split further over more axes: this rank's chunk of the parameter's local shard.
+    // the parameter's sharding, or (ZeRO stages 2 and 3, docs/parallelism.md "ZeRO") that sharding with
+    // one dim split further over more axes: this rank's chunk of the parameter's local shard.
     auto globalShape = [](const plan::StateTensor &t) {
       return t.has_sharding() ? std::vector<int64_t>(t.sharding().global_shape().begin(), t.sharding().global_shape().end())
                               : std::vector<int64_t>(t.shape().begin(), t.shape().end());
@@ -187,21 +187,23 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, const M
       else
         for (int d = 0; d < g.dims_size(); ++d) base.add_dims();
       if (base.dims_size() != g.dims_size()) return false;
+      int refined = 0;  // dims split over more axes: exactly one
       for (int d = 0; d < g.dims_size(); ++d) {
         const plan::DimSharding &a = g.dims(d), &b = base.dims(d);
         if (std::max<int64_t>(a.blocks(), 1) != std::max<int64_t>(b.blocks(), 1)) return false;
-        if (d > 0 ? !std::equal(a.axes().begin(), a.axes().end(), b.axes().begin(), b.axes().end())
-                  : a.axes_size() <= b.axes_size() || !std::equal(b.axes().begin(), b.axes().end(), a.axes().begin()))
+        if (std::equal(a.axes().begin(), a.axes().end(), b.axes().begin(), b.axes().end())) continue;
+        if (a.axes_size() <= b.axes_size() || !std::equal(b.axes().begin(), b.axes().end(), a.axes().begin()))
           return false;
+        ++refined;
       }
-      return true;
+      return refined == 1;
     };
     const bool same = st.has_sharding() == param.has_sharding() &&
                       (!st.has_sharding() || sameSharding(st.sharding(), param.sharding()));
     if (!same && !refines(st, param))
       return fail(what + ": gradient accumulator must have its param's sharding (" +
                   (param.has_sharding() ? shardingText(param.sharding()) : std::string("replicated")) +
-                  ") or that sharding with dim 0 split over more axes (ZeRO), has " +
+                  ") or that sharding with one dim split over more axes (ZeRO), has " +
                   (st.has_sharding() ? shardingText(st.sharding()) : std::string("none (replicated)")));
   }
   return llvm::Error::success();

@@ -2,7 +2,7 @@
 """ZeRO stages 1, 2 and 3 (docs/parallelism.md "ZeRO"): `zero: {stage: S}` plans under mpirun
 against plain data parallelism of the same spec.
 
-    zero_e2e.py --case equal|clip|tp|resume|memory --workdir W [--opt PATH --run PATH] [--steps N]
+    zero_e2e.py --case equal|clip|tp|resume|memory|odd --workdir W [--opt PATH --run PATH] [--steps N]
 
 The model is examples/models/export.py --preset gpt2-train (Ψ = 470528 trainable elements); the
 spec is examples/train/train_gpt2.yaml (B 8, AdamW) with a mesh and `zero:` added. Every rank runs
@@ -27,6 +27,9 @@ with --threads 1.
           ZeRO-count elements per step equal the runtime's measured `comm_elements` (besides the
           loss all_reduce) and are 2Ψ for stages 1-2 and at most 3Ψ for stage 3 (backward gathers
           only the parameters it reads).
+  odd     a GPT-2 with 251 vocabulary rows and 65 context rows at dp=2: stage 1 keeps the two
+          tables whole and says so (warning, --report), stage 3 splits them by columns; both
+          bit-equal to plain dp=2 with byte-equal checkpoints; stage 3's state bytes 16Ψ/2.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
@@ -195,7 +198,55 @@ def case_memory(args):
     return ok
 
 
-CASES = {"equal": case_equal, "clip": case_clip, "tp": case_tp, "resume": case_resume, "memory": case_memory}
+def case_odd(args):
+    """A GPT-2 whose vocabulary (251) and context (65) rows do not split in two: stage 1 keeps the
+    two embedding tables whole (a compile warning and a --report line name them), stage 3 splits
+    them by columns; both bit-equal to plain dp=2 over 10 steps, with byte-equal checkpoints, and
+    stage 3's state bytes exactly 16Ψ/2."""
+    s = t.Setup(args, need_shared=False)
+    model_dir = os.path.join(s.work, "odd_model")
+    u.run([sys.executable, u.EXPORT_PY, "--preset", "gpt2-train", "--vocab", "251", "--context", "65", "--out",
+           model_dir], "export.py --vocab 251 --context 65", timeout=600)
+    s.model = os.path.join(model_dir, "model.onnx")
+    ok = True
+    runs, ckpts = {}, {}
+    for stage in (0, 1, 3):
+        name = f"odd_z{stage}"
+        spec = zero_spec(s, name, 2, stage)
+        plan = os.path.join(s.work, name + ".cplan")
+        out, err, _ = u.run([s.opt, s.model, "--spec", spec, "-o", plan, "--report"], "colossal-opt --report")
+        zline = next((line for line in out.splitlines() if line.startswith("ZeRO stage")), "")
+        if stage:
+            print(f"stage {stage}: {zline}")
+        if stage == 1:
+            warned = "warning: colossal-zero: stage 1: 2 of 29 parameters stay whole" in err
+            named = "wte.weight" in err and "wpe.weight" in err and "whole on every rank: wpe.weight, wte.weight" in zline
+            if not (warned and named):
+                print(f"  expected a warning and a report line naming wte.weight and wpe.weight; stderr: {err.strip()}  MISMATCH")
+                ok = False
+        if stage == 3 and "29 of 29 trainable parameters partitioned" not in zline:
+            print("  expected all 29 parameters partitioned under stage 3  MISMATCH")
+            ok = False
+        ckpt = os.path.join(s.work, "ckpt_" + name)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        runs[stage] = d.train(s, 2, plan, os.path.join(s.work, name + ".jsonl"), 10, ["--save", ckpt])
+        ckpts[stage] = t.latest_step_dir(ckpt)
+    psi = 251 * 128 + 65 * 128 + (PSI - 256 * 128 - 64 * 128 - 128 * 256) + 128 * 251
+    for stage in (1, 3):
+        same = sum(a["loss"] == b["loss"] for a, b in zip(runs[stage], runs[0]))
+        eq = all(filecmp.cmp(os.path.join(ckpts[stage], f), os.path.join(ckpts[0], f), shallow=False)
+                 for f in ("model.safetensors", "optimizer.safetensors"))
+        print(f"stage {stage}: {same}/10 losses bit-equal to plain dp=2, checkpoints {'==' if eq else '!='}")
+        ok &= same == 10 and eq
+    sb = runs[3][-1]["state_bytes"]
+    total = sb["params"] + sb["grads"] + sb["optimizer"]
+    print(f"stage 3 state bytes {total} {sb}, 16Ψ/2 = {8 * psi} (Ψ = {psi})")
+    ok &= total == 8 * psi
+    return ok
+
+
+CASES = {"equal": case_equal, "clip": case_clip, "tp": case_tp, "resume": case_resume, "memory": case_memory,
+         "odd": case_odd}
 
 
 def main():

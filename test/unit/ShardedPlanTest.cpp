@@ -262,7 +262,7 @@ TEST_F(ShardedPlanTest, LoaderRejectsInconsistentShardings) {
     p.mutable_states(1)->set_shape(0, 8);  // the local shard [8, 2] of that sharding
     p.mutable_states(1)->set_shape(1, 2);
     expectError(p, "state 'w.grad': gradient accumulator must have its param's sharding ([[tp], []] of [8, 4]) or "
-                   "that sharding with dim 0 split over more axes (ZeRO), has [[], [tp]] of [8, 4]");
+                   "that sharding with one dim split over more axes (ZeRO), has [[], [tp]] of [8, 4]");
   }
   {
     plan::Plan p = good;

@@ -336,9 +336,10 @@ void printZeroSummary(const plan::Plan &planMsg, llvm::raw_ostream &os) {
   auto chunked = [&](const plan::StateTensor &st) {
     if (!st.has_sharding() || st.sharding().dims_size() == 0)
       return false;
-    for (const std::string &axis : st.sharding().dims(0).axes())
-      if (dataAxes.count(axis))
-        return true;
+    for (const plan::DimSharding &d : st.sharding().dims())
+      for (const std::string &axis : d.axes())
+        if (dataAxes.count(axis))
+          return true;
     return false;
   };
   std::map<std::string, std::pair<bool, uint64_t>> params; // name -> (partitioned, elements)
