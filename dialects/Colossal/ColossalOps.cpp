@@ -8,7 +8,11 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 using namespace colossal;
@@ -1099,10 +1103,42 @@ COLOSSAL_VJP(GemmOp) {
   return success();
 }
 
+/// The `colossal.param` arguments `v` is computed from (through any ops), in argument order.
+static SmallVector<std::string> paramsFeeding(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Value, 16> seen;
+  std::map<unsigned, std::string> found;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto fn = dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
+      if (fn)
+        if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
+          found[arg.getArgNumber()] = name.str();
+      continue;
+    }
+    if (Operation *def = x.getDefiningOp())
+      work.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<std::string> names;
+  for (auto &[i, name] : found)
+    names.push_back(name);
+  return names;
+}
+
 COLOSSAL_VJP(AttentionOp) {
-  if (getMask() && needed[3])
-    return emitOpError("has no gradient with respect to its mask (the mask depends on a "
-                       "parameter)");
+  if (getMask() && needed[3]) {
+    // Name what makes the mask trainable, so the user can freeze it (an exported causal -inf
+    // table is an initializer, hence a parameter, DESIGN.md "Parameters").
+    std::string names;
+    for (const std::string &n : paramsFeeding(getMask()))
+      names += (names.empty() ? "'" : ", '") + n + "'";
+    return emitOpError("has no gradient with respect to its mask, which is computed from the "
+                       "parameter(s) ")
+           << names << "; list them in train.frozen to train the model with the mask fixed";
+  }
   auto grad = AttentionGradOp::create(b, getLoc(), getQ(), getK(), getV(), getMask(), getResult(),
                                       resultGrads[0], getScaleAttr(), getCausalAttr());
   og[0] = grad.getDq();

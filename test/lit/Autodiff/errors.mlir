@@ -25,7 +25,7 @@ func.func @topk(%w: tensor<2x4xf32> {colossal.param = "w"}) -> (tensor<f32> {col
 
 // A VJP that does not cover a configuration says so: attention's mask computed from a parameter.
 func.func @attention_mask_param(%q: tensor<1x2x4x8xf32> {colossal.param = "q"}, %m: tensor<4x4xf32> {colossal.param = "m"}) -> (tensor<f32> {colossal.output = "loss"}) {
-// CHECK: error: loc("attn"): 'colossal.attention' op has no gradient with respect to its mask
+// CHECK: error: loc("attn"): 'colossal.attention' op has no gradient with respect to its mask, which is computed from the parameter(s) 'm'; list them in train.frozen to train the model with the mask fixed
 // CHECK: error: loc("attn"): autodiff: cannot differentiate 'colossal.attention' (ONNX node 'attn')
   %y = colossal.attention %q, %q, %q, %m {causal = false, scale = 0.35 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xf32>) -> tensor<1x2x4x8xf32> loc("attn")
   %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x4x8xf32>) -> tensor<f32>
