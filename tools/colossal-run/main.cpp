@@ -28,7 +28,7 @@
 // Several ranks (docs/parallelism.md): `mpirun -np N colossal-run ...`, or `--nproc N`, which
 // re-executes the same command under mpirun. N must equal the plan's mesh size. Errors that every
 // rank meets alike are printed by rank 0; an error on one rank while running prints
-// "error: rank R: ..." and aborts the job. Rank 0 writes the outputs. Kernel threads per rank
+// "error: rank R: ..." and aborts the job (abortOnRankError). Rank 0 writes the outputs. Kernel threads per rank
 // default to the cores divided by the ranks on this machine.
 //
 //===----------------------------------------------------------------------------------------===//
@@ -62,12 +62,29 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
 
 using namespace colossal::runtime;
 namespace cl = llvm::cl;
+
+
+namespace {
+
+/// An error on this rank while the job runs: print "error: rank R: ..." and end the whole job
+/// (the other ranks would wait in a collective). An error every rank meets at once (a token id
+/// outside the vocabulary, a bad file they all read) would print once per rank, so ranks other
+/// than 0 wait half a second first: if rank 0 hit it too, its abort ends them before they print;
+/// an error of this rank alone is still printed, half a second later.
+[[noreturn]] void abortOnRankError(CommContext &comm, llvm::Error e) {
+  if (comm.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  llvm::errs() << ("error: rank " + llvm::Twine(comm.rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
+  comm.abort(1);
+}
+
+}  // namespace
 
 namespace {
 
@@ -301,8 +318,7 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
     if (comm.worldSize() == 1) return fail(std::move(e));
     // Under data parallelism an error may be this rank's alone (its rows, its files): name the
     // rank and end the job (the others would wait in a collective).
-    llvm::errs() << ("error: rank " + llvm::Twine(comm.rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
-    comm.abort(1);
+    abortOnRankError(comm, std::move(e));
   }
   return 0;
 }
@@ -440,8 +456,7 @@ int runMain(int argc, char **argv) {
   // An error on one rank alone ends the whole job (the others would wait in a collective).
   auto failHere = [&](llvm::Error e) {
     if ((*comm)->worldSize() == 1) return fail(std::move(e));
-    llvm::errs() << ("error: rank " + llvm::Twine((*comm)->rank()) + ": " + llvm::toString(std::move(e)) + "\n").str();
-    (*comm)->abort(1);
+    abortOnRankError(**comm, std::move(e));
   };
   if (mode == "train") return trainMain(**loaded, *device, **comm);
   if (mode == "sample") return sampleMain(**loaded, *device, **comm);
