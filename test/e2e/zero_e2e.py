@@ -26,7 +26,7 @@ with --threads 1.
           are exact here); the --report's params/grads/optimizer bytes equal them; the report's
           ZeRO-count elements per step equal the runtime's measured `comm_elements` (besides the
           loss all_reduce) and are 2Ψ for stages 1-2 and at most 3Ψ for stage 3 (backward gathers
-          only the parameters it reads).
+          only the parameters it reads). --report-format=json gives the same figures.
   odd     a GPT-2 with 251 vocabulary rows and 65 context rows at dp=2: stage 1 keeps the two
           tables whole and says so (warning, --report), stage 3 splits them by columns; both
           bit-equal to plain dp=2 with byte-equal checkpoints; stage 3's state bytes 16Ψ/2.
@@ -34,6 +34,7 @@ with --threads 1.
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
 import filecmp
+import json
 import os
 import re
 import shutil
@@ -168,6 +169,19 @@ def case_memory(args):
             rep = report_bytes(report)
             if rep["psi"] != PSI:
                 print(f"{name}: the report lists {rep['psi']} trainable elements, expected {PSI}  MISMATCH")
+                ok = False
+            # The same figures as JSON (--report-format=json): per-rank bytes by kind and the
+            # communication per step.
+            jtext, _, _ = u.run([s.opt, s.model, "--spec", spec, "-o", os.path.join(s.work, name + "_json.cplan"),
+                                 "--report-format=json"], "colossal-opt --report-format=json")
+            rj = json.loads(jtext)
+            pr = rj["per_rank"]
+            jelems = sum(c["elements"] for c in rj["communication"])
+            if ((pr["params"], pr["grads"], pr["optimizer"]) != (rep["params"], rep["grads"], rep["optimizer"]) or
+                    jelems != rep["elements"] or rj.get("zero_stage") != stage or
+                    pr["peak"] != pr["params"] + pr["grads"] + pr["optimizer"] + pr["weights"] + pr["activations"]):
+                print(f"  the JSON report {pr}, {jelems} elements, stage {rj.get('zero_stage')} differs from the text "
+                      f"report {rep}  MISMATCH")
                 ok = False
             rows = d.train(s, dp, plan, os.path.join(s.work, name + ".jsonl"), 3)
             sb = rows[-1].get("state_bytes", {})

@@ -43,6 +43,13 @@ static llvm::cl::opt<std::string> emitKind(
 static llvm::cl::opt<bool> report("report",
                                   llvm::cl::desc("Print the memory plan report (stdout)"),
                                   llvm::cl::cat(category));
+static llvm::cl::opt<std::string> reportFormat(
+    "report-format",
+    llvm::cl::desc("The report's form: text (default) or json (one object; implies --report)"),
+    llvm::cl::init("text"), llvm::cl::cat(category));
+
+/// --report, or --report-format=json alone.
+static bool wantReport() { return report || reportFormat == "json"; }
 
 static llvm::cl::opt<double> bucketCapMb(
     "bucket-cap-mb",
@@ -156,6 +163,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
+  planOptions.reportFormat = reportFormat;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).
@@ -174,7 +182,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
       planOptions.specHash = *specHash;
     }
   }
-  if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
+  if (failed(colossal::emitPlan(*module, output, planOptions, wantReport() ? &llvm::outs() : nullptr)))
     return 1;
   return 0;
 }
@@ -211,7 +219,8 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
       return 1;
   }
   colossal::PlanOptions planOptions;
-  if (failed(colossal::emitPlan(*module, output, planOptions, report ? &llvm::outs() : nullptr)))
+  planOptions.reportFormat = reportFormat;
+  if (failed(colossal::emitPlan(*module, output, planOptions, wantReport() ? &llvm::outs() : nullptr)))
     return 1;
   return 0;
 }
@@ -228,6 +237,8 @@ int main(int argc, char **argv) {
   if (!(bucketCapMb >= 0 && bucketCapMb <= 1048576))
     return fail("--bucket-cap-mb=" + std::to_string(bucketCapMb.getValue()) +
                 ": expected a size in MiB in [0, 1048576]");
+  if (reportFormat != "text" && reportFormat != "json")
+    return fail("--report-format=" + reportFormat + ": expected text or json");
   if (StringRef(input).ends_with(".onnx"))
     return compileONNX(input, output, registry);
   if (!specPath.empty())

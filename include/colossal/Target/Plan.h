@@ -15,6 +15,8 @@ struct PlanOptions {
   std::string sourceModel;        // absolute path
   uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
   uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
+  /// How `report` is written: "text" (the tables) or "json" (printPlanReportJson, one object).
+  std::string reportFormat = "text";
 };
 
 /// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module

@@ -36,6 +36,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -489,6 +490,97 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
     os << "  (plus the runtime's all_reduce of the step's loss over " << data << ": 8 bytes)\n";
 }
 
+/// `--report-format=json` (docs/cli.md "Report as JSON"): the text report's figures as one JSON
+/// object, for scripts. Bytes are per rank (the plan's local shapes). `memory` states what the
+/// compiler can meet today: without recompute or offload (not built yet) the smallest budget that
+/// fits is the predicted peak itself.
+void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::raw_ostream &os) {
+  namespace json = llvm::json;
+  auto shape = [](llvm::ArrayRef<int64_t> dims) {
+    json::Array a;
+    for (int64_t d : dims)
+      a.push_back(d);
+    return a;
+  };
+  uint64_t arena = 0;
+  std::string largest;
+  json::Array programs;
+  for (const ProgramSummary &p : s.programs) {
+    if (largest.empty() || p.arenaBytes > arena) {
+      arena = p.arenaBytes;
+      largest = p.name;
+    }
+    programs.push_back(json::Object{{"name", p.name},
+                                    {"instructions", static_cast<int64_t>(p.numInstructions)},
+                                    {"buffers", static_cast<int64_t>(p.numBuffers)},
+                                    {"arena_bytes", static_cast<int64_t>(p.arenaBytes)}});
+  }
+  const uint64_t weights = s.train ? s.readOnlyWeightBytes : s.weightBytes;
+  const uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + weights + arena;
+  json::Object perRank{{"params", static_cast<int64_t>(s.paramBytes)},
+                       {"grads", static_cast<int64_t>(s.gradBytes)},
+                       {"optimizer", static_cast<int64_t>(s.optimizerBytes)},
+                       {"weights", static_cast<int64_t>(weights)},
+                       {"activations", static_cast<int64_t>(arena)},
+                       {"peak", static_cast<int64_t>(peak)}};
+  json::Array params;
+  for (const ReportParam &p : s.params)
+    params.push_back(json::Object{{"name", p.name},
+                                  {"shape", shape(p.shape)},
+                                  {"split", p.split},
+                                  {"local_shape", shape(p.localShape)}});
+  json::Array mesh;
+  int64_t ranks = 1;
+  for (const plan::MeshAxis &a : planMsg.mesh()) {
+    ranks *= a.size();
+    mesh.push_back(json::Object{{"name", a.name()},
+                                {"size", a.size()},
+                                {"role", llvm::StringRef(plan::MeshAxis::Role_Name(a.role())).lower()}});
+  }
+  // Communication per optimizer step (train) or run (inference), as the text report counts it.
+  const bool train = planMsg.mode() == "train";
+  int64_t dp = 1;
+  for (const plan::MeshAxis &a : planMsg.mesh())
+    if (a.role() == plan::MeshAxis::DATA)
+      dp *= a.size();
+  CollectiveTally perStep;
+  for (const plan::Program &program : planMsg.programs()) {
+    int64_t runs = !train ? (program.role() == plan::Program::FORWARD ? 1 : 0)
+                   : program.role() == plan::Program::TRAIN_STEP
+                       ? planMsg.train().grad_accum() / std::max<int64_t>(dp, 1)
+                       : program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
+    for (const auto &[key, v] : tallyCollectives(program)) {
+      CollectiveCount &c = perStep[key];
+      c.bytes += runs * v.bytes;
+      c.calls += runs * v.calls;
+      c.elements += runs * v.elements;
+    }
+  }
+  json::Array communication;
+  for (const auto &[key, v] : perStep)
+    if (v.calls)
+      communication.push_back(json::Object{{"collective", key},
+                                           {"bytes", static_cast<int64_t>(v.bytes)},
+                                           {"calls", static_cast<int64_t>(v.calls)},
+                                           {"elements", static_cast<int64_t>(v.elements)}});
+  json::Object out{{"plan", s.planPath},
+                   {"mode", planMsg.mode()},
+                   {"mesh", std::move(mesh)},
+                   {"ranks", ranks},
+                   {"per_rank", std::move(perRank)},
+                   {"largest_arena", largest},
+                   {"programs", std::move(programs)},
+                   {"trainable_parameters", std::move(params)},
+                   {"communication", std::move(communication)},
+                   {"memory", json::Object{{"predicted_peak_bytes", static_cast<int64_t>(peak)},
+                                           {"minimum_budget_bytes", static_cast<int64_t>(peak)},
+                                           {"recompute", json::Array{}},
+                                           {"offload", json::Array{}}}}};
+  if (train)
+    out["zero_stage"] = planMsg.train().zero_stage();
+  os << llvm::formatv("{0:2}", json::Value(std::move(out))) << "\n";
+}
+
 /// The plan's mesh: the module's `colossal.mesh` (names, sizes and roles, in rank-layout order);
 /// none (one rank) without one. The dialect verified it.
 void emitMesh(ModuleOp module, plan::Plan &planMsg) {
@@ -735,6 +827,10 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
           summary.readOnlyWeightBytes += w.type.bytes;
           ++summary.numReadOnlyWeights;
         }
+    }
+    if (options.reportFormat == "json") {
+      printPlanReportJson(summary, planMsg, *report);
+      return success();
     }
     printPlanReport(summary, *report);
     if (planMsg.mesh_size() > 0)
