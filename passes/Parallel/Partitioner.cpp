@@ -85,6 +85,17 @@ std::optional<DenseElementsAttr> colossal::spmd::equalRowBlock(ElementsAttr attr
   return DenseElementsAttr::get(local, block);
 }
 
+void Partitioner::decideFree(Value v, const Sharding &s) {
+  decided[freeParams.lookup(v)] = s;
+  shardings[v] = s;
+  freeParams.erase(v);
+  // A cast copy decides the parameter it copies.
+  if (auto src = castSources.find(v); src != castSources.end()) {
+    shardings[src->second] = s;
+    freeParams.erase(src->second);
+  }
+}
+
 LogicalResult Partitioner::run(func::FuncOp f) {
   Block &body = f.getBody().front();
   MLIRContext *ctx = f.getContext();
@@ -201,21 +212,17 @@ LogicalResult Partitioner::run(func::FuncOp f) {
         in[0] = Sharding::replicated(in[0].rank()); // decided later; the clone is discarded
       }
     }
+    const bool deferredCast = isa<colossal::CastOp>(op) && castSources.count(op->getResult(0));
     // Strategy: decide undecided parameters at their first use.
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    for (unsigned i = 0; i < op->getNumOperands() && !deferredCast; ++i) {
       auto it = freeParams.find(op->getOperand(i));
       if (it == freeParams.end())
         continue;
-      if (isa<colossal::CastOp>(op) && castSources.count(op->getResult(0)))
-        continue; // deferred to the copy's reader (above)
-      if (auto done = decided.find(it->second); done != decided.end()) {
-        // Another copy of this parameter decided it already.
-        shardings[op->getOperand(i)] = done->second;
-        in[i] = done->second;
-        freeParams.erase(it);
-        continue;
-      }
-      std::optional<Sharding> s = decideWeight(op, i, in);
+      std::optional<Sharding> s;
+      if (auto done = decided.find(it->second); done != decided.end())
+        s = done->second; // another copy of this parameter decided it already
+      else
+        s = decideWeight(op, i, in);
       if (errorOp)
         return errorOp->emitError(errorMessage);
       if (!s) { // elementwise ops decide biases below from the other operands
@@ -223,14 +230,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
           continue;
         s = Sharding::replicated(in[i].rank());
       }
-      decided[it->second] = *s;
-      shardings[op->getOperand(i)] = *s;
+      decideFree(op->getOperand(i), *s);
       in[i] = *s;
-      if (auto src = castSources.find(op->getOperand(i)); src != castSources.end()) {
-        shardings[src->second] = *s;
-        freeParams.erase(src->second);
-      }
-      freeParams.erase(it);
     }
     Decision d = rule(op, in);
     if (errorOp)
@@ -243,21 +244,12 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       trace->push_back(results.size() == 1 ? results[0]
                                            : Attribute(ArrayAttr::get(mesh.context, results)));
     }
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      auto it = freeParams.find(op->getOperand(i));
-      if (it == freeParams.end())
+    for (unsigned i = 0; i < op->getNumOperands() && !deferredCast; ++i) {
+      if (!freeParams.count(op->getOperand(i)))
         continue;
-      if (isa<colossal::CastOp>(op) && castSources.count(op->getResult(0)))
-        continue; // decided where its copy is read
       Sharding s = d.operands[i];
       s.partial.clear();
-      if (auto src = castSources.find(op->getOperand(i)); src != castSources.end()) {
-        shardings[src->second] = s;
-        freeParams.erase(src->second);
-      }
-      decided[it->second] = s;
-      shardings[op->getOperand(i)] = s;
-      freeParams.erase(it);
+      decideFree(op->getOperand(i), s);
     }
     OpBuilder b(op);
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {

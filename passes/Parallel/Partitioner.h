@@ -164,6 +164,8 @@ private:
   void sequenceParallelPolicy(Sharding &out, const Sharding &partialOperand,
                               ArrayRef<int64_t> shape);
   std::optional<Sharding> decideWeight(Operation *op, unsigned operand, ArrayRef<Sharding> in);
+  /// Records free parameter value `v` (an argument, or a cast copy of one) as decided to `s`.
+  void decideFree(Value v, const Sharding &s);
   LogicalResult emitVocabParallelGather(colossal::GatherOp op, const Decision &d);
   LogicalResult emitGlobalNorm(colossal::GlobalNormOp op);
   struct LocalIndex {

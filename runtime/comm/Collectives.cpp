@@ -290,18 +290,33 @@ size_t chunkedWorkspace(const KernelCall &c, int) {
   return 2 * bytes;
 }
 
-/// Chunk layout of a chunked collective: per tensor, its chunk bytes and offset in a packed row.
+/// A chunked collective's group and layout: per tensor its chunk bytes and offset in a packed
+/// row (one rank's part of the message, `row` = Σ chunk bytes), rows in elements, and the
+/// workspace checked to hold P + 1 rows.
 struct Chunks {
+  Communicator *group = nullptr;
+  int64_t p = 1, r = 0;
   std::vector<size_t> bytes, offset;
-  size_t row = 0;  // Σ chunk bytes: one rank's part of the message
+  size_t row = 0;
+  int64_t rowElements = 0;
+  char *workspace = nullptr;
 };
-Chunks chunksOf(const KernelCall &c, int64_t p) {
+llvm::Expected<Chunks> prepareChunks(const KernelCall &c, llvm::StringRef op) {
   Chunks k;
+  if (llvm::Error e = groupOf(c, k.group)) return std::move(e);
+  if (llvm::Error e = checkAtRun(c, op, k.group)) return std::move(e);
+  k.p = k.group->size();
+  k.r = k.group->rank();
   for (const TensorRef &x : c.inputs) {
     k.offset.push_back(k.row);
-    k.bytes.push_back(x.bytes() / static_cast<size_t>(p));
+    k.bytes.push_back(x.bytes() / static_cast<size_t>(k.p));
     k.row += k.bytes.back();
   }
+  k.rowElements = static_cast<int64_t>(k.row / dtypeSize(c.inputs[0].dtype));
+  const size_t need = k.row * static_cast<size_t>(k.p + 1);
+  if (!c.workspace || c.workspaceBytes < need)
+    return fail(llvm::Twine(op) + " needs a workspace of " + llvm::Twine(need) + " bytes, has " + llvm::Twine(c.workspaceBytes));
+  k.workspace = static_cast<char *>(c.workspace);
   return k;
 }
 
@@ -309,21 +324,14 @@ Chunks chunksOf(const KernelCall &c, int64_t p) {
 /// group gives every rank's row, and row q is unpacked into chunk q of every tensor (chunk r is
 /// written back with its own bytes).
 llvm::Error runAllGatherInPlace(const KernelCall &c) {
-  Communicator *g;
-  if (llvm::Error e = groupOf(c, g)) return e;
-  if (llvm::Error e = checkAtRun(c, "all_gather_in_place", g)) return e;
-  const int64_t p = g->size(), r = g->rank();
-  const Chunks k = chunksOf(c, p);
-  if (!c.workspace || c.workspaceBytes < k.row * static_cast<size_t>(p + 1))
-    return fail("all_gather_in_place needs a workspace of " + llvm::Twine(k.row * (p + 1)) + " bytes, has " +
-                llvm::Twine(c.workspaceBytes));
-  char *send = static_cast<char *>(c.workspace), *recv = send + k.row;
+  llvm::Expected<Chunks> chunks = prepareChunks(c, "all_gather_in_place");
+  if (!chunks) return chunks.takeError();
+  const Chunks &k = *chunks;
+  char *send = k.workspace, *recv = send + k.row;
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    std::memcpy(send + k.offset[i], static_cast<const char *>(c.inputs[i].data) + r * k.bytes[i], k.bytes[i]);
-  const size_t elem = dtypeSize(c.inputs[0].dtype);
-  const int64_t count = static_cast<int64_t>(k.row / elem);
-  if (llvm::Error e = g->allGather(send, recv, {count}, 0, c.inputs[0].dtype)) return e;
-  for (int64_t q = 0; q < p; ++q)
+    std::memcpy(send + k.offset[i], static_cast<const char *>(c.inputs[i].data) + k.r * k.bytes[i], k.bytes[i]);
+  if (llvm::Error e = k.group->allGather(send, recv, {k.rowElements}, 0, c.inputs[0].dtype)) return e;
+  for (int64_t q = 0; q < k.p; ++q)
     for (size_t i = 0; i < c.outputs.size(); ++i)
       std::memcpy(static_cast<char *>(c.outputs[i].data) + q * k.bytes[i], recv + q * k.row + k.offset[i], k.bytes[i]);
   return llvm::Error::success();
@@ -334,21 +342,16 @@ llvm::Error runAllGatherInPlace(const KernelCall &c) {
 /// the other chunks are zeroed. Element k of a tensor meets the same element of the other ranks
 /// as in an all_reduce, so with P = 2 the sum a + b is bit-equal to plain data parallelism.
 llvm::Error runReduceScatterInPlace(const KernelCall &c) {
-  Communicator *g;
-  if (llvm::Error e = groupOf(c, g)) return e;
-  if (llvm::Error e = checkAtRun(c, "reduce_scatter_in_place", g)) return e;
-  const int64_t p = g->size(), r = g->rank();
-  const Chunks k = chunksOf(c, p);
-  if (!c.workspace || c.workspaceBytes < k.row * static_cast<size_t>(p + 1))
-    return fail("reduce_scatter_in_place needs a workspace of " + llvm::Twine(k.row * (p + 1)) + " bytes, has " +
-                llvm::Twine(c.workspaceBytes));
-  char *send = static_cast<char *>(c.workspace), *recv = send + k.row * static_cast<size_t>(p);
-  for (int64_t q = 0; q < p; ++q)
+  llvm::Expected<Chunks> chunks = prepareChunks(c, "reduce_scatter_in_place");
+  if (!chunks) return chunks.takeError();
+  const Chunks &k = *chunks;
+  const int64_t r = k.r;
+  char *send = k.workspace, *recv = send + k.row * static_cast<size_t>(k.p);
+  for (int64_t q = 0; q < k.p; ++q)
     for (size_t i = 0; i < c.inputs.size(); ++i)
       std::memcpy(send + q * k.row + k.offset[i], static_cast<const char *>(c.inputs[i].data) + q * k.bytes[i], k.bytes[i]);
-  const size_t elem = dtypeSize(c.inputs[0].dtype);
-  const int64_t count = static_cast<int64_t>(k.row / elem) * p;
-  if (llvm::Error e = g->reduceScatter(send, recv, {count}, 0, c.inputs[0].dtype, reductionOf(c))) return e;
+  if (llvm::Error e = k.group->reduceScatter(send, recv, {k.rowElements * k.p}, 0, c.inputs[0].dtype, reductionOf(c)))
+    return e;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     char *y = static_cast<char *>(c.outputs[i].data);
     std::memset(y, 0, c.outputs[i].bytes());

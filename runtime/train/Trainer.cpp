@@ -147,13 +147,7 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   std::string out = "{\"step\":" + std::to_string(step);
   auto number = [&](llvm::StringRef key, double v) {
     out += ",\"" + key.str() + "\":";
-    if (!std::isfinite(v)) {
-      out += "null";
-      return;
-    }
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, res.ptr);
+    out += std::isfinite(v) ? shortest(v) : std::string("null");
   };
   number("loss", r.loss);
   number("lr", r.lr);
@@ -194,6 +188,15 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   auto states = StateStore::create(plan, device);
   if (!states) return states.takeError();
   t->states_ = std::move(*states);
+  for (const StateEntry &e : t->states_->entries()) {
+    const int64_t bytes = static_cast<int64_t>(e.tensor.bytes());
+    switch (e.role()) {
+    case plan::StateTensor::PARAM: t->stateBytes_.params += bytes; break;
+    case plan::StateTensor::GRAD: t->stateBytes_.grads += bytes; break;
+    case plan::StateTensor::OPTIMIZER: t->stateBytes_.optimizer += bytes; break;
+    default: break;
+    }
+  }
   uint64_t arenaBytes = maxArenaBytes(plan.plan);
   llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
   if (!arena) return arena.takeError();
@@ -399,15 +402,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     }
   }
   r.skippedTotal = skipped_;
-  for (const StateEntry &e : states_->entries()) {
-    const int64_t bytes = static_cast<int64_t>(e.tensor.bytes());
-    switch (e.role()) {
-    case plan::StateTensor::PARAM: r.stateBytes.params += bytes; break;
-    case plan::StateTensor::GRAD: r.stateBytes.grads += bytes; break;
-    case plan::StateTensor::OPTIMIZER: r.stateBytes.optimizer += bytes; break;
-    default: break;
-    }
-  }
+  r.stateBytes = stateBytes_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).

@@ -30,7 +30,6 @@ skipped.
 """
 import json
 import shutil
-import subprocess
 import os
 import sys
 
@@ -39,6 +38,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 import train_e2e as t  # noqa: E402
+import dp_e2e as d  # noqa: E402
+
+# Two ranks on two cores: OpenMP threads that spin while waiting would starve the other rank.
+PASSIVE = {"OMP_WAIT_POLICY": "passive"}
 
 STEP_TOL, FINAL_TOL = 5e-3, 2e-3
 # examples/train/train_gpt2.yaml plus `precision: {compute: bf16}`.
@@ -268,17 +271,12 @@ def case_ops(args):
 
 def case_mesh(args):
     s = t.Setup(args, need_shared=True)
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        print("skipped: mpirun is not on PATH")
-        sys.exit(u.SKIP)
+    d.mpirun_cmd(2)  # exits 77 without mpirun
     with open(BF16_SPEC) as f:
         bf16_text = f.read()
     steps = 10
     one = s.train(s.compile("bf16", BF16_SPEC), os.path.join(s.work, "bf16.jsonl"), steps)
     ok = True
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMP_WAIT_POLICY="passive")
     # Mixed precision must not change the tensor-parallel strategy: the bf16 plan splits the same
     # parameters as the fp32 one (the partitioner decides a weight where its bf16 copy is read).
     with open(t.TRAIN_SPEC) as f:
@@ -296,17 +294,9 @@ def case_mesh(args):
         ok = False
     for name, mesh in (("dp2", "{dp: 2}"), ("tp2", "{tp: 2}")):
         plan = s.compile(name, s.spec(name, bf16_text + f"mesh: {mesh}\n"))
-        metrics = os.path.join(s.work, name + ".jsonl")
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        cmd = [mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none", s.run_bin, plan, "train", "--data",
-               s.data, "--token-dtype", "uint8", "--steps", str(steps), "--metrics", metrics, "--threads", "1"]
-        print("$ " + " ".join(cmd), flush=True)
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900, env=env)
-        if p.returncode != 0:
-            raise u.ToolError(f"mpirun colossal-run ({mesh}) failed with exit code {p.returncode}:\n{p.stderr[-3000:]}")
+        got = d.train(s, 2, plan, os.path.join(s.work, name + ".jsonl"), steps, env=PASSIVE)
         print(f"bf16 under mesh {mesh} vs one rank")
-        ok &= t.compare_runs(t.read_metrics(metrics), one, 1e-4, name, "1 rank", grad_tol=1e-3)
+        ok &= t.compare_runs(got, one, 1e-4, name, "1 rank", grad_tol=1e-3)
     return ok
 
 
@@ -348,29 +338,16 @@ def case_zero(args):
     """bf16 with ZeRO stage 2 at dp=2 against fp32 plain dp=2: within item 1's bf16 tolerance per
     step and at the end; and bit-equal to bf16 plain dp=2 (ZeRO changes no number at D = 2)."""
     s = t.Setup(args, need_shared=True)
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        print("skipped: mpirun is not on PATH")
-        sys.exit(u.SKIP)
+    d.mpirun_cmd(2)  # exits 77 without mpirun
     with open(t.TRAIN_SPEC) as f:
         fp32_text = f.read()
     with open(BF16_SPEC) as f:
         bf16_text = f.read()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_WAIT_POLICY="passive")
     runs = {}
     for name, text in (("fp32_dp2", fp32_text + "mesh: {dp: 2}\n"), ("bf16_dp2", bf16_text + "mesh: {dp: 2}\n"),
                        ("bf16_dp2_zero2", bf16_text + "mesh: {dp: 2}\nzero: {stage: 2}\n")):
         plan = s.compile(name, s.spec(name, text))
-        metrics = os.path.join(s.work, name + ".jsonl")
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        cmd = [mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none", s.run_bin, plan, "train", "--data",
-               s.data, "--token-dtype", "uint8", "--steps", str(args.steps), "--metrics", metrics, "--threads", "1"]
-        print("$ " + " ".join(cmd), flush=True)
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900, env=env)
-        if p.returncode != 0:
-            raise u.ToolError(f"mpirun colossal-run ({name}) failed with exit code {p.returncode}:\n{p.stderr[-3000:]}")
-        runs[name] = t.read_metrics(metrics)
+        runs[name] = d.train(s, 2, plan, os.path.join(s.work, name + ".jsonl"), args.steps, env=PASSIVE)
     got, ref = runs["bf16_dp2_zero2"], runs["fp32_dp2"]
     print(f"bf16 + ZeRO 2 at dp=2 vs fp32 dp=2, per step within {STEP_TOL:g}, the last within {FINAL_TOL:g}")
     ok = t.compare_runs(got, ref, STEP_TOL, "bf16 zero2", "fp32", grad_tol=float("inf"))

@@ -68,10 +68,13 @@ def mpi_env():
     return env
 
 
-def run_mpi(n, cmd, what, expect_fail=False):
+def run_mpi(n, cmd, what, expect_fail=False, env=None):
+    """`cmd` under mpirun -np n (alone for n = 1), with mpi_env() plus `env`."""
     full = (mpirun_cmd(n) if n > 1 else []) + cmd
-    print("$ " + " ".join(full), flush=True)
-    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1200, env=mpi_env())
+    extra = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    print("$ " + (extra + " " if extra else "") + " ".join(full), flush=True)
+    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1200,
+                       env=dict(mpi_env(), **(env or {})))
     if expect_fail:
         return p
     if p.returncode != 0:
@@ -86,12 +89,12 @@ def dp_spec(s, name, dp, accum=1):
     return s.spec(name, text)
 
 
-def train(s, n, plan, metrics, steps, extra=(), fresh=True):
+def train(s, n, plan, metrics, steps, extra=(), fresh=True, env=None):
     if fresh and os.path.exists(metrics):
         os.remove(metrics)
     cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps),
            "--metrics", metrics, "--threads", "1"] + list(extra)
-    LAST_RUN["stderr"] = run_mpi(n, cmd, f"colossal-run train on {n} ranks").stderr
+    LAST_RUN["stderr"] = run_mpi(n, cmd, f"colossal-run train on {n} ranks", env=env).stderr
     return t.read_metrics(metrics)
 
 

@@ -36,7 +36,6 @@ import filecmp
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,22 +82,18 @@ def scaled_spec(s, name, initial=65536.0, interval=2000, minimum=1.0, zero=0):
 
 
 def train_injected(s, plan, metrics, steps, inject, extra=(), fresh=True, expect_fail=False):
+    """dp=2 training with +inf injected on rank 1 at the steps `inject`; the process and the metrics
+    rows (read as they are: grad_norm is null on skipped steps)."""
     if fresh and os.path.exists(metrics):
         os.remove(metrics)
-    cmd = d.mpirun_cmd(2) + [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps",
-                             str(steps), "--metrics", metrics, "--threads", "1"] + list(extra)
-    env = d.mpi_env()
-    if inject:
-        env["COLOSSAL_TEST_NONFINITE"] = "grad-inf:" + ",".join(map(str, sorted(inject))) + ":1"
-    print("$ " + ("COLOSSAL_TEST_NONFINITE=" + env["COLOSSAL_TEST_NONFINITE"] + " " if inject else "") + " ".join(cmd),
-          flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1200, env=env)
-    if p.returncode != 0 and not expect_fail:
-        raise u.ToolError(f"colossal-run train failed ({p.returncode}):\n" + p.stderr[-3000:])
+    cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps), "--metrics",
+           metrics, "--threads", "1"] + list(extra)
+    env = {"COLOSSAL_TEST_NONFINITE": "grad-inf:" + ",".join(map(str, sorted(inject))) + ":1"} if inject else None
+    p = d.run_mpi(2, cmd, "colossal-run train", expect_fail=expect_fail, env=env)
     rows = []
     if os.path.exists(metrics):
         with open(metrics) as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]  # grad_norm is null on skipped steps
+            rows = [json.loads(line) for line in fh if line.strip()]
     return p, rows
 
 

@@ -66,7 +66,7 @@ struct StepResult {
   /// This rank's persistent tensors kept between steps, by role, counted by the state store
   /// (the parameters, gradient accumulators and optimizer state each rank holds: with ZeRO its
   /// chunks).
-  struct {
+  struct StateBytes {
     int64_t params = 0, grads = 0, optimizer = 0;
   } stateBytes;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
@@ -159,6 +159,8 @@ private:
   std::string hookKind_;
   std::vector<int64_t> hookSteps_;
   int64_t hookRank_ = -1;
+  /// The store's bytes by role (StepResult::stateBytes), counted once: the store never resizes.
+  StepResult::StateBytes stateBytes_;
   /// Dynamic loss scaling (TrainConfig.loss_scale_*): the scale and the clean-step count.
   double lossScale_ = 0;
   int64_t growthTracker_ = 0;

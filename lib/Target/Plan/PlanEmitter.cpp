@@ -267,6 +267,29 @@ uint64_t numElements(const plan::Buffer &b) {
   return n;
 }
 
+/// A state's elements in its global shape (its sharding's, else its own).
+uint64_t globalElements(const plan::StateTensor &st) {
+  uint64_t n = 1;
+  for (int64_t d : st.has_sharding() ? st.sharding().global_shape() : st.shape())
+    n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+/// How often `program` runs per optimizer step (train plans: train_step grad_accum/dp times per
+/// rank, optimizer_step once, eval not at all) or per run (inference: forward once).
+int64_t runsPerStep(const plan::Plan &planMsg, const plan::Program &program) {
+  if (planMsg.mode() != "train")
+    return program.role() == plan::Program::FORWARD ? 1 : 0;
+  if (program.role() == plan::Program::TRAIN_STEP) {
+    int64_t dp = 1;
+    for (const plan::MeshAxis &a : planMsg.mesh())
+      if (a.role() == plan::MeshAxis::DATA)
+        dp *= a.size();
+    return planMsg.train().grad_accum() / std::max<int64_t>(dp, 1);
+  }
+  return program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
+}
+
 CollectiveTally tallyCollectives(const plan::Program &program) {
   CollectiveTally tally;
   const auto buffers = static_cast<uint32_t>(program.buffers_size());
@@ -347,10 +370,7 @@ void printZeroSummary(const plan::Plan &planMsg, llvm::raw_ostream &os) {
   for (const plan::StateTensor &st : planMsg.states()) {
     if (st.role() != plan::StateTensor::PARAM)
       continue;
-    uint64_t n = 1;
-    for (int64_t d : st.has_sharding() ? st.sharding().global_shape() : st.shape())
-      n *= static_cast<uint64_t>(d);
-    params[st.name()].second = n;
+    params[st.name()].second = globalElements(st);
   }
   for (const plan::StateTensor &st : planMsg.states()) {
     const std::string &owner = st.role() == plan::StateTensor::PARAM ? st.name() : st.param();
@@ -414,21 +434,13 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
       os << "  ... (" << ranks - kListed << " more)\n";
   }
   const bool train = planMsg.mode() == "train";
-  const int64_t accum = train ? planMsg.train().grad_accum() : 1;
   if (train && planMsg.train().zero_stage() > 0)
     printZeroSummary(planMsg, os);
-  auto runsPerStep = [&](const plan::Program &program) -> int64_t {
-    if (!train)
-      return program.role() == plan::Program::FORWARD ? 1 : 0;
-    if (program.role() == plan::Program::TRAIN_STEP)
-      return accum / std::max<int64_t>(dp, 1);
-    return program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
-  };
   os << "collectives per program call (bytes = each call's input buffer on one rank):\n";
   CollectiveTally perStep;
   for (const plan::Program &program : planMsg.programs()) {
     CollectiveTally tally = tallyCollectives(program);
-    int64_t runs = runsPerStep(program);
+    int64_t runs = runsPerStep(planMsg, program);
     os << "  " << program.name() << " (";
     if (runs == 0)
       os << "not part of a " << (train ? "step" : "run");
@@ -451,14 +463,7 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
     if (st.role() != plan::StateTensor::PARAM)
       continue;
     paramStates.insert(st.name());
-    uint64_t n = 1;
-    if (st.has_sharding())
-      for (int64_t d : st.sharding().global_shape())
-        n *= static_cast<uint64_t>(d);
-    else
-      for (int64_t d : st.shape())
-        n *= static_cast<uint64_t>(d);
-    psi += n;
+    psi += globalElements(st);
   }
   os << "communication per " << (train ? "optimizer step" : "run")
      << " (bytes of each rank's collective inputs):\n";
@@ -539,16 +544,9 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
   }
   // Communication per optimizer step (train) or run (inference), as the text report counts it.
   const bool train = planMsg.mode() == "train";
-  int64_t dp = 1;
-  for (const plan::MeshAxis &a : planMsg.mesh())
-    if (a.role() == plan::MeshAxis::DATA)
-      dp *= a.size();
   CollectiveTally perStep;
   for (const plan::Program &program : planMsg.programs()) {
-    int64_t runs = !train ? (program.role() == plan::Program::FORWARD ? 1 : 0)
-                   : program.role() == plan::Program::TRAIN_STEP
-                       ? planMsg.train().grad_accum() / std::max<int64_t>(dp, 1)
-                       : program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
+    int64_t runs = runsPerStep(planMsg, program);
     for (const auto &[key, v] : tallyCollectives(program)) {
       CollectiveCount &c = perStep[key];
       c.bytes += runs * v.bytes;
