@@ -419,12 +419,15 @@ template <> struct CustomMappingTraits<MeshMap> {
   static void inputOne(IO &io, StringRef key, MeshMap &m) {
     MeshSize &size = m[key.str()];
     io.mapRequired(key.str().c_str(), size);
-    // Data (`dp`) and tensor (`tp`) parallelism are implemented; other axes only with size 1
-    // (docs/spec.md "mesh").
-    if (key != "dp" && key != "tp" && size.value > 1)
+    // Data (`dp`) and tensor (`tp`) parallelism are implemented; `pp` only with size 1; any other
+    // name is an error whatever its size (a misspelt `tq: 1` must not pass unnoticed;
+    // docs/spec.md "mesh").
+    if (key != "dp" && key != "tp" && key != "pp")
       io.setError("mesh axis '" + key + "' of size " + Twine(size.value) +
-                  (key == "pp" ? ": pipeline parallelism is not supported yet; pp must be 1"
-                               : ": unknown mesh axis (known: dp, tp, pp)"));
+                  ": unknown mesh axis (known: dp, tp, pp)");
+    else if (key == "pp" && size.value > 1)
+      io.setError("mesh axis 'pp' of size " + Twine(size.value) +
+                  ": pipeline parallelism is not supported yet; pp must be 1");
   }
   static void output(IO &, MeshMap &) {}
 };
