@@ -124,4 +124,83 @@ def Colossal_SliceGradOp : Colossal_Op<"slice_grad", [Sharded]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution, pooling, padding and resize (the CNN family, ColossalNNOps.td)
+//===----------------------------------------------------------------------===//
+
+def Colossal_ConvGradWeightOp : Colossal_Op<"conv_grad_weight", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Whole)">.body;
+  let summary = "VJP of conv w.r.t. its weight (convolution backward-weights)";
+  let description = [{
+    x: the forward input [N, C, D1..Dn], dy: the cotangent of conv's result [N, M, O1..On], of
+    one float type T; `strides`, `pads`, `dilations` and `group` as the forward conv's. Result
+    (explicit type, the weight's): dw [M, C/group, K1..Kn] of T with
+    dw[m, c, k] = Σ_{n, o} dy[n, m, o] · x[n, g·C/group + c, o·s − pad_begin + k·d]
+    (g = m / (M/group); positions in the padding read zero), the adjoint of conv's weight
+    contraction (ONNX Conv-11). The VJP of conv_transpose is this op with x and dy swapped.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$dy, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Colossal_PoolGradOp : Colossal_Op<"pool_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise({0, 1})">.body;
+  let summary = "VJP of max / average pooling: dy routed back through each window";
+  let description = [{
+    x: the forward input [N, C, D1..Dn], dy: the cotangent of `pool`'s result [N, C, O1..On],
+    float, one type; the attributes are the forward pool's (kind "max" or "avg"). Result dx of
+    x's type: zeros, then per output position o
+    - "max": dx[argmax of window o] += dy[o], the argmax recomputed from x as the forward picks
+      it (the first maximum inside the input; padding never wins), as torch.nn.MaxPool2d;
+    - "avg": dx[i] += dy[o] / count(o) for every tap i of window o inside the input, count as
+      the forward divides (in-input taps, or with `count_include_pad` the taps inside the padded
+      input; ONNX AveragePool-19).
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$dy, StrAttr:$kind,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode,
+                   BoolAttr:$count_include_pad);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Colossal_PadGradOp : Colossal_Op<"pad_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"getPads().size() % 2 == 0 && !getPads().empty() && getPads()[0] == 0 && getPads()[getPads().size() / 2] == 0 ? std::optional<ShardingRule>(ShardingRule::rowWise()) : std::nullopt">.body;
+  let summary = "VJP of pad: each output element's cotangent added to the input element it copies";
+  let description = [{
+    dy: the cotangent of `pad`'s result [P...]; `pads` and `mode` as the forward pad's. Result
+    (explicit type, the forward x's [D...]) of dy's float type: zeros, then
+    dx[src(o)] += dy[o] for every output position o whose value came from x (constant mode:
+    the positions inside x; reflect, edge and wrap: every position, mapped as the forward maps
+    it, so an edge element collects its copies). Positions that negative pads cropped get 0.
+  }];
+  let arguments = (ins AnyRankedTensor:$dy, DenseI64ArrayAttr:$pads, StrAttr:$mode);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Colossal_ResizeGradOp : Colossal_Op<"resize_grad", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
+  let summary = "VJP of resize: the transpose of its separable interpolation";
+  let description = [{
+    dy: the cotangent of `resize`'s result [O0..Or), float; every attribute as the forward
+    resize's but `extrapolation_value` (a constant: no gradient). Result (explicit type, the forward x's [D0..Dr)): dx = Aᵀ·dy where A is the
+    forward's linear map, the tensor product of the per-dim tap weights (nearest: one tap of
+    weight 1; linear: 2; cubic: 4, with clamped neighbour indices whose weights add up):
+    dx[i] = Σ_o dy[o] · Π_d w_d(o_d → i_d). Outputs that tf_crop_and_resize extrapolated send
+    nothing back (ONNX Resize-19).
+  }];
+  let arguments = (ins AnyRankedTensor:$dy, StrAttr:$mode, StrAttr:$coordinate_transformation_mode,
+                   StrAttr:$nearest_mode, F32Attr:$cubic_coeff_a, BoolAttr:$exclude_outside,
+                   DenseF64ArrayAttr:$scales, DenseF64ArrayAttr:$roi);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // COLOSSAL_GRAD_OPS_TD

@@ -600,3 +600,34 @@ LogicalResult PadOp::verify() {
   }
   return success();
 }
+
+LogicalResult PadGradOp::verify() {
+  if (failed(verifyOneOf(*this, "mode", getMode(), kPadModes)))
+    return failure();
+  auto dy = getDy().getType(), x = getType();
+  if (!llvm::isa<FloatType>(dy.getElementType()) || x.getElementType() != dy.getElementType() ||
+      x.getRank() != dy.getRank())
+    return emitOpError("dy and the result must have one float element type and rank");
+  int64_t r = x.getRank();
+  auto pads = getPads();
+  if (int64_t(pads.size()) != 2 * r)
+    return emitOpError("pads has ") << pads.size() << " entries for rank " << r
+                                    << " (needs 2 * rank)";
+  for (int64_t d = 0; d < r; ++d)
+    if (x.getDimSize(d) + pads[d] + pads[d + r] != dy.getDimSize(d))
+      return emitOpError("dy of shape ") << dims(dy.getShape()) << " is not the result "
+                                         << dims(x.getShape()) << " padded by these pads";
+  return success();
+}
+
+// Vector-Jacobian product of pad (VJPOpInterface): every output position that copies an input
+// element sends its cotangent back to that element (pad_grad). The constant `value` gets none.
+LogicalResult PadOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &og) {
+  if (getValue() && needed[1])
+    return emitOpError("has no gradient with respect to its padding value");
+  if (needed[0])
+    og[0] = PadGradOp::create(b, getLoc(), getX().getType(), resultGrads[0], getPadsAttr(),
+                              getModeAttr());
+  return success();
+}

@@ -160,7 +160,7 @@ def ColossalIndexing_TopKOp : Colossal_Op<"topk"> {
   let hasVerifier = 1;
 }
 
-def ColossalIndexing_PadOp : Colossal_Op<"pad", [InferTypeOpAdaptor, Sharded]> {
+def ColossalIndexing_PadOp : Colossal_Op<"pad", [InferTypeOpAdaptor, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"getPads().size() % 2 == 0 && !getPads().empty() && getPads()[0] == 0 && getPads()[getPads().size() / 2] == 0 ? std::optional<ShardingRule>(ShardingRule::rowWise()) : std::nullopt">.body;
   let summary = "ONNX Pad: constant, reflect, edge or wrap padding (negative pads crop)";
   let description = [{

@@ -334,34 +334,43 @@ LogicalResult MaxUnpoolOp::verify() {
 // Resize
 //===----------------------------------------------------------------------===//
 
-LogicalResult ResizeOp::verify() {
-  auto x = getX().getType(), r = getType();
+namespace {
+/// The checks resize and resize_grad share: x [D...] (the forward input) and r [O...] (its
+/// result), one float element type and rank, and the interpolation attributes.
+LogicalResult verifyResizeAttrs(Operation *op, RankedTensorType x, RankedTensorType r,
+                                ArrayRef<double> scales, StringRef mode, StringRef ctm,
+                                StringRef nm, ArrayRef<double> roi) {
   if (!llvm::isa<FloatType>(x.getElementType()) || r.getElementType() != x.getElementType())
-    return emitOpError("input and result must have the same float element type");
+    return op->emitOpError("input and result must have the same float element type");
   if (r.getRank() != x.getRank())
-    return emitOpError("result rank ") << r.getRank() << " differs from the input's "
-                                       << x.getRank();
+    return op->emitOpError("result rank ") << r.getRank() << " differs from the input's "
+                                           << x.getRank();
   for (int64_t d : r.getShape())
     if (d < 1)
-      return emitOpError("result dims must be positive, got ") << shapeStr(r.getShape());
-  if (int64_t(getScales().size()) != x.getRank())
-    return emitOpError("scales needs one entry per dim");
-  for (double s : getScales())
+      return op->emitOpError("result dims must be positive, got ") << shapeStr(r.getShape());
+  if (int64_t(scales.size()) != x.getRank())
+    return op->emitOpError("scales needs one entry per dim");
+  for (double s : scales)
     if (!(s > 0))
-      return emitOpError("scales must be positive");
-  StringRef mode = getMode(), ctm = getCoordinateTransformationMode(), nm = getNearestMode();
+      return op->emitOpError("scales must be positive");
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
-    return emitOpError("mode must be nearest, linear or cubic, got \"") << mode << "\"";
+    return op->emitOpError("mode must be nearest, linear or cubic, got \"") << mode << "\"";
   if (!llvm::is_contained({"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
                            "align_corners", "asymmetric", "tf_half_pixel_for_nn",
                            "tf_crop_and_resize"},
                           ctm))
-    return emitOpError("unknown coordinate_transformation_mode \"") << ctm << "\"";
+    return op->emitOpError("unknown coordinate_transformation_mode \"") << ctm << "\"";
   if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, nm))
-    return emitOpError("unknown nearest_mode \"") << nm << "\"";
-  if (ctm == "tf_crop_and_resize" && int64_t(getRoi().size()) != 2 * x.getRank())
-    return emitOpError("tf_crop_and_resize needs a roi of ") << 2 * x.getRank() << " entries";
+    return op->emitOpError("unknown nearest_mode \"") << nm << "\"";
+  if (ctm == "tf_crop_and_resize" && int64_t(roi.size()) != 2 * x.getRank())
+    return op->emitOpError("tf_crop_and_resize needs a roi of ") << 2 * x.getRank() << " entries";
   return success();
+}
+} // namespace
+
+LogicalResult ResizeOp::verify() {
+  return verifyResizeAttrs(*this, getX().getType(), getType(), getScales(), getMode(),
+                           getCoordinateTransformationMode(), getNearestMode(), getRoi());
 }
 
 //===----------------------------------------------------------------------===//
@@ -528,5 +537,164 @@ LogicalResult NllLossOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef
   Value values = ConstantOp::create(b, loc, DenseElementsAttr::get(valuesType, ArrayRef<Attribute>(offOn)));
   Value oneHot = OneHotOp::create(b, loc, in, oneHotTarget, values, b.getI64IntegerAttr(1));
   og[0] = MulOp::create(b, loc, oneHot, coef);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops of the family (ColossalGradOps.td): verified against the forward's shape rules
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvGradWeightOp::verify() {
+  auto x = getX().getType(), dy = getDy().getType(), w = getType();
+  if (!llvm::isa<FloatType>(x.getElementType()) || dy.getElementType() != x.getElementType() ||
+      w.getElementType() != x.getElementType())
+    return emitOpError("x, dy and the result must have one float element type");
+  SmallVector<int64_t> shape;
+  if (failed(inferConvShape(getLoc(), x, w, getStrides(), getPads(), getDilations(), getGroup(),
+                            shape)))
+    return failure();
+  if (dy.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("dy of shape ") << shapeStr(dy.getShape()) << " is not the result "
+                                       << shapeStr(shape) << " of a conv of x with this weight";
+  return success();
+}
+
+LogicalResult PoolGradOp::verify() {
+  auto x = getX().getType(), dy = getDy().getType();
+  if (getKind() != "max" && getKind() != "avg")
+    return emitOpError("kind must be \"max\" or \"avg\", got \"") << getKind() << "\"";
+  if (!llvm::isa<FloatType>(x.getElementType()) || dy.getElementType() != x.getElementType() ||
+      getType() != x)
+    return emitOpError("x, dy and the result must have one float element type, the result x's type");
+  if (x.getRank() < 3)
+    return emitOpError("input must be [N, C, D1..Dn], got ") << shapeStr(x.getShape());
+  SmallVector<int64_t> shape;
+  if (failed(inferWindowShape(getLoc(), x, x.getDimSize(1), getKernelShape(), getStrides(),
+                              getPads(), getDilations(), getCeilMode(), shape)))
+    return failure();
+  if (dy.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("dy of shape ") << shapeStr(dy.getShape()) << " is not the pooled shape "
+                                       << shapeStr(shape) << " of x";
+  return success();
+}
+
+LogicalResult ResizeGradOp::verify() {
+  return verifyResizeAttrs(*this, getType(), getDy().getType(), getScales(), getMode(),
+                           getCoordinateTransformationMode(), getNearestMode(), getRoi());
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products of conv, conv_transpose, pool and resize (VJPOpInterface)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// v converted to element type `e` (v itself when it has it).
+Value withElementType(OpBuilder &b, Location loc, Value v, Type e) {
+  auto t = rankedType(v);
+  return t.getElementType() == e ? v : Value(CastOp::create(b, loc, t.clone(e), v));
+}
+
+/// Σ of dy over every dim but the channels: the bias gradient of conv and conv_transpose.
+Value biasGrad(OpBuilder &b, Location loc, Value dy, Value bias) {
+  SmallVector<int64_t> axes{0};
+  for (int64_t d = 2; d < rankedType(dy).getRank(); ++d)
+    axes.push_back(d);
+  return ReduceSumOp::create(b, loc, rankedType(bias), dy, b.getDenseI64ArrayAttr(axes),
+                             b.getBoolAttr(false));
+}
+
+LogicalResult noEpilogue(Operation *op, bool fused) {
+  if (fused)
+    return op->emitOpError("has a fused epilogue (activation or output scale/shift, an inference "
+                           "fusion) and no VJP");
+  return success();
+}
+
+} // namespace
+
+// y = conv(x, w) + bias. dx is conv's adjoint, conv_transpose(dy, w) with the same window, its
+// output_padding restoring the rows the floor of the output-size rule dropped; dw is the
+// backward-weights contraction conv_grad_weight(x, dy); dbias = Σ dy over batch and space.
+// bf16/f16 x and w (colossal-auto-mixed-precision's f32 result) are widened: the gradients are
+// computed in f32 and cast back to the operands' types.
+LogicalResult ConvOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &og) {
+  if (failed(noEpilogue(*this, getActivation() || getOutputScale() || getOutputShift())))
+    return failure();
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  Type e = rankedType(g).getElementType();
+  Value x = withElementType(b, loc, getX(), e), w = withElementType(b, loc, getW(), e);
+  auto xt = rankedType(getX()), wt = rankedType(getW()), yt = rankedType(g);
+  auto strides = getStrides(), pads = getPads(), dil = getDilations();
+  int64_t n = xt.getRank() - 2;
+  if (needed[0]) {
+    SmallVector<int64_t> outPad(n);
+    for (int64_t i = 0; i < n; ++i)
+      outPad[i] = xt.getDimSize(2 + i) + pads[i] + pads[n + i] -
+                  dil[i] * (wt.getDimSize(2 + i) - 1) - 1 - strides[i] * (yt.getDimSize(2 + i) - 1);
+    Value dx = ConvTransposeOp::create(b, loc, g, w, Value(), getStridesAttr(), getPadsAttr(),
+                                       getDilationsAttr(), b.getDenseI64ArrayAttr(outPad),
+                                       getGroupAttr(), StringAttr(), FloatAttr(), FloatAttr(),
+                                       FloatAttr(), FloatAttr());
+    og[0] = withElementType(b, loc, dx, xt.getElementType());
+  }
+  if (needed[1]) {
+    Value dw = ConvGradWeightOp::create(b, loc, wt.clone(e), x, g, getStridesAttr(), getPadsAttr(),
+                                        getDilationsAttr(), getGroupAttr());
+    og[1] = withElementType(b, loc, dw, wt.getElementType());
+  }
+  if (getBias() && needed[2])
+    og[2] = biasGrad(b, loc, g, getBias());
+  return success();
+}
+
+// y = conv_transpose(x, w) + bias is the adjoint of conv(·, w) with the same window, so
+// dx = conv(dy, w) and dw = conv_grad_weight with the roles of x and dy exchanged (the forward
+// conv runs from y's space to x's). An output_padding of a stride or more adds rows that conv's
+// output-size rule cannot give back: no VJP then.
+LogicalResult ConvTransposeOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                        ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
+  if (failed(noEpilogue(*this, getActivation() || getOutputScale() || getOutputShift())))
+    return failure();
+  for (auto [p, s] : llvm::zip(getOutputPadding(), getStrides()))
+    if (p >= s)
+      return emitOpError("output_padding ") << p << " is not below its stride " << s
+                                            << "; no VJP";
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  if (needed[0])
+    og[0] = ConvOp::create(b, loc, g, getW(), Value(), getStridesAttr(), getPadsAttr(),
+                           getDilationsAttr(), getGroupAttr(), StringAttr(), FloatAttr(),
+                           FloatAttr(), FloatAttr(), FloatAttr());
+  if (needed[1])
+    og[1] = ConvGradWeightOp::create(b, loc, getW().getType(), g, getX(), getStridesAttr(),
+                                     getPadsAttr(), getDilationsAttr(), getGroupAttr());
+  if (getBias() && needed[2])
+    og[2] = biasGrad(b, loc, g, getBias());
+  return success();
+}
+
+// Max and average pooling route each window's cotangent back (pool_grad); Lp pooling has no VJP.
+LogicalResult PoolOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &og) {
+  (void)needed;
+  if (getKind() == "lp")
+    return emitOpError("Lp pooling has no VJP (max and average pooling have)");
+  og[0] = PoolGradOp::create(b, getLoc(), getX().getType(), getX(), resultGrads[0], getKindAttr(),
+                             getKernelShapeAttr(), getStridesAttr(), getPadsAttr(),
+                             getDilationsAttr(), getCeilModeAttr(), getCountIncludePadAttr());
+  return success();
+}
+
+// Resize is linear in x: its VJP is the transpose of the same interpolation.
+LogicalResult ResizeOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &og) {
+  (void)needed;
+  og[0] = ResizeGradOp::create(b, getLoc(), getX().getType(), resultGrads[0], getModeAttr(),
+                               getCoordinateTransformationModeAttr(), getNearestModeAttr(),
+                               getCubicCoeffAAttr(), getExcludeOutsideAttr(), getScalesAttr(),
+                               getRoiAttr());
   return success();
 }

@@ -16,7 +16,7 @@
 // Convolution
 //===----------------------------------------------------------------------===//
 
-def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptorWithIsCompatible, Sharded]> {
+def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "N-d grouped, strided, dilated cross-correlation (ONNX Conv)";
   let description = [{
@@ -45,7 +45,7 @@ def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptorWithIsCompatible, S
   let hasVerifier = 1;
 }
 
-def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor, Sharded]> {
+def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "N-d transposed convolution, the adjoint of conv (ONNX ConvTranspose)";
   let description = [{
@@ -100,7 +100,7 @@ def Colossal_MatMulIntegerOp : Colossal_Op<"matmul_integer", [InferTypeOpAdaptor
 // Pooling
 //===----------------------------------------------------------------------===//
 
-def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, Sharded]> {
+def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "Sliding-window max / average / Lp pooling (ONNX MaxPool, AveragePool, LpPool)";
   let description = [{
@@ -157,7 +157,7 @@ def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool"> {
 // Resize
 //===----------------------------------------------------------------------===//
 
-def Colossal_ResizeOp : Colossal_Op<"resize", [Sharded]> {
+def Colossal_ResizeOp : Colossal_Op<"resize", [VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise()">.body;
   let summary = "Nearest / linear / cubic resampling of every dim (ONNX Resize, Upsample)";
   let description = [{

@@ -52,7 +52,8 @@ RTOL, ATOL = 1e-4, 1e-6
 # Backward kernels (runtime/kernels/cpu/grad.cpp). A colossal-run built without one of them reports
 # the cases that need it as SKIP rather than FAIL.
 GRAD_KERNELS = {"softmax_grad", "log_softmax_grad", "layer_norm_grad", "rms_norm_grad", "unary_grad",
-                "attention_grad", "gather_grad", "slice_grad"}
+                "attention_grad", "gather_grad", "slice_grad", "conv_grad_weight", "pool_grad",
+                "pad_grad", "resize_grad"}
 
 torch.set_default_dtype(torch.float64)
 
@@ -280,6 +281,8 @@ def build_cases():
         unary_case("Sign", torch.sign, covers="unary sign (zero)"),
     ]
 
+    cs += cnn_cases()
+
     # A data-dependent If (docs/misc-ops.md): both branches are imported and each output is a
     # where, so the gradient reaches the taken branch's operands only. sum(X) picks the branch.
     def branch(name, nodes):
@@ -292,6 +295,136 @@ def build_cases():
                        {"X": (sign * rnd(3, 4, lo=0.1, hi=1)).astype(np.float32), "W": rnd(4, 4)},
                        if_nodes, lambda t: torch.where(t["X"].sum() > 0, t["X"] @ t["W"], torch.exp(t["X"]) @ t["W"]),
                        consts={"zero": np.array(0, np.float32)}))
+    return cs
+
+
+def onnx_pads_to_torch(p):
+    """ONNX pads [b0, .., b(n-1), e0, .., e(n-1)] over the spatial dims as F.pad's
+    (last dim first, begin then end)."""
+    n = len(p) // 2
+    out = []
+    for i in reversed(range(n)):
+        out += [p[i], p[n + i]]
+    return tuple(out)
+
+
+def cnn_cases():
+    """Conv, ConvTranspose, MaxPool, AveragePool, Pad and Resize (the CNN family's VJPs)."""
+    cs = []
+
+    def conv(name, x, w, b=None, strides=None, pads=None, dilations=None, group=1, covers="Conv"):
+        n = x.ndim - 2
+        strides, dilations = strides or [1] * n, dilations or [1] * n
+        pads = pads or [0] * (2 * n)
+        params = {"X": x, "W": w, **({"B": b} if b is not None else {})}
+        f = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+
+        def fn(t):
+            xp = F.pad(t["X"], onnx_pads_to_torch(pads))
+            return f(xp, t["W"], t.get("B"), stride=strides, dilation=dilations, groups=group)
+        cs.append(Case(name, covers, params,
+                       [N("Conv", list(params), strides=strides, pads=pads, dilations=dilations, group=group)], fn))
+
+    conv("conv2d", rnd(2, 3, 6, 6), rnd(4, 3, 3, 3), rnd(4), pads=[1, 1, 1, 1])
+    conv("conv2d_group_stride_dilation", rnd(2, 4, 7, 8), rnd(6, 2, 3, 2), rnd(6), strides=[2, 3],
+         pads=[1, 0, 2, 1], dilations=[2, 1], group=2, covers="Conv (groups, strides, dilations, asymmetric pads)")
+    conv("conv2d_depthwise", rnd(2, 4, 5, 5), rnd(4, 1, 3, 3), None, strides=[2, 2], pads=[1, 1, 1, 1],
+         group=4, covers="Conv (depthwise, stride 2, no bias)")
+    conv("conv2d_pointwise", rnd(2, 5, 3, 4), rnd(3, 5, 1, 1), rnd(3), covers="Conv (1x1)")
+    conv("conv1d", rnd(2, 3, 9), rnd(5, 3, 4), rnd(5), strides=[2], pads=[1, 2], covers="Conv (1-D)")
+    conv("conv3d", rnd(1, 2, 4, 5, 4), rnd(3, 2, 2, 3, 2), rnd(3), strides=[1, 2, 1], pads=[0, 1, 1, 1, 0, 0],
+         covers="Conv (3-D)")
+
+    def conv_t(name, x, w, b, strides, pads, output_padding, dilations=None, group=1, covers="ConvTranspose"):
+        n = x.ndim - 2
+        dilations = dilations or [1] * n
+        params = {"X": x, "W": w, **({"B": b} if b is not None else {})}
+        f = {1: F.conv_transpose1d, 2: F.conv_transpose2d}[n]
+        cs.append(Case(name, covers, params,
+                       [N("ConvTranspose", list(params), strides=strides, pads=pads + pads,
+                          output_padding=output_padding, dilations=dilations, group=group)],
+                       lambda t: f(t["X"], t["W"], t.get("B"), stride=strides, padding=pads,
+                                   output_padding=output_padding, dilation=dilations, groups=group)))
+
+    conv_t("conv_transpose2d", rnd(2, 4, 3, 3), rnd(4, 3, 3, 3), rnd(3), [2, 2], [1, 1], [1, 1],
+           covers="ConvTranspose (stride 2, output_padding)")
+    conv_t("conv_transpose2d_group_dilation", rnd(1, 4, 3, 4), rnd(4, 2, 2, 3), None, [1, 2], [0, 1], [0, 1],
+           dilations=[1, 2], group=2, covers="ConvTranspose (groups, dilations)")
+    conv_t("conv_transpose1d", rnd(2, 3, 5), rnd(3, 2, 4), rnd(2), [3], [1], [2], covers="ConvTranspose (1-D)")
+
+    def pool(name, op, x, fn, covers, opset=17, **attrs):
+        cs.append(Case(name, covers, {"X": x}, [N(op, ["X"], **attrs)], lambda t: fn(t["X"]), opset=opset))
+
+    # Distinct values (a permutation): no ties, so the argmax is unambiguous.
+    def distinct(*shape):
+        return (RNG.permutation(int(np.prod(shape))).reshape(shape) / np.prod(shape) - 0.5).astype(np.float32)
+    pool("maxpool2d", "MaxPool", distinct(2, 3, 6, 6), lambda x: F.max_pool2d(x, 2, 2), "MaxPool 2x2/2",
+         kernel_shape=[2, 2], strides=[2, 2])
+    pool("maxpool2d_overlap_pad", "MaxPool", distinct(2, 2, 7, 7), lambda x: F.max_pool2d(x, 3, 2, 1),
+         "MaxPool 3x3/2 pad 1 (overlapping windows)", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    pool("maxpool2d_ceil_dilation", "MaxPool", distinct(1, 2, 8, 7),
+         lambda x: F.max_pool2d(x, 2, 2, 0, dilation=2, ceil_mode=True), "MaxPool (dilation 2, ceil_mode)",
+         kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2], ceil_mode=1)
+    pool("maxpool1d", "MaxPool", distinct(2, 3, 9), lambda x: F.max_pool1d(x, 3, 2, 1), "MaxPool (1-D)",
+         kernel_shape=[3], strides=[2], pads=[1, 1])
+    pool("avgpool2d", "AveragePool", rnd(2, 3, 6, 6), lambda x: F.avg_pool2d(x, 2, 2), "AveragePool 2x2/2",
+         kernel_shape=[2, 2], strides=[2, 2])
+    for cip in (0, 1):
+        pool(f"avgpool2d_pad_cip{cip}", "AveragePool", rnd(2, 2, 7, 7),
+             lambda x, cip=cip: F.avg_pool2d(x, 3, 2, 1, count_include_pad=bool(cip)),
+             f"AveragePool 3x3/2 pad 1, count_include_pad={cip}", kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1], count_include_pad=cip)
+    pool("avgpool2d_ceil_cip1", "AveragePool", rnd(1, 2, 6, 7),
+         lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True),
+         "AveragePool (ceil_mode, count_include_pad=1)", kernel_shape=[3, 3], strides=[2, 2],
+         pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
+    pool("avgpool1d", "AveragePool", rnd(2, 3, 8), lambda x: F.avg_pool1d(x, 3, 2), "AveragePool (1-D)",
+         kernel_shape=[3], strides=[2])
+    pool("global_avgpool", "GlobalAveragePool", rnd(2, 3, 4, 5), lambda x: x.mean((2, 3), keepdim=True),
+         "GlobalAveragePool")
+
+    def pad(name, x, pads, mode, tmode, value=None, opset=17):
+        consts = {"P": np.array(pads, np.int64)}
+        ins = ["X", "P"]
+        if value is not None:
+            consts["V"] = np.array(value, np.float32)
+            ins.append("V")
+        r = x.ndim  # the batch and channel dims are not padded: F.pad takes the spatial dims
+        tp = onnx_pads_to_torch(pads[2:r] + pads[r + 2:])
+        kw = {"value": value or 0.0} if tmode == "constant" else {}
+        cs.append(Case(name, f"Pad ({mode})", {"X": x}, [N("Pad", ins, mode=mode)],
+                       lambda t: F.pad(t["X"], tuple(tp), mode=tmode, **kw), consts=consts, opset=opset))
+
+    pad("pad_constant", rnd(2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], "constant", "constant", value=0.5)
+    pad("pad_constant_crop", rnd(2, 3, 4, 5), [0, 0, -1, 1, 0, 0, 1, -2], "constant", "constant")
+    pad("pad_reflect", rnd(2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 3], "reflect", "reflect")
+    pad("pad_edge", rnd(2, 3, 4, 5), [0, 0, 2, 1, 0, 0, 1, 3], "edge", "replicate")
+    pad("pad_wrap", rnd(2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], "wrap", "circular", opset=19)
+
+    def resize(name, x, scales, fn, covers, **attrs):
+        cs.append(Case(name, covers, {"X": x}, [N("Resize", ["X", "", "S"], **attrs)], lambda t: fn(t["X"]),
+                       consts={"S": np.array(scales, np.float32)}, opset=13))
+
+    X = rnd(2, 3, 4, 5)
+    resize("resize_nearest_x2", X, [1, 1, 2, 2], lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+           "Resize nearest x2 (Upsample)", mode="nearest", coordinate_transformation_mode="asymmetric",
+           nearest_mode="floor")
+    resize("resize_nearest_x1.5", X, [1, 1, 1.5, 1.5],
+           lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), "Resize nearest x1.5",
+           mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    resize("resize_linear_x2", X, [1, 1, 2, 2],
+           lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+           "Resize linear x2 (half_pixel)", mode="linear", coordinate_transformation_mode="pytorch_half_pixel")
+    resize("resize_linear_down", rnd(2, 3, 8, 6), [1, 1, 0.5, 0.5],
+           lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", align_corners=False),
+           "Resize linear x0.5", mode="linear", coordinate_transformation_mode="pytorch_half_pixel")
+    resize("resize_linear_align_corners", X, [1, 1, 2, 2],
+           lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+           "Resize linear x2 (align_corners)", mode="linear", coordinate_transformation_mode="align_corners")
+    resize("resize_cubic_x2", X, [1, 1, 2, 2],
+           lambda x: F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False),
+           "Resize cubic x2 (A = -0.75)", mode="cubic", coordinate_transformation_mode="pytorch_half_pixel",
+           cubic_coeff_a=-0.75)
     return cs
 
 

@@ -66,6 +66,10 @@ constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "outpu
 
 // training: backward ops (dialects/Colossal/ColossalGradOps.td, docs/plan.md "Training instructions")
 constexpr StringLiteral kUnaryGrad[] = {"fn", "alpha"};
+constexpr StringLiteral kPoolGrad[] = {"kind", "kernel_shape", "strides", "pads", "dilations",
+                                       "ceil_mode", "count_include_pad"};
+constexpr StringLiteral kResizeGrad[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
+                                         "cubic_coeff_a", "exclude_outside", "scales", "roi"};
 
 #define KERNEL(name, inplace, attrs) {"colossal." name, Kind::Kernel, name, inplace, attrs}
 
@@ -174,6 +178,11 @@ const OpLowering kTable[] = {
     KERNEL("attention_grad", false, kAttention),
     KERNEL("gather_grad", false, kAxis),
     KERNEL("slice_grad", false, kSlice),
+    // The CNN family's (conv.cpp, pool.cpp, indexing.cpp, resize.cpp, beside their forwards).
+    KERNEL("conv_grad_weight", false, kConv),
+    KERNEL("pool_grad", false, kPoolGrad),
+    KERNEL("pad_grad", false, kPad),
+    KERNEL("resize_grad", false, kResizeGrad),
 
     // Collectives and mesh queries of the per-rank program (docs/parallelism.md "Tensor
     // parallelism"): one instruction each, of the same name. all_reduce may write its input's

@@ -13,6 +13,9 @@
 //   1-D/2-D as a oneDNN deconvolution primitive (as conv); otherwise
 //   cols [M/g·ΠK, ΠD] = w_gᵀ · x_g by GEMM, then col2im scatters each column entry to output
 //   position i·s + k·d − pad_begin (the adjoint of im2col), parallel over output channels.
+// conv_grad_weight (f32): x [N, C, D...], dy [N, M, O...] -> dw [M, C/g, K...], the VJP of conv
+//   w.r.t. its weight: per image and group cols = im2col(x_g), then dw_g += dy_g · colsᵀ (one GEMM,
+//   accumulated over the batch in order).
 // conv_integer (i32 out): ui8/i8 x and w with zero points (ONNX ConvInteger): the same im2col over
 //   x − x_zp into an i32 workspace and an exact i32 GEMM.
 // matmul_integer (i32 out): ui8/i8 a [..., M, K], b [..., K, N] with per-tensor, per-row (a) or
@@ -484,6 +487,67 @@ llvm::Error runConvTranspose(const KernelCall &c) {
 }
 
 //===------------------------------------------------------------------------------------===//
+// conv_grad_weight (the VJP of conv w.r.t. w; of conv_transpose with x and dy exchanged)
+//===------------------------------------------------------------------------------------===//
+
+/// x [N, C, D...], dy [N, M, O...], dw [M, C/g, K...], all f32, with dy the conv of x by dw's
+/// window.
+llvm::Error verifyConvGradWeightGeom(const KernelCall &c, Window3 &w) {
+  const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DW = c.outputs[0];
+  for (const TensorRef *t : {&X, &DY, &DW})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "x, dy and dw")) return e;
+  if (X.rank() < 3 || DY.rank() != X.rank() || DW.rank() != X.rank())
+    return kernelError("x, dy and dw must have the same rank >= 3");
+  int64_t group = c.attrInt("group", 1), C = X.shape[1], M = DW.shape[0];
+  if (group < 1 || C % group || M % group || DW.shape[1] * group != C)
+    return kernelError("weight " + shapeToString(DW.shape) + " does not fit " + llvm::Twine(C) +
+                       " input channels in " + llvm::Twine(group) + " groups");
+  if (DY.shape[0] != X.shape[0] || DY.shape[1] != M) return kernelError("dy must be [N, M, ...]");
+  return readWindow(c, X, DY, llvm::ArrayRef<int64_t>(DW.shape).drop_front(2), /*ceilMode=*/false, w);
+}
+
+llvm::Error verifyConvGradWeight(const KernelCall &c) {
+  Window3 w;
+  return verifyConvGradWeightGeom(c, w);
+}
+
+size_t convGradWeightWorkspace(const KernelCall &c, int) {
+  Window3 w;
+  if (llvm::Error e = verifyConvGradWeightGeom(c, w)) {
+    llvm::consumeError(std::move(e));
+    return 0;
+  }
+  if (isPointwise(w)) return 0;
+  int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
+  return size_t(Cg * w.kSize() * w.outSize()) * sizeof(float);
+}
+
+/// dw_g [M/g, C/g·ΠK] = Σ_n dy_g [M/g, ΠO] · cols_gᵀ with cols_g = im2col(x_g) [C/g·ΠK, ΠO]:
+/// one GEMM per image and group, accumulated over the batch in image order (deterministic).
+llvm::Error runConvGradWeight(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DW = c.outputs[0];
+  Window3 w;
+  if (llvm::Error e = verifyConvGradWeightGeom(c, w)) return e;
+  const int64_t N = X.shape[0], C = X.shape[1], M = DW.shape[0], G = c.attrInt("group", 1);
+  const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize(), rows = Cg * K;
+  const float *x = X.as<const float>(), *dy = DY.as<const float>();
+  float *dw = DW.as<float>(), *cols = static_cast<float *>(c.workspace);
+  const bool pointwise = isPointwise(w);
+  if (N == 0) std::memset(dw, 0, DW.bytes());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const float *xg = x + (n * C + g * Cg) * S, *src = xg;
+      if (!pointwise) {
+        im2col<float, float>(xg, Cg, w, 0.0f, cols);
+        src = cols;
+      }
+      sgemm(false, true, Mg, rows, O, 1.0f, dy + (n * M + g * Mg) * O, O, src, O, n == 0 ? 0.0f : 1.0f,
+            dw + g * Mg * rows, rows);
+    }
+  return llvm::Error::success();
+}
+
+//===------------------------------------------------------------------------------------===//
 // conv_integer, matmul_integer
 //===------------------------------------------------------------------------------------===//
 
@@ -643,6 +707,14 @@ void registerConvKernels(KernelRegistry &r) {
   ct.workspace = convTransposeWorkspace;
   ct.run = runConvTranspose;
   r.add(ct);
+
+  KernelDesc gw = plain;
+  gw.op = "conv_grad_weight";
+  gw.minInputs = gw.maxInputs = 2;
+  gw.verify = verifyConvGradWeight;
+  gw.workspace = convGradWeightWorkspace;
+  gw.run = runConvGradWeight;
+  r.add(gw);
 
   KernelDesc ci = plain;
   ci.op = "conv_integer";

@@ -1,4 +1,4 @@
-//===- indexing.cpp - gather_elements gather_nd scatter_* one_hot topk pad (+ f64 matmul) ---===//
+//===- indexing.cpp - gather_elements gather_nd scatter_* one_hot topk pad pad_grad (+ f64 matmul) ===//
 //
 // Index-driven data movement (docs/plan.md; ONNX GatherElements, GatherND, ScatterElements,
 // ScatterND, OneHot, TopK, Pad). Pure moves work on element bytes and are registered for every
@@ -488,6 +488,67 @@ llvm::Error runPad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+// pad_grad, the VJP of pad: dx = 0, then dx[src(o)] += dy[o] for every output position o whose
+// value the forward copied from x (padSource), so an edge element collects its reflected or
+// repeated copies. Parallel over the leading dims that have no padding (N, C of an image), whose
+// blocks of dx are disjoint; serial within a block, in output order (deterministic).
+llvm::Error verifyPadGrad(const KernelCall &c) {
+  const TensorRef &DY = c.inputs[0], &DX = c.outputs[0];
+  if (DY.dtype != DX.dtype) return kernelError("dy and dx dtypes differ");
+  if (!parsePadMode(c.attrString("mode", "constant"))) return kernelError("mode must be constant, reflect, edge or wrap");
+  auto pads = c.attrInts("pads");
+  const int64_t r = DX.rank();
+  if (DY.rank() != r || static_cast<int64_t>(pads.size()) != 2 * r) return kernelError("pads needs 2 * rank entries");
+  if (r > kMaxRank) return kernelError("rank exceeds 8");
+  for (int64_t d = 0; d < r; ++d)
+    if (DY.shape[d] != DX.shape[d] + pads[d] + pads[d + r])
+      return kernelError("dy shape " + shapeToString(DY.shape) + " is not dx's " + shapeToString(DX.shape) +
+                         " padded by the pads");
+  return llvm::Error::success();
+}
+
+template <typename T> void padGrad(const KernelCall &c) {
+  const TensorRef &DY = c.inputs[0], &DX = c.outputs[0];
+  const PadMode mode = *parsePadMode(c.attrString("mode", "constant"));
+  auto pads = c.attrInts("pads");
+  const int64_t r = DX.rank();
+  const T *dy = DY.as<const T>();
+  T *dx = DX.as<T>();
+  std::fill(dx, dx + DX.numel(), T(0));
+  if (DY.numel() == 0 || DX.numel() == 0) return;
+  if (r == 0) { dx[0] = dy[0]; return; }
+  Shape xs = stridesOf(DX.shape);
+  int64_t lead = 0, blocks = 1;  // leading unpadded dims: disjoint blocks of dx
+  while (lead < r - 1 && pads[lead] == 0 && pads[lead + r] == 0) blocks *= DX.shape[lead++];
+  const int64_t inner = DY.shape[r - 1], rows = DY.numel() / inner, rowsPerBlock = rows / blocks;
+  parallelFor(blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t row = b * rowsPerBlock; row < e * rowsPerBlock; ++row) {
+      int64_t off = 0, rem = row;
+      bool padding = false;
+      for (int64_t d = r - 2; d >= 0; --d) {
+        int64_t o = rem % DY.shape[d];
+        rem /= DY.shape[d];
+        int64_t s = padSource(o, pads[d], DX.shape[d], mode);
+        if (s < 0) padding = true;
+        else off += s * xs[d];
+      }
+      if (padding) continue;
+      const T *src = dy + row * inner;
+      T *dst = dx + off;
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t s = padSource(j, pads[r - 1], DX.shape[r - 1], mode);
+        if (s >= 0) dst[s] += src[j];
+      }
+    }
+  });
+}
+
+llvm::Error runPadGrad(const KernelCall &c) {
+  if (c.outputs[0].dtype == DType::F64) padGrad<double>(c);
+  else padGrad<float>(c);
+  return llvm::Error::success();
+}
+
 // ---------------------------------------------------------------- matmul f64
 llvm::Error verifyMatmulF64(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
@@ -575,6 +636,8 @@ void registerIndexingKernels(KernelRegistry &r) {
     t.workspace = topkWorkspace;
     r.add(t);
   }
+  for (DType d : {DType::F32, DType::F64})
+    r.add(desc("pad_grad", d, 1, 1, {{"pads", AttrKind::Ints}, {"mode", AttrKind::String}}, verifyPadGrad, runPadGrad));
   r.add(desc("matmul", DType::F64, 2, 2, {}, verifyMatmulF64, runMatmulF64));
 }
 

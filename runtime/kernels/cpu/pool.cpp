@@ -7,6 +7,9 @@
 // max_pool_with_indices: max pooling plus the flat index (i64) of each maximum in x, row-major or
 //   (storage_order 1) column-major over the spatial dims; ties keep the first (ONNX MaxPool's
 //   Indices).
+// pool_grad: the VJP of max and avg pool (f32): dx = 0, then each window's dy goes to its argmax,
+//   recomputed from x with the forward's tie rule, or split over its in-input taps by the forward's
+//   divisor.
 // max_unpool: y = 0 except x[i] lands at the coordinates indices[i] names in `index_shape` (ONNX
 //   MaxUnpool); f32.
 // Parallel over the N·C planes (and over output rows when there are few planes).
@@ -92,6 +95,31 @@ llvm::Error verifyPool(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// The row-major offset in the plane of window `idx`'s maximum (the first one; NaN wins), or -1
+/// when no tap of the window falls inside the input.
+template <typename T>
+int64_t windowArgmax(const T *xp, const Window3 &w, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
+  using Tr = MaxTraits<T>;
+  typename Tr::Acc best = Tr::lowest();
+  int64_t where = -1;
+  for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
+    int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
+    for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
+      int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
+      for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) {
+        int64_t i2 = idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2];
+        int64_t off = (i0 * w.in[1] + i1) * w.in[2] + i2;
+        typename Tr::Acc v = Tr::load(xp[off]);
+        if (where < 0 || v > best || (v != v && best == best)) {
+          best = v;
+          where = off;
+        }
+      }
+    }
+  }
+  return where;
+}
+
 template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_t *indices, bool colMajor) {
   using Tr = MaxTraits<T>;
   const T *x = c.inputs[0].as<const T>();
@@ -102,29 +130,35 @@ template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_
       int64_t p = b / O, o0 = b % O, o1 = std::min(O, o0 + (e - b));
       const T *xp = x + p * S;
       forEachWindow(w, o0, o1, [&](int64_t o, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
-        typename Tr::Acc best = Tr::lowest();
-        int64_t where = -1;
-        for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
-          int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
-          for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
-            int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
-            for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) {
-              int64_t i2 = idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2];
-              int64_t off = (i0 * w.in[1] + i1) * w.in[2] + i2;
-              typename Tr::Acc v = Tr::load(xp[off]);
-              if (where < 0 || v > best || (v != v && best == best)) {
-                best = v;
-                where = colMajor ? (i2 * w.in[1] + i1) * w.in[0] + i0 : off;
-              }
-            }
-          }
-        }
-        y[p * O + o] = Tr::store(best);
-        if (indices) indices[p * O + o] = p * S + std::max<int64_t>(where, 0);
+        int64_t where = windowArgmax(xp, w, idx, lo, hi);
+        y[p * O + o] = where < 0 ? Tr::store(Tr::lowest()) : xp[where];
+        if (!indices) return;
+        int64_t i0 = where / (w.in[1] * w.in[2]), i1 = (where / w.in[2]) % w.in[1], i2 = where % w.in[2];
+        if (where >= 0 && colMajor) where = (i2 * w.in[1] + i1) * w.in[0] + i0;
+        indices[p * O + o] = p * S + std::max<int64_t>(where, 0);
       });
       b += o1 - o0;
     }
   });
+}
+
+/// The divisor of average pooling for window `idx`: its taps inside the input, or with
+/// `includePad` those inside the padded input [−padBegin, in + padEnd).
+int64_t windowCount(const Window3 &w, const int64_t *idx, const int64_t *lo, const int64_t *hi, bool includePad) {
+  int64_t count = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (!includePad) {
+      count *= hi[d] - lo[d];
+      continue;
+    }
+    int64_t start = idx[d] * w.stride[d] - w.padBegin[d], n = 0;
+    for (int64_t t = 0; t < w.k[d]; ++t) {
+      int64_t i = start + t * w.dil[d];
+      n += i >= -w.padBegin[d] && i < w.in[d] + w.padEnd[d];
+    }
+    count *= n;
+  }
+  return count;
 }
 
 template <Kind K> void floatPool(const KernelCall &c, const Window3 &w) {
@@ -154,20 +188,7 @@ template <Kind K> void floatPool(const KernelCall &c, const Window3 &w) {
         if constexpr (K == Kind::Lp) {
           y[pl * O + o] = static_cast<float>(p == 2 ? std::sqrt(acc) : std::pow(acc, 1.0 / p));
         } else {
-          int64_t count = 1;
-          for (int d = 0; d < 3; ++d) {
-            if (!includePad) {
-              count *= hi[d] - lo[d];
-              continue;
-            }
-            // taps inside the padded input [−padBegin, in + padEnd)
-            int64_t start = idx[d] * w.stride[d] - w.padBegin[d], n = 0;
-            for (int64_t t = 0; t < w.k[d]; ++t) {
-              int64_t i = start + t * w.dil[d];
-              n += i >= -w.padBegin[d] && i < w.in[d] + w.padEnd[d];
-            }
-            count *= n;
-          }
+          int64_t count = windowCount(w, idx, lo, hi, includePad);
           y[pl * O + o] = count ? static_cast<float>(acc / double(count)) : 0.0f;
         }
       });
@@ -248,6 +269,57 @@ llvm::Error runMaxUnpool(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+llvm::Error verifyPoolGrad(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DX = c.outputs[0];
+  for (const TensorRef *t : {&X, &DY, &DX})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "x, dy and dx")) return e;
+  if (DX.shape != X.shape) return kernelError("dx must have x's shape");
+  if (X.rank() < 3 || DY.rank() != X.rank() || DY.shape[0] != X.shape[0] || DY.shape[1] != X.shape[1])
+    return kernelError("dy must be [N, C, ...] like x");
+  std::string kind = c.attrString("kind", "max");
+  if (kind != "max" && kind != "avg") return kernelError("kind must be max or avg, got '" + kind + "'");
+  Window3 w;
+  return readWindow(c, X, DY, {}, c.attrInt("ceil_mode", 0) != 0, w);
+}
+
+/// dx = 0, then each window's dy goes to its argmax (max) or, divided by the forward's count,
+/// to each of its taps inside the input (avg). Parallel over the N·C planes.
+llvm::Error runPoolGrad(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DX = c.outputs[0];
+  Window3 w;
+  if (llvm::Error e = readWindow(c, X, DY, {}, c.attrInt("ceil_mode", 0) != 0, w)) return e;
+  const bool max = c.attrString("kind", "max") == "max", includePad = c.attrInt("count_include_pad", 0) != 0;
+  const float *x = X.as<const float>(), *dy = DY.as<const float>();
+  float *dx = DX.as<float>();
+  std::memset(dx, 0, DX.bytes());
+  const int64_t planes = X.shape[0] * X.shape[1], S = w.inSize(), O = w.outSize();
+  parallelFor(planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const float *xp = x + p * S, *dyp = dy + p * O;
+      float *dxp = dx + p * S;
+      forEachWindow(w, 0, O, [&](int64_t o, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
+        if (max) {
+          int64_t where = windowArgmax(xp, w, idx, lo, hi);
+          if (where >= 0) dxp[where] += dyp[o];
+          return;
+        }
+        int64_t count = windowCount(w, idx, lo, hi, includePad);
+        if (!count) return;
+        const float v = static_cast<float>(double(dyp[o]) / double(count));
+        for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
+          int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
+          for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
+            int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
+            float *row = dxp + (i0 * w.in[1] + i1) * w.in[2];
+            for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) row[idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2]] += v;
+          }
+        }
+      });
+    }
+  });
+  return llvm::Error::success();
+}
+
 }  // namespace
 
 void registerPoolKernels(KernelRegistry &r) {
@@ -271,6 +343,16 @@ void registerPoolKernels(KernelRegistry &r) {
   idx.verify = verifyMaxPoolIdx;
   idx.run = runMaxPoolIdx;
   r.add(idx);
+
+  KernelDesc grad;
+  grad.op = "pool_grad";
+  grad.minInputs = grad.maxInputs = 2;
+  grad.attrs = {{"kind", AttrKind::String}, {"kernel_shape", AttrKind::Ints}, {"strides", AttrKind::Ints},
+                {"pads", AttrKind::Ints},   {"dilations", AttrKind::Ints},    {"ceil_mode", AttrKind::Int},
+                {"count_include_pad", AttrKind::Int}};
+  grad.verify = verifyPoolGrad;
+  grad.run = runPoolGrad;
+  r.add(grad);
 
   KernelDesc unpool;
   unpool.op = "max_unpool";

@@ -8,6 +8,7 @@
 // product of its dims' taps (nearest: a gather per row, repeated rows copied).
 // tf_crop_and_resize yields extrapolation_value where any dim's source
 // coordinate falls outside [0, D − 1]. Weights are computed in double. Parallel over outputs.
+// resize_grad (the VJP): dx = Aᵀ·dy with the same taps, scattered back from each output element.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "NN.h"
@@ -122,8 +123,8 @@ Taps makeTaps(const KernelCall &c, int64_t in, int64_t out, double scale, double
   return t;
 }
 
-llvm::Error verifyResize(const KernelCall &c) {
-  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+/// x [D...] (resize's input, resize_grad's output) and y [O...]: f32, one rank, and the attributes.
+llvm::Error verifyResizeShapes(const KernelCall &c, const TensorRef &X, const TensorRef &Y) {
   if (llvm::Error e = verifyDType(X, DType::F32, "input")) return e;
   if (llvm::Error e = verifyDType(Y, DType::F32, "output")) return e;
   if (X.rank() != Y.rank() || X.rank() == 0 || X.rank() > kMaxRank)
@@ -147,16 +148,24 @@ llvm::Error verifyResize(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error runResize(const KernelCall &c) {
-  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+llvm::Error verifyResize(const KernelCall &c) { return verifyResizeShapes(c, c.inputs[0], c.outputs[0]); }
+
+/// The taps of every dim for x [D...] -> y [O...].
+std::vector<Taps> makeAllTaps(const KernelCall &c, const TensorRef &X, const TensorRef &Y) {
   const int64_t rank = X.rank();
   std::vector<double> scales = floatsAttr(c, "scales"), roi = floatsAttr(c, "roi");
   const bool crop = c.attrString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize";
-  if (int64_t(scales.size()) != rank) return kernelError("scales needs one entry per dim");
-  if (crop && int64_t(roi.size()) != 2 * rank) return kernelError("roi needs 2·rank entries");
   std::vector<Taps> taps;
   for (int64_t d = 0; d < rank; ++d)
     taps.push_back(makeTaps(c, X.shape[d], Y.shape[d], scales[d], crop ? roi[d] : 0, crop ? roi[rank + d] : 1));
+  return taps;
+}
+
+llvm::Error runResize(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
+  const int64_t rank = X.rank();
+  const bool crop = c.attrString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize";
+  std::vector<Taps> taps = makeAllTaps(c, X, Y);
   const float extrapolation = static_cast<float>(c.attrFloat("extrapolation_value", 0));
   int64_t inStride[kMaxRank];
   for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
@@ -241,6 +250,75 @@ llvm::Error runResize(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// resize_grad: dy [O...] -> dx [D...] = Aᵀ·dy for the forward's linear map A: every output
+/// element's cotangent, times the tensor product of its taps' weights, is added to the input
+/// elements it read (extrapolated outputs send nothing). Parallel over the leading dims the
+/// forward copies (N, C of an image), whose blocks of dx are disjoint; serial within a block.
+llvm::Error verifyResizeGrad(const KernelCall &c) { return verifyResizeShapes(c, c.outputs[0], c.inputs[0]); }
+
+llvm::Error runResizeGrad(const KernelCall &c) {
+  const TensorRef &DY = c.inputs[0], &DX = c.outputs[0];
+  const int64_t rank = DX.rank();
+  std::vector<Taps> taps = makeAllTaps(c, DX, DY);
+  int64_t inStride[kMaxRank];
+  for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
+    inStride[d] = s;
+    s *= DX.shape[d];
+  }
+  const float *dy = DY.as<const float>();
+  float *dx = DX.as<float>();
+  std::memset(dx, 0, DX.bytes());
+  auto copies = [&](int64_t d) {
+    const Taps &t = taps[d];
+    if (t.count != 1 || DX.shape[d] != DY.shape[d]) return false;
+    for (int64_t o = 0; o < DY.shape[d]; ++o)
+      if (t.index[o] != o || t.weight[o] != 1.0f || t.outside[o]) return false;
+    return true;
+  };
+  int64_t lead = 0, blocks = 1;
+  while (lead < rank - 1 && copies(lead)) blocks *= DY.shape[lead++];
+  const int64_t inner = DY.shape[rank - 1], rows = DY.numel() / inner, rowsPerBlock = rows / blocks;
+  const Taps &last = taps[rank - 1];
+  parallelFor(blocks, 1, [&](int64_t b, int64_t e) {
+    int64_t idx[kMaxRank];
+    for (int64_t row = b * rowsPerBlock; row < e * rowsPerBlock; ++row) {
+      bool outside = false;
+      for (int64_t d = rank - 2, r = row; d >= 0; --d) {
+        idx[d] = r % DY.shape[d];
+        r /= DY.shape[d];
+        outside |= taps[d].outside[idx[d]] != 0;
+      }
+      if (outside) continue;
+      const float *dyr = dy + row * inner;
+      int tap[kMaxRank] = {0};
+      while (true) {  // the tap product of the leading dims, as the forward walks it
+        float w = 1;
+        int64_t off = 0;
+        for (int64_t d = 0; d < rank - 1; ++d) {
+          const Taps &t = taps[d];
+          w *= t.weight[idx[d] * t.count + tap[d]];
+          off += t.index[idx[d] * t.count + tap[d]] * inStride[d];
+        }
+        if (w != 0) {
+          float *dxr = dx + off;
+          for (int64_t j = 0; j < inner; ++j) {
+            if (last.outside[j]) continue;
+            const float g = w * dyr[j];
+            for (int k = 0; k < last.count; ++k) dxr[last.index[j * last.count + k]] += last.weight[j * last.count + k] * g;
+          }
+        }
+        int64_t d = rank - 2;
+        for (; d >= 0; --d) {
+          if (++tap[d] < taps[d].count) break;
+          tap[d] = 0;
+        }
+        if (d < 0) break;
+      }
+    }
+  });
+  return llvm::Error::success();
+}
+
 }  // namespace
 
 void registerResizeKernels(KernelRegistry &r) {
@@ -253,6 +331,16 @@ void registerResizeKernels(KernelRegistry &r) {
   d.verify = verifyResize;
   d.run = runResize;
   r.add(d);
+
+  KernelDesc g;
+  g.op = "resize_grad";
+  g.attrs = {{"mode", AttrKind::String},         {"coordinate_transformation_mode", AttrKind::String},
+             {"nearest_mode", AttrKind::String}, {"cubic_coeff_a", AttrKind::Float},
+             {"exclude_outside", AttrKind::Int}, {"scales", AttrKind::Floats},
+             {"roi", AttrKind::Floats}};
+  g.verify = verifyResizeGrad;
+  g.run = runResizeGrad;
+  r.add(g);
 }
 
 }  // namespace colossal::runtime::cpu
