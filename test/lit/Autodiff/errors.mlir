@@ -31,3 +31,46 @@ func.func @attention_mask_param(%q: tensor<1x2x4x8xf32> {colossal.param = "q"}, 
   %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x4x8xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Lp pooling has no VJP (max and average pooling have): the pool says so, autodiff names the node.
+func.func @lp_pool(%w: tensor<1x1x4x4xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("lp"): 'colossal.pool' op Lp pooling has no VJP (max and average pooling have)
+// CHECK: error: loc("lp"): autodiff: cannot differentiate 'colossal.pool' (ONNX node 'lp')
+  %p = colossal.pool %w {kind = "lp", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false, p = 2 : i64} : (tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> loc("lp")
+  %l = colossal.reduce_sum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x2x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A conv with a fused epilogue (an inference fusion) is not differentiated.
+func.func @conv_epilogue(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x3x3xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("conv_relu"): 'colossal.conv' op has a fused epilogue (activation or output scale/shift, an inference fusion) and no VJP
+// CHECK: error: loc("conv_relu"): autodiff: cannot differentiate 'colossal.conv' (ONNX node 'conv_relu')
+  %y = colossal.conv %x, %w {activation = "relu", dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> loc("conv_relu")
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x2x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A transposed conv whose output_padding reaches its stride (possible with a larger dilation)
+// adds rows that conv's output-size rule cannot give back.
+func.func @conv_transpose_output_padding(%x: tensor<1x1x3x3xf32>, %w: tensor<1x1x2x2xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("up"): 'colossal.conv_transpose' op output_padding 1 is not below its stride 1; no VJP
+  %y = colossal.conv_transpose %x, %w {dilations = array<i64: 2, 2>, group = 1 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x6x6xf32> loc("up")
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x6x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Pad's constant value gets no gradient.
+func.func @pad_value(%x: tensor<2x3xf32>, %v: tensor<f32> {colossal.param = "v"}) -> (tensor<f32> {colossal.output = "loss"}) {
+// CHECK: error: loc("pad"): 'colossal.pad' op has no gradient with respect to its padding value
+  %p = colossal.pad %x, %v {mode = "constant", pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<4x5xf32> loc("pad")
+  %l = colossal.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -80,3 +80,72 @@ func.func @not_a_loss(%w: tensor<4xf32> {colossal.param = "w"}) -> (tensor<4xf32
   %y = colossal.exp %w : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// A CNN block on an image input: conv (2 groups, stride 2, pad 1) + bias, relu, 2x2 max pool.
+// Max pooling routes the cotangent back through pool_grad, relu through unary_grad; the weight
+// gets conv_grad_weight and the bias a reduce_sum over batch and space. x is an input, so no
+// conv_transpose (conv's dx) is built.
+// CHECK-LABEL: func.func @conv_relu_maxpool
+// CHECK-SAME: tensor<6x2x3x3xf32> {colossal.output = "grad:w"}, tensor<6xf32> {colossal.output = "grad:b"})
+// CHECK: %[[ONES:.*]] = colossal.constant dense<1.000000e+00> : tensor<2x6x2x2xf32>
+// CHECK: %[[Y:.*]] = colossal.conv %arg0, %arg1, %arg2
+// CHECK: %[[R:.*]] = colossal.relu %[[Y]]
+// CHECK: %[[DR:.*]] = colossal.pool_grad %[[R]], %[[ONES]] {ceil_mode = false, count_include_pad = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, kind = "max", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x6x4x4xf32>, tensor<2x6x2x2xf32>) -> tensor<2x6x4x4xf32>
+// CHECK: %[[DY:.*]] = colossal.unary_grad "relu" %[[Y]], %[[DR]]
+// CHECK: %[[DW:.*]] = colossal.conv_grad_weight %arg0, %[[DY]] {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x4x4xf32>) -> tensor<6x2x3x3xf32>
+// CHECK: %[[DB:.*]] = colossal.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>, keepdims = false} : (tensor<2x6x4x4xf32>) -> tensor<6xf32>
+// CHECK-NOT: colossal.conv_transpose
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+func.func @conv_relu_maxpool(%x: tensor<2x4x7x7xf32> {colossal.input = "x"}, %w: tensor<6x2x3x3xf32> {colossal.param = "w"}, %b: tensor<6xf32> {colossal.param = "b"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %y = colossal.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x4x4xf32>
+  %r = colossal.relu %y : tensor<2x6x4x4xf32>
+  %p = colossal.pool %r {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false, p = 2 : i64} : (tensor<2x6x4x4xf32>) -> tensor<2x6x2x2xf32>
+  %l = colossal.reduce_sum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<2x6x2x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A trainable input of a conv gets conv's adjoint: conv_transpose of the cotangent by the same
+// weight and window. Here 7 + 1 + 1 − 3 = 6 is even, so the stride-2 output rule drops no row of
+// the input and output_padding is 0 in dim 0; dim 1 (8 + 1 + 1 − 3 = 7) drops one: output_padding 1.
+// CHECK-LABEL: func.func @conv_input_grad
+// CHECK: colossal.conv_transpose %{{.*}}, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 0, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x3x4x4xf32>, tensor<3x2x3x3xf32>) -> tensor<1x2x7x8xf32>
+func.func @conv_input_grad(%x: tensor<1x2x7x8xf32> {colossal.param = "x"}, %w: tensor<3x2x3x3xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %y = colossal.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x7x8xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x4x4xf32>
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x3x4x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// conv_transpose is the adjoint of conv: its dx is a conv of the cotangent by the same weight,
+// its dw conv_grad_weight with the cotangent in x's place.
+// CHECK-LABEL: func.func @conv_transpose
+// CHECK: %[[DX:.*]] = colossal.conv %[[G:.*]], %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x8x8xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x4x4xf32>
+// CHECK: %[[DW:.*]] = colossal.conv_grad_weight %[[G]], %arg0 {{.*}} : (tensor<1x2x8x8xf32>, tensor<1x3x4x4xf32>) -> tensor<3x2x3x3xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @conv_transpose(%x: tensor<1x3x4x4xf32> {colossal.param = "x"}, %w: tensor<3x2x3x3xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %y = colossal.conv_transpose %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x3x4x4xf32>, tensor<3x2x3x3xf32>) -> tensor<1x2x8x8xf32>
+  %s = colossal.mul %y, %y : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %l = colossal.reduce_sum %s {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x8x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Pad and resize are linear: pad_grad and resize_grad carry the forward's attributes (resize's
+// but extrapolation_value) and return the input's type.
+// CHECK-LABEL: func.func @pad_resize
+// CHECK: %[[DP:.*]] = colossal.resize_grad %{{.*}} {coordinate_transformation_mode = "half_pixel", cubic_coeff_a = -7.500000e-01 : f32, exclude_outside = false, mode = "linear", nearest_mode = "floor", roi = array<f64>, scales = array<f64: 1.000000e+00, 1.000000e+00, 2.000000e+00, 2.000000e+00>} : (tensor<1x2x12x14xf32>) -> tensor<1x2x6x7xf32>
+// CHECK: %[[DX:.*]] = colossal.pad_grad %[[DP]] {mode = "reflect", pads = array<i64: 0, 0, 1, 2, 0, 0, 1, 0>} : (tensor<1x2x6x7xf32>) -> tensor<1x2x4x5xf32>
+// CHECK: return %{{.*}}, %[[DX]]
+func.func @pad_resize(%x: tensor<1x2x4x5xf32> {colossal.param = "x"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %p = colossal.pad %x {mode = "reflect", pads = array<i64: 0, 0, 1, 2, 0, 0, 1, 0>} : (tensor<1x2x4x5xf32>) -> tensor<1x2x6x7xf32>
+  %r = colossal.resize %p {coordinate_transformation_mode = "half_pixel", cubic_coeff_a = -7.500000e-01 : f32, exclude_outside = false, extrapolation_value = 0.000000e+00 : f32, mode = "linear", nearest_mode = "floor", roi = array<f64>, scales = array<f64: 1.0, 1.0, 2.0, 2.0>} : (tensor<1x2x6x7xf32>) -> tensor<1x2x12x14xf32>
+  %s = colossal.mul %r, %r : (tensor<1x2x12x14xf32>, tensor<1x2x12x14xf32>) -> tensor<1x2x12x14xf32>
+  %l = colossal.reduce_sum %s {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x12x14xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -111,3 +111,51 @@ func.func @conv_clip_without_bounds(%x: tensor<1x2x3x3xf32>, %w: tensor<2x2x1x1x
   %0 = colossal.conv %x, %w {activation = "clip", dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
   return %0 : tensor<1x2x3x3xf32>
 }
+
+// -----
+
+func.func @conv_grad_weight_dy_shape(%x: tensor<2x4x7x7xf32>, %dy: tensor<2x6x3x3xf32>) {
+  // expected-error @+1 {{dy of shape [2x6x3x3] is not the result [2x6x4x4] of a conv of x with this weight}}
+  %0 = colossal.conv_grad_weight %x, %dy {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x3x3xf32>) -> tensor<6x2x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_weight_groups(%x: tensor<2x4x7x7xf32>, %dy: tensor<2x6x4x4xf32>) {
+  // expected-error @+1 {{weight has 4 channels per group; input has 4 channels in 2 groups}}
+  %0 = colossal.conv_grad_weight %x, %dy {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x4x4xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @pool_grad_lp(%x: tensor<1x1x4x4xf32>, %dy: tensor<1x1x2x2xf32>) {
+  // expected-error @+1 {{kind must be "max" or "avg", got "lp"}}
+  %0 = colossal.pool_grad %x, %dy {kind = "lp", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_grad_dy_shape(%x: tensor<1x1x5x5xf32>, %dy: tensor<1x1x2x2xf32>) {
+  // expected-error @+1 {{dy of shape [1x1x2x2] is not the pooled shape [1x1x3x3] of x}}
+  %0 = colossal.pool_grad %x, %dy {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true, count_include_pad = false} : (tensor<1x1x5x5xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @pad_grad_shape(%dy: tensor<2x6x8x8xf32>) {
+  // expected-error @+1 {{dy of shape [2x6x8x8] is not the result [2x6x4x5] padded by these pads}}
+  %0 = colossal.pad_grad %dy {mode = "constant", pads = array<i64: 0, 0, 2, 2, 0, 0, 2, 2>} : (tensor<2x6x8x8xf32>) -> tensor<2x6x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @resize_grad_mode(%dy: tensor<1x1x4x4xf32>) {
+  // expected-error @+1 {{mode must be nearest, linear or cubic, got "area"}}
+  %0 = colossal.resize_grad %dy {mode = "area", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", cubic_coeff_a = -7.500000e-01 : f32, exclude_outside = false, scales = array<f64: 1.0, 1.0, 2.0, 2.0>, roi = array<f64>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32>
+  return
+}
