@@ -14,8 +14,9 @@ with the test-gradients pipeline
 so the plan's outputs are the loss and `grad:<param>` for every parameter; colossal-run (float32)
 runs it, and every gradient is compared with torch.autograd on the same function in float64 (from
 the same float32-rounded values): max |ours − torch| ≤ 1e-4 · max |torch| (+1e-6 absolute). Whole
-blocks follow: an MLP block, a LayerNorm + causal attention block, and the GPT-2 of
-examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from torch.
+blocks follow: an MLP block, a LayerNorm + causal attention block, a small residual CNN, and the
+GPT-2 of examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from
+torch.
 
 Prints one line per case and a summary; exits 1 when any case fails. A case whose backward kernel
 the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP, and fails the run too
@@ -164,6 +165,25 @@ def build_cases():
                    [N("LayerNormalization", ["X", "W"], axis=1, epsilon=1e-5)],
                    lambda t: F.layer_norm(t["X"], (3, 5), t["W"], None, 1e-5)))
     eps = np.array(1e-6, np.float32)
+    # Normalizations the importer decomposes into reductions and elementwise ops (ImportNN.cpp).
+    Xn = rnd(3, 4, 5, 6, lo=-2, hi=2)
+    gam, bet = rnd(4, lo=0.5, hi=1.5), rnd(4)
+    rmean, rvar = rnd(4), rnd(4, lo=0.5, hi=1.5)
+    cs.append(Case("batch_norm_train", "BatchNormalization (training_mode: batch statistics)",
+                   {"X": Xn, "G": gam, "Bb": bet},
+                   [N("BatchNormalization", ["X", "G", "Bb", "M", "Vr"], epsilon=1e-5, training_mode=1)],
+                   lambda t: F.batch_norm(t["X"], None, None, t["G"], t["Bb"], training=True, eps=1e-5),
+                   consts={"M": rmean, "Vr": rvar}, opset=15))
+    cs.append(Case("batch_norm_eval", "BatchNormalization (running statistics)", {"X": Xn, "G": gam, "Bb": bet},
+                   [N("BatchNormalization", ["X", "G", "Bb", "M", "Vr"], epsilon=1e-5)],
+                   lambda t: F.batch_norm(t["X"], t["M"], t["Vr"], t["G"], t["Bb"], training=False, eps=1e-5),
+                   consts={"M": rmean, "Vr": rvar}, opset=15))
+    cs.append(Case("instance_norm", "InstanceNormalization", {"X": Xn, "G": gam, "Bb": bet},
+                   [N("InstanceNormalization", ["X", "G", "Bb"], epsilon=1e-5)],
+                   lambda t: F.instance_norm(t["X"], weight=t["G"], bias=t["Bb"], eps=1e-5)))
+    cs.append(Case("group_norm", "GroupNormalization (2 groups)", {"X": Xn, "G": gam, "Bb": bet},
+                   [N("GroupNormalization", ["X", "G", "Bb"], epsilon=1e-5, num_groups=2)],
+                   lambda t: F.group_norm(t["X"], 2, t["G"], t["Bb"], eps=1e-5), opset=21))
     cs.append(Case("rms_norm", "RMSNorm (Llama pattern, fused)", {"X": S, "W": W},
                    [N("Pow", ["X", "two"], "p"), N("ReduceMean", ["p"], "m", axes=[-1], keepdims=1),
                     N("Add", ["m", "eps"], "a"), N("Sqrt", ["a"], "s"), N("Reciprocal", ["s"], "r"),
@@ -469,6 +489,26 @@ class AttnBlock(nn.Module):
         return x + self.attn(self.ln(x))
 
 
+class CNNBlock(nn.Module):
+    """A small residual CNN classifier: stem conv + ReLU + 3x3/2 max pool, a residual block (a
+    grouped strided 3x3 conv beside a strided 1x1 shortcut), bilinear upsampling, average pooling,
+    global average pooling and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2)
+        self.short = nn.Conv2d(8, 16, 1, stride=2, bias=False)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.stem(x)), 3, 2, 1)
+        x = F.relu(self.conv(x) + self.short(x))
+        x = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+        x = F.avg_pool2d(x, 2, 2)
+        return self.fc(x.mean((2, 3)))
+
+
 class GPT2Loss(nn.Module):
     def __init__(self, model):
         super().__init__()
@@ -493,6 +533,11 @@ def block_cases():
     randomize_(m)
     out.append(("block_ln_attention", "LayerNorm + causal attention block (fused attention)",
                 LossWrap(m, (2, 8, 16), 1), {"x": x}))
+    m = CNNBlock()
+    randomize_(m)
+    img = np.random.default_rng(5).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    out.append(("block_cnn", "CNN (conv, max pool, grouped strided conv, resize, avg pool, linear)",
+                LossWrap(m, (2, 5), 2), {"x": img}))
     cfg = GPT2Config(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
     g = GPT2(cfg)
     randomize_(g)
