@@ -2,7 +2,7 @@
 """End-to-end CNN training: a small fully convolutional net exported from PyTorch trains with
 colossal-run exactly as PyTorch trains it.
 
-    cnn_train_e2e.py --case sgd|accum|bf16 --workdir W [--opt PATH --run PATH] [--threads N] [--steps N]
+    cnn_train_e2e.py --case sgd|accum|bf16|dp --workdir W [--opt PATH --run PATH] [--threads N] [--steps N]
 
 The model (ByteCNN below, seeded, exported with torch.onnx.export at opset 17) reads byte tokens
 [B, 64] as an 8×8 image with 4 embedding channels and predicts every position's byte, logits
@@ -20,9 +20,12 @@ against the next bytes (docs/spec.md "Training data order"), the data Debian's
          batch mean);
   bf16   `precision: {compute: bf16}` (convs on bf16 copies of x and w with f32 results; their VJPs
          widen the bf16 copies and run in f32): per step within 5e-3 relative of PyTorch's fp32 run
-         (the tolerance of e2e.bf16.train), grad_norm within 2e-2.
+         (the tolerance of e2e.bf16.train), grad_norm within 2e-2;
+  dp     `mesh: {dp: 2}` under mpirun -np 2 (each rank differentiates its 4 rows; the gradient
+         all_reduce sums conv_grad_weight's per-rank sums), within 1e-4 of PyTorch's one-rank run.
 
-Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no /usr/share/common-licenses).
+Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no /usr/share/common-licenses; dp: no
+mpirun).
 """
 import glob
 import json
@@ -109,9 +112,9 @@ def torch_run(state, data, steps):
     return out
 
 
-def colossal_run(args, onnx_path, data, steps, grad_accum, precision="fp32"):
+def colossal_run(args, onnx_path, data, steps, grad_accum, precision="fp32", dp=1):
     opt, run = u.find_tool("colossal-opt", args.opt), u.find_tool("colossal-run", args.run)
-    d = os.path.join(args.workdir, f"accum{grad_accum}_{precision}")
+    d = os.path.join(args.workdir, f"accum{grad_accum}_{precision}_dp{dp}")
     os.makedirs(d, exist_ok=True)
     spec, plan, metrics = (os.path.join(d, n) for n in ("spec.yaml", "model.cplan", "metrics.jsonl"))
     optimizer = ", ".join(f"{k}: {v}" for k, v in SGD.items())
@@ -119,10 +122,15 @@ def colossal_run(args, onnx_path, data, steps, grad_accum, precision="fp32"):
         f.write(f"mode: train\ninputs: {{input_ids: [{B}, {T}]}}\ntrain:\n"
                 "  loss: {kind: cross_entropy, logits: logits, labels: labels}\n"
                 f"  optimizer: {{{optimizer}}}\n  grad_accum: {grad_accum}\n"
-                f"precision: {{compute: {precision}}}\n")
+                f"precision: {{compute: {precision}}}\n" + (f"mesh: {{dp: {dp}}}\n" if dp > 1 else ""))
     u.compile_plan(opt, onnx_path, spec, plan)
-    u.run([run, plan, "train", "--data", data, "--token-dtype", "uint8", "--steps", str(steps),
-           "--metrics", metrics, "--threads", str(args.threads)], "colossal-run train", timeout=600)
+    cmd = [run, plan, "train", "--data", data, "--token-dtype", "uint8", "--steps", str(steps),
+           "--metrics", metrics, "--threads", str(args.threads if dp == 1 else 1)]
+    if dp > 1:
+        import dp_e2e  # mpirun and its environment as the dp tests run it
+        dp_e2e.run_mpi(dp, cmd, f"colossal-run train on {dp} ranks")
+    else:
+        u.run(cmd, "colossal-run train", timeout=600)
     with open(metrics) as f:
         return [json.loads(line) for line in f]
 
@@ -148,14 +156,14 @@ def compare(ours, ref, loss_tol=1e-4, norm_tol=1e-3):
     return ok
 
 
-def case(grad_accum, precision="fp32", loss_tol=1e-4, norm_tol=1e-3):
+def case(grad_accum, precision="fp32", loss_tol=1e-4, norm_tol=1e-3, dp=1):
     def run_case(args):
         onnx_path, state, data = setup(args)
-        ours = colossal_run(args, onnx_path, data, args.steps, grad_accum, precision)
+        ours = colossal_run(args, onnx_path, data, args.steps, grad_accum, precision, dp)
         return compare(ours, torch_run(state, data, args.steps), loss_tol, norm_tol)
     return run_case
 
 
 if __name__ == "__main__":
-    u.case_main(__doc__, {"sgd": case(1), "accum": case(2), "bf16": case(1, "bf16", 5e-3, 2e-2)},
-                threads=2, steps=20)
+    u.case_main(__doc__, {"sgd": case(1), "accum": case(2), "bf16": case(1, "bf16", 5e-3, 2e-2),
+                          "dp": case(1, dp=2)}, threads=2, steps=20)
