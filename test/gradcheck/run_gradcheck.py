@@ -350,6 +350,8 @@ def cnn_cases():
          pads=[1, 0, 2, 1], dilations=[2, 1], group=2, covers="Conv (groups, strides, dilations, asymmetric pads)")
     conv("conv2d_depthwise", rnd(2, 4, 5, 5), rnd(4, 1, 3, 3), None, strides=[2, 2], pads=[1, 1, 1, 1],
          group=4, covers="Conv (depthwise, stride 2, no bias)")
+    conv("conv2d_depthwise_multiplier", rnd(2, 3, 7, 8), rnd(6, 1, 3, 2), rnd(6), strides=[1, 2],
+         pads=[2, 1, 2, 0], dilations=[2, 2], group=3, covers="Conv (depthwise x2 multiplier, dilated, strided)")
     conv("conv2d_pointwise", rnd(2, 5, 3, 4), rnd(3, 5, 1, 1), rnd(3), covers="Conv (1x1)")
     conv("conv1d", rnd(2, 3, 9), rnd(5, 3, 4), rnd(5), strides=[2], pads=[1, 2], covers="Conv (1-D)")
     conv("conv3d", rnd(1, 2, 4, 5, 4), rnd(3, 2, 2, 3, 2), rnd(3), strides=[1, 2, 1], pads=[0, 1, 1, 1, 0, 0],
@@ -370,6 +372,8 @@ def cnn_cases():
            covers="ConvTranspose (stride 2, output_padding)")
     conv_t("conv_transpose2d_group_dilation", rnd(1, 4, 3, 4), rnd(4, 2, 2, 3), None, [1, 2], [0, 1], [0, 1],
            dilations=[1, 2], group=2, covers="ConvTranspose (groups, dilations)")
+    conv_t("conv_transpose2d_depthwise", rnd(2, 4, 3, 4), rnd(4, 1, 3, 3), rnd(4), [2, 2], [1, 0], [1, 0],
+           group=4, covers="ConvTranspose (depthwise, stride 2)")
     conv_t("conv_transpose1d", rnd(2, 3, 5), rnd(3, 2, 4), rnd(2), [3], [1], [2], covers="ConvTranspose (1-D)")
 
     def pool(name, op, x, fn, covers, opset=17, **attrs):

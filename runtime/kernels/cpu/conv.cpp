@@ -15,7 +15,8 @@
 //   position i·s + k·d − pad_begin (the adjoint of im2col), parallel over output channels.
 // conv_grad_weight (f32): x [N, C, D...], dy [N, M, O...] -> dw [M, C/g, K...], the VJP of conv
 //   w.r.t. its weight: per image and group cols = im2col(x_g), then dw_g += dy_g · colsᵀ (one GEMM,
-//   accumulated over the batch in order).
+//   accumulated over the batch in order); depthwise convs (C/g = 1) as one strided dot product
+//   per output channel and tap.
 // conv_integer (i32 out): ui8/i8 x and w with zero points (ONNX ConvInteger): the same im2col over
 //   x − x_zp into an i32 workspace and an exact i32 GEMM.
 // matmul_integer (i32 out): ui8/i8 a [..., M, K], b [..., K, N] with per-tensor, per-row (a) or
@@ -517,13 +518,53 @@ size_t convGradWeightWorkspace(const KernelCall &c, int) {
     llvm::consumeError(std::move(e));
     return 0;
   }
-  if (isPointwise(w)) return 0;
   int64_t Cg = c.inputs[0].shape[1] / c.attrInt("group", 1);
+  if (isPointwise(w) || Cg == 1) return 0;
   return size_t(Cg * w.kSize() * w.outSize()) * sizeof(float);
+}
+
+/// Depthwise convs (C/g = 1): dw[m, 0, k] = Σ_n Σ_o dy[n, m, o] · x[n, m / (M/g), o·s − pb + k·d],
+/// one output channel per task and a strided dot product per tap and output row, summed in double
+/// in a fixed order. The GEMM path would run N·g products of 1 × ΠK each, all overhead.
+void depthwiseGradWeight(const float *x, const float *dy, float *dw, int64_t N, int64_t C, int64_t M,
+                         const Window3 &w) {
+  const int64_t Mg = M / C, K = w.kSize(), O = w.outSize(), S = w.inSize();
+  parallelFor(M, 1, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) {
+      const int64_t ch = m / Mg;
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const int64_t k0 = kk / (w.k[1] * w.k[2]), k1 = (kk / w.k[2]) % w.k[1], k2 = kk % w.k[2];
+        const int64_t base = k2 * w.dil[2] - w.padBegin[2];
+        // output positions o2 whose tap i2 = o2·s + base lies in [0, in)
+        const int64_t lo2 = base >= 0 ? 0 : (-base + w.stride[2] - 1) / w.stride[2];
+        const int64_t hi2 = std::min<int64_t>(w.out[2], base >= w.in[2] ? 0 : (w.in[2] - base + w.stride[2] - 1) / w.stride[2]);
+        double acc = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const float *xc = x + (n * C + ch) * S, *dyc = dy + (n * M + m) * O;
+          for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
+            const int64_t i0 = o0 * w.stride[0] - w.padBegin[0] + k0 * w.dil[0];
+            if (i0 < 0 || i0 >= w.in[0]) continue;
+            for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
+              const int64_t i1 = o1 * w.stride[1] - w.padBegin[1] + k1 * w.dil[1];
+              if (i1 < 0 || i1 >= w.in[1]) continue;
+              const float *xr = xc + (i0 * w.in[1] + i1) * w.in[2] + base;
+              const float *dyr = dyc + (o0 * w.out[1] + o1) * w.out[2];
+              float sum = 0;
+#pragma omp simd reduction(+ : sum)
+              for (int64_t o2 = lo2; o2 < hi2; ++o2) sum += dyr[o2] * xr[o2 * w.stride[2]];
+              acc += sum;
+            }
+          }
+        }
+        dw[m * K + kk] = static_cast<float>(acc);
+      }
+    }
+  });
 }
 
 /// dw_g [M/g, C/g·ΠK] = Σ_n dy_g [M/g, ΠO] · cols_gᵀ with cols_g = im2col(x_g) [C/g·ΠK, ΠO]:
 /// one GEMM per image and group, accumulated over the batch in image order (deterministic).
+/// Depthwise convs take depthwiseGradWeight.
 llvm::Error runConvGradWeight(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DW = c.outputs[0];
   Window3 w;
@@ -532,6 +573,10 @@ llvm::Error runConvGradWeight(const KernelCall &c) {
   const int64_t Cg = C / G, Mg = M / G, K = w.kSize(), O = w.outSize(), S = w.inSize(), rows = Cg * K;
   const float *x = X.as<const float>(), *dy = DY.as<const float>();
   float *dw = DW.as<float>(), *cols = static_cast<float *>(c.workspace);
+  if (Cg == 1) {
+    depthwiseGradWeight(x, dy, dw, N, C, M, w);
+    return llvm::Error::success();
+  }
   const bool pointwise = isPointwise(w);
   if (N == 0) std::memset(dw, 0, DW.bytes());
   for (int64_t n = 0; n < N; ++n)
