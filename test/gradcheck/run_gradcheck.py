@@ -356,6 +356,9 @@ def cnn_cases():
     conv("conv1d", rnd(2, 3, 9), rnd(5, 3, 4), rnd(5), strides=[2], pads=[1, 2], covers="Conv (1-D)")
     conv("conv3d", rnd(1, 2, 4, 5, 4), rnd(3, 2, 2, 3, 2), rnd(3), strides=[1, 2, 1], pads=[0, 1, 1, 1, 0, 0],
          covers="Conv (3-D)")
+    # 3-D: the im2col and depthwise loops of conv_grad_weight (1-D and 2-D convs run on oneDNN).
+    conv("conv3d_depthwise", rnd(2, 3, 4, 5, 6), rnd(6, 1, 2, 3, 3), None, strides=[1, 2, 2], pads=[1, 0, 1, 0, 1, 2],
+         dilations=[2, 1, 1], group=3, covers="Conv (3-D depthwise x2, strided, dilated)")
 
     def conv_t(name, x, w, b, strides, pads, output_padding, dilations=None, group=1, covers="ConvTranspose"):
         n = x.ndim - 2

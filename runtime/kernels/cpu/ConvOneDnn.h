@@ -6,7 +6,8 @@
 // on this CPU), with one reorder of x before and one of y after it, and weights reordered into its
 // layout once, at prepare, when they are plan weights. Bias and the fused activation run inside
 // the primitive (bias and post-ops). Internal to runtime/kernels/cpu; only built with oneDNN
-// (COLOSSAL_GEMM_BACKEND=onednn), otherwise the kernel keeps its im2col + GEMM path.
+// (COLOSSAL_GEMM_BACKEND=onednn), otherwise the kernel keeps its im2col + GEMM path. The same for
+// the backward-weights convolution of conv_grad_weight.
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_KERNELS_CPU_CONVONEDNN_H
@@ -54,6 +55,20 @@ llvm::Error runOneDnnConv(OneDnnConv &conv, const float *x, const float *w, cons
                           void *workspace);
 /// oneDNN's name of the implementation it chose ("brgconv:avx512_core", ...), for tests and docs.
 const char *oneDnnConvImpl(const OneDnnConv &conv);
+
+/// The backward-weights primitive of a (non-transposed) 2-D conv: dw = ∂L/∂w given x and the
+/// cotangent dy of y, the `conv_grad_weight` instruction. x, dy and dw are in the plan's plain
+/// layouts (nchw, nchw, oihw or goihw) and reordered around the primitive inside the workspace.
+class OneDnnConvGradWeight;
+
+/// Builds the primitive. Errors: oneDNN has no implementation (the caller falls back to im2col).
+llvm::Expected<std::shared_ptr<OneDnnConvGradWeight>> createOneDnnConvGradWeight(const ConvGeometry2D &g);
+/// Scratch the run needs (reordered x, dy and dw, the scratchpad), in bytes.
+size_t oneDnnConvGradWeightWorkspace(const OneDnnConvGradWeight &conv);
+/// dw = Σ over the batch and output positions of dy ⊗ x's receptive fields (overwritten, not
+/// accumulated). `workspace` holds oneDnnConvGradWeightWorkspace() bytes, 64-byte aligned.
+llvm::Error runOneDnnConvGradWeight(OneDnnConvGradWeight &conv, const float *x, const float *dy, float *dw,
+                                    void *workspace);
 
 }  // namespace colossal::runtime::cpu
 
