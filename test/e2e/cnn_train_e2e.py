@@ -2,7 +2,7 @@
 """End-to-end CNN training: a small fully convolutional net exported from PyTorch trains with
 colossal-run exactly as PyTorch trains it.
 
-    cnn_train_e2e.py --case sgd|accum|bf16|dp --workdir W [--opt PATH --run PATH] [--threads N] [--steps N]
+    cnn_train_e2e.py --case sgd|accum|bf16|dp|batchnorm --workdir W [--opt PATH --run PATH] [--threads N] [--steps N]
 
 The model (ByteCNN below, seeded, exported with torch.onnx.export at opset 17) reads byte tokens
 [B, 64] as an 8×8 image with 4 embedding channels and predicts every position's byte, logits
@@ -22,7 +22,11 @@ against the next bytes (docs/spec.md "Training data order"), the data Debian's
          widen the bf16 copies and run in f32): per step within 5e-3 relative of PyTorch's fp32 run
          (the tolerance of e2e.bf16.train), grad_norm within 2e-2;
   dp     `mesh: {dp: 2}` under mpirun -np 2 (each rank differentiates its 4 rows; the gradient
-         all_reduce sums conv_grad_weight's per-rank sums), within 1e-4 of PyTorch's one-rank run.
+         all_reduce sums conv_grad_weight's per-rank sums), within 1e-4 of PyTorch's one-rank run;
+  batchnorm  a BatchNorm2d after the first conv, exported with TrainingMode.TRAINING (batch
+         statistics, differentiated through the importer's decomposition) and trained by PyTorch in
+         train mode: as `sgd`. The running statistics are not checked (colossal-run does not
+         update them yet).
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no /usr/share/common-licenses; dp: no
 mpirun).
@@ -51,10 +55,11 @@ SGD = {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.01}
 class ByteCNN(nn.Module):
     """tokens [B, 64] -> logits [B, 64, 256] through an 8×8 feature map."""
 
-    def __init__(self):
+    def __init__(self, batch_norm=False):
         super().__init__()
         self.emb = nn.Embedding(V, 4)
         self.c1 = nn.Conv2d(4, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8) if batch_norm else nn.Identity()
         self.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2)
         self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
         self.head = nn.Conv2d(8, V, 1)
@@ -62,7 +67,7 @@ class ByteCNN(nn.Module):
     def forward(self, input_ids):
         n = input_ids.shape[0]
         x = self.emb(input_ids).reshape(n, 8, 8, 4).permute(0, 3, 1, 2)
-        h1 = F.relu(self.c1(x))                                    # [n, 8, 8, 8]
+        h1 = F.relu(self.bn(self.c1(x)))                           # [n, 8, 8, 8]
         p1 = F.max_pool2d(h1, 2)                                   # [n, 8, 4, 4]
         h2 = F.relu(self.c2(p1))                                   # [n, 16, 2, 2]
         u1 = F.interpolate(h2, scale_factor=2.0, mode="bilinear", align_corners=False)
@@ -72,7 +77,7 @@ class ByteCNN(nn.Module):
         return y.reshape(n, V, T).permute(0, 2, 1)
 
 
-def setup(args):
+def setup(args, batch_norm=False):
     """Exports the model and writes the token file; returns (model.onnx, state_dict, data)."""
     texts = sorted(f for f in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(f))
     if not texts:
@@ -85,19 +90,21 @@ def setup(args):
             with open(t, "rb") as g:
                 f.write(g.read())
     torch.manual_seed(0)
-    model = ByteCNN()
+    model = ByteCNN(batch_norm)
     onnx_path = os.path.join(args.workdir, "model.onnx")
+    mode = torch.onnx.TrainingMode.TRAINING if batch_norm else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path, input_names=["input_ids"],
-                          output_names=["logits"], opset_version=17)
+                          output_names=["logits"], opset_version=17, training=mode)
     return onnx_path, {k: v.clone() for k, v in model.state_dict().items()}, data
 
 
-def torch_run(state, data, steps):
+def torch_run(state, data, steps, batch_norm=False):
     """(loss, grad_norm) per step of torch.optim.SGD on colossal-run's batches."""
-    model = ByteCNN()
+    model = ByteCNN(batch_norm)
     model.load_state_dict(state)
+    model.train()
     tokens = tr.load_tokens(data, "uint8", V, T)
     opt = tr.make_optimizer(SGD, model.parameters(), "cnn_train_e2e")
     out = []
@@ -156,14 +163,14 @@ def compare(ours, ref, loss_tol=1e-4, norm_tol=1e-3):
     return ok
 
 
-def case(grad_accum, precision="fp32", loss_tol=1e-4, norm_tol=1e-3, dp=1):
+def case(grad_accum, precision="fp32", loss_tol=1e-4, norm_tol=1e-3, dp=1, batch_norm=False):
     def run_case(args):
-        onnx_path, state, data = setup(args)
+        onnx_path, state, data = setup(args, batch_norm)
         ours = colossal_run(args, onnx_path, data, args.steps, grad_accum, precision, dp)
-        return compare(ours, torch_run(state, data, args.steps), loss_tol, norm_tol)
+        return compare(ours, torch_run(state, data, args.steps, batch_norm), loss_tol, norm_tol)
     return run_case
 
 
 if __name__ == "__main__":
     u.case_main(__doc__, {"sgd": case(1), "accum": case(2), "bf16": case(1, "bf16", 5e-3, 2e-2),
-                          "dp": case(1, dp=2)}, threads=2, steps=20)
+                          "dp": case(1, dp=2), "batchnorm": case(1, batch_norm=True)}, threads=2, steps=20)
