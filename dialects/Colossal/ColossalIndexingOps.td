@@ -167,7 +167,7 @@ def ColossalIndexing_PadOp : Colossal_Op<"pad", [InferTypeOpAdaptor, VJP, Sharde
     `x`: tensor<D...xT>, `pads` = [b0, ..., b(r−1), e0, ..., e(r−1)] (ONNX order), result dim
     d = D[d] + b_d + e_d ≥ 0. `mode`: constant (the scalar `value`, 0 when absent), reflect
     (mirror without repeating the edge), edge (repeat the edge), wrap (periodic). Reflect needs
-    D[d] ≥ 2 on padded dims and edge/wrap D[d] ≥ 1.
+    D[d] ≥ 2 on padded dims and edge/wrap D[d] ≥ 1. VJP: pad_grad (none for `value`).
   }];
   let arguments = (ins AnyRankedTensor:$x, Optional<AnyRankedTensor>:$value,
                    DenseI64ArrayAttr:$pads, StrAttr:$mode);

@@ -32,7 +32,8 @@ def Colossal_ConvOp : Colossal_Op<"conv", [InferTypeOpAdaptorWithIsCompatible, V
     `hard_sigmoid` max(0, min(1, alpha·y + beta)) (ONNX HardSigmoid); `hard_swish`
     y·max(0, min(6, y + 3))/6 (ONNX HardSwish); `sigmoid`. Then, when set, y · output_scale +
     output_shift (a scalar affine map after the activation, as PP-LCNet's learnable affine blocks
-    have). A conv with an activation or an output scale/shift has no VJP.
+    have). A conv with an activation or an output scale/shift has no VJP; otherwise its VJP is
+    conv_transpose (dx), conv_grad_weight (dw) and a reduce_sum (dbias).
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -54,7 +55,9 @@ def Colossal_ConvTransposeOp : Colossal_Op<"conv_transpose", [InferTypeOpAdaptor
     Every input element scatters x[n, c, i] · w[c, m, k] to output position i·s + k·d − pad_begin
     (dropped when outside the result). The importer turns `output_shape` and `auto_pad` into
     `pads` (ONNX operator spec, ConvTranspose-11). `activation`, `activation_alpha`,
-    `activation_beta`, `output_scale` and `output_shift` are conv's fused epilogue.
+    `activation_beta`, `output_scale` and `output_shift` are conv's fused epilogue. VJP (without
+    an epilogue, output_padding below the stride): conv (dx), conv_grad_weight with x and dy
+    exchanged (dw), a reduce_sum (dbias).
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -112,6 +115,7 @@ def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, VJP, Sharded]> {
     - "avg": mean of the window; divided by the number of elements inside the input, or with
       `count_include_pad` by the number inside the padded input;
     - "lp": (Σ |x|^p)^(1/p) over the elements inside the input.
+    VJP: pool_grad for "max" and "avg"; "lp" has none.
   }];
   let arguments = (ins AnyRankedTensor:$x, StrAttr:$kind, DenseI64ArrayAttr:$kernel_shape,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -176,7 +180,7 @@ def Colossal_ResizeOp : Colossal_Op<"resize", [VJP, Sharded]> {
     kernel of parameter `cubic_coeff_a` (weights of neighbours outside the input are zeroed and
     the rest renormalized when `exclude_outside`); neighbour indices are clamped to the input.
     Interpolation is separable: the N-d result is the tensor product of the 1-d weights (ONNX
-    operator spec, Resize-19, and its reference implementation).
+    operator spec, Resize-19, and its reference implementation). VJP: resize_grad.
   }];
   let arguments = (ins AnyRankedTensor:$x, StrAttr:$mode, StrAttr:$coordinate_transformation_mode,
                    StrAttr:$nearest_mode, F32Attr:$cubic_coeff_a, BoolAttr:$exclude_outside,
