@@ -148,7 +148,7 @@ def Colossal_ConvGradWeightOp : Colossal_Op<"conv_grad_weight", [Sharded]> {
 
 def Colossal_PoolGradOp : Colossal_Op<"pool_grad", [Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::rowWise({0, 1})">.body;
-  let summary = "VJP of max / average pooling: dy routed back through each window";
+  let summary = "VJP of max / average / Lp pooling: dy routed back through each window";
   let description = [{
     x: the forward input [N, C, D1..Dn], dy: the cotangent of `pool`'s result [N, C, O1..On],
     float, one type; the attributes are the forward pool's (kind "max" or "avg"). Result dx of
@@ -157,12 +157,14 @@ def Colossal_PoolGradOp : Colossal_Op<"pool_grad", [Sharded]> {
       it (the first maximum inside the input; padding never wins), as torch.nn.MaxPool2d;
     - "avg": dx[i] += dy[o] / count(o) for every tap i of window o inside the input, count as
       the forward divides (in-input taps, or with `count_include_pad` the taps inside the padded
-      input; ONNX AveragePool-19).
+      input; ONNX AveragePool-19);
+    - "lp": dx[i] += dy[o] · sign(x[i])·|x[i]|^(p−1) / y[o]^(p−1) for the in-input taps, with
+      y[o] = (Σ |x|^p)^(1/p) recomputed (0 where y[o] = 0; ONNX LpPool-18).
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$dy, StrAttr:$kind,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode,
-                   BoolAttr:$count_include_pad);
+                   BoolAttr:$count_include_pad, I64Attr:$p);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -561,8 +561,10 @@ LogicalResult ConvGradWeightOp::verify() {
 
 LogicalResult PoolGradOp::verify() {
   auto x = getX().getType(), dy = getDy().getType();
-  if (getKind() != "max" && getKind() != "avg")
-    return emitOpError("kind must be \"max\" or \"avg\", got \"") << getKind() << "\"";
+  if (getKind() != "max" && getKind() != "avg" && getKind() != "lp")
+    return emitOpError("kind must be \"max\", \"avg\" or \"lp\", got \"") << getKind() << "\"";
+  if (getKind() == "lp" && getP() < 1)
+    return emitOpError("p must be positive");
   if (!llvm::isa<FloatType>(x.getElementType()) || dy.getElementType() != x.getElementType() ||
       getType() != x)
     return emitOpError("x, dy and the result must have one float element type, the result x's type");
@@ -676,15 +678,15 @@ LogicalResult ConvTransposeOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-// Max and average pooling route each window's cotangent back (pool_grad); Lp pooling has no VJP.
+// Each window's cotangent goes back through pool_grad (max: to the window's maximum; avg: spread
+// over it; lp: by the norm's derivative).
 LogicalResult PoolOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &og) {
   (void)needed;
-  if (getKind() == "lp")
-    return emitOpError("Lp pooling has no VJP (max and average pooling have)");
   og[0] = PoolGradOp::create(b, getLoc(), getX().getType(), getX(), resultGrads[0], getKindAttr(),
                              getKernelShapeAttr(), getStridesAttr(), getPadsAttr(),
-                             getDilationsAttr(), getCeilModeAttr(), getCountIncludePadAttr());
+                             getDilationsAttr(), getCeilModeAttr(), getCountIncludePadAttr(),
+                             getPAttr());
   return success();
 }
 

@@ -115,7 +115,7 @@ def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, VJP, Sharded]> {
     - "avg": mean of the window; divided by the number of elements inside the input, or with
       `count_include_pad` by the number inside the padded input;
     - "lp": (Σ |x|^p)^(1/p) over the elements inside the input.
-    VJP: pool_grad for "max" and "avg"; "lp" has none.
+    VJP: pool_grad.
   }];
   let arguments = (ins AnyRankedTensor:$x, StrAttr:$kind, DenseI64ArrayAttr:$kernel_shape,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,

@@ -407,6 +407,11 @@ def cnn_cases():
          pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
     pool("avgpool1d", "AveragePool", rnd(2, 3, 8), lambda x: F.avg_pool1d(x, 3, 2), "AveragePool (1-D)",
          kernel_shape=[3], strides=[2])
+    pool("lppool2d_p2", "LpPool", away(2, 3, 6, 6), lambda x: F.lp_pool2d(x, 2, 3, 2), "LpPool p=2 3x3/2",
+         opset=18, kernel_shape=[3, 3], strides=[2, 2], p=2)
+    # torch's lp_pool sums x^p (not |x|^p): positive inputs for an odd p.
+    pool("lppool2d_p3", "LpPool", rnd(2, 3, 6, 7, lo=0.2, hi=1.5), lambda x: F.lp_pool2d(x, 3, 2, 2),
+         "LpPool p=3 2x2/2", opset=18, kernel_shape=[2, 2], strides=[2, 2], p=3)
     pool("global_avgpool", "GlobalAveragePool", rnd(2, 3, 4, 5), lambda x: x.mean((2, 3), keepdim=True),
          "GlobalAveragePool")
 

@@ -67,7 +67,7 @@ constexpr StringLiteral kRoiAlign[] = {"mode",           "output_height", "outpu
 // training: backward ops (dialects/Colossal/ColossalGradOps.td, docs/plan.md "Training instructions")
 constexpr StringLiteral kUnaryGrad[] = {"fn", "alpha"};
 constexpr StringLiteral kPoolGrad[] = {"kind", "kernel_shape", "strides", "pads", "dilations",
-                                       "ceil_mode", "count_include_pad"};
+                                       "ceil_mode", "count_include_pad", "p"};
 constexpr StringLiteral kResizeGrad[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
                                          "cubic_coeff_a", "exclude_outside", "scales", "roi"};
 

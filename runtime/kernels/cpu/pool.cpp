@@ -7,9 +7,9 @@
 // max_pool_with_indices: max pooling plus the flat index (i64) of each maximum in x, row-major or
 //   (storage_order 1) column-major over the spatial dims; ties keep the first (ONNX MaxPool's
 //   Indices).
-// pool_grad: the VJP of max and avg pool (f32): dx = 0, then each window's dy goes to its argmax,
-//   recomputed from x with the forward's tie rule, or split over its in-input taps by the forward's
-//   divisor.
+// pool_grad: the VJP of pool (f32): dx = 0, then each window's dy goes to its argmax, recomputed
+//   from x with the forward's tie rule (max), split over its in-input taps by the forward's divisor
+//   (avg), or to its taps times sign(x)·|x|^(p−1) / y^(p−1) with the norm y recomputed (lp).
 // max_unpool: y = 0 except x[i] lands at the coordinates indices[i] names in `index_shape` (ONNX
 //   MaxUnpool); f32.
 // Parallel over the N·C planes (and over output rows when there are few planes).
@@ -277,18 +277,35 @@ llvm::Error verifyPoolGrad(const KernelCall &c) {
   if (X.rank() < 3 || DY.rank() != X.rank() || DY.shape[0] != X.shape[0] || DY.shape[1] != X.shape[1])
     return kernelError("dy must be [N, C, ...] like x");
   std::string kind = c.attrString("kind", "max");
-  if (kind != "max" && kind != "avg") return kernelError("kind must be max or avg, got '" + kind + "'");
+  if (kind != "max" && kind != "avg" && kind != "lp") return kernelError("kind must be max, avg or lp, got '" + kind + "'");
+  if (kind == "lp" && c.attrInt("p", 2) < 1) return kernelError("p must be positive");
   Window3 w;
   return readWindow(c, X, DY, {}, c.attrInt("ceil_mode", 0) != 0, w);
 }
 
-/// dx = 0, then each window's dy goes to its argmax (max) or, divided by the forward's count,
-/// to each of its taps inside the input (avg). Parallel over the N·C planes.
+/// Calls f(offset) for the plane offset of every tap of window `idx` inside the input.
+template <typename F>
+void forEachTap(const Window3 &w, const int64_t *idx, const int64_t *lo, const int64_t *hi, F &&f) {
+  for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
+    int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
+    for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
+      int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
+      int64_t row = (i0 * w.in[1] + i1) * w.in[2];
+      for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) f(row + idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2]);
+    }
+  }
+}
+
+/// dx = 0, then each window's dy goes to its argmax (max), divided by the forward's count to each
+/// of its taps inside the input (avg), or times the norm's derivative to each tap (lp). Parallel
+/// over the N·C planes.
 llvm::Error runPoolGrad(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &DY = c.inputs[1], &DX = c.outputs[0];
   Window3 w;
   if (llvm::Error e = readWindow(c, X, DY, {}, c.attrInt("ceil_mode", 0) != 0, w)) return e;
-  const bool max = c.attrString("kind", "max") == "max", includePad = c.attrInt("count_include_pad", 0) != 0;
+  const std::string kind = c.attrString("kind", "max");
+  const bool max = kind == "max", lp = kind == "lp", includePad = c.attrInt("count_include_pad", 0) != 0;
+  const double power = double(c.attrInt("p", 2));
   const float *x = X.as<const float>(), *dy = DY.as<const float>();
   float *dx = DX.as<float>();
   std::memset(dx, 0, DX.bytes());
@@ -303,17 +320,27 @@ llvm::Error runPoolGrad(const KernelCall &c) {
           if (where >= 0) dxp[where] += dyp[o];
           return;
         }
+        if (lp) {
+          // y = (Σ |x|^p)^(1/p), ∂y/∂x = sign(x)·|x|^(p−1) / y^(p−1)
+          double acc = 0;
+          forEachTap(w, idx, lo, hi, [&](int64_t off) {
+            double v = xp[off];
+            acc += power == 2 ? v * v : std::pow(std::fabs(v), power);
+          });
+          if (acc == 0) return;
+          const double y = power == 2 ? std::sqrt(acc) : std::pow(acc, 1.0 / power);
+          const double scale = dyp[o] / std::pow(y, power - 1);
+          forEachTap(w, idx, lo, hi, [&](int64_t off) {
+            double v = xp[off];
+            double d = power == 2 ? v : (v > 0 ? 1 : v < 0 ? -1 : 0) * std::pow(std::fabs(v), power - 1);
+            dxp[off] += static_cast<float>(scale * d);
+          });
+          return;
+        }
         int64_t count = windowCount(w, idx, lo, hi, includePad);
         if (!count) return;
         const float v = static_cast<float>(double(dyp[o]) / double(count));
-        for (int64_t t0 = lo[0]; t0 < hi[0]; ++t0) {
-          int64_t i0 = idx[0] * w.stride[0] - w.padBegin[0] + t0 * w.dil[0];
-          for (int64_t t1 = lo[1]; t1 < hi[1]; ++t1) {
-            int64_t i1 = idx[1] * w.stride[1] - w.padBegin[1] + t1 * w.dil[1];
-            float *row = dxp + (i0 * w.in[1] + i1) * w.in[2];
-            for (int64_t t2 = lo[2]; t2 < hi[2]; ++t2) row[idx[2] * w.stride[2] - w.padBegin[2] + t2 * w.dil[2]] += v;
-          }
-        }
+        forEachTap(w, idx, lo, hi, [&](int64_t off) { dxp[off] += v; });
       });
     }
   });
@@ -349,7 +376,7 @@ void registerPoolKernels(KernelRegistry &r) {
   grad.minInputs = grad.maxInputs = 2;
   grad.attrs = {{"kind", AttrKind::String}, {"kernel_shape", AttrKind::Ints}, {"strides", AttrKind::Ints},
                 {"pads", AttrKind::Ints},   {"dilations", AttrKind::Ints},    {"ceil_mode", AttrKind::Int},
-                {"count_include_pad", AttrKind::Int}};
+                {"count_include_pad", AttrKind::Int}, {"p", AttrKind::Int}};
   grad.verify = verifyPoolGrad;
   grad.run = runPoolGrad;
   r.add(grad);

@@ -34,17 +34,6 @@ func.func @attention_mask_param(%q: tensor<1x2x4x8xf32> {colossal.param = "q"}, 
 
 // -----
 
-// Lp pooling has no VJP (max and average pooling have): the pool says so, autodiff names the node.
-func.func @lp_pool(%w: tensor<1x1x4x4xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
-// CHECK: error: loc("lp"): 'colossal.pool' op Lp pooling has no VJP (max and average pooling have)
-// CHECK: error: loc("lp"): autodiff: cannot differentiate 'colossal.pool' (ONNX node 'lp')
-  %p = colossal.pool %w {kind = "lp", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false, p = 2 : i64} : (tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf32> loc("lp")
-  %l = colossal.reduce_sum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x2x2xf32>) -> tensor<f32>
-  return %l : tensor<f32>
-}
-
-// -----
-
 // A conv with a fused epilogue (an inference fusion) is not differentiated.
 func.func @conv_epilogue(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x3x3xf32> {colossal.param = "w"}) -> (tensor<f32> {colossal.output = "loss"}) {
 // CHECK: error: loc("conv_relu"): 'colossal.conv' op has a fused epilogue (activation or output scale/shift, an inference fusion) and no VJP

@@ -92,7 +92,7 @@ func.func @not_a_loss(%w: tensor<4xf32> {colossal.param = "w"}) -> (tensor<4xf32
 // CHECK: %[[ONES:.*]] = colossal.constant dense<1.000000e+00> : tensor<2x6x2x2xf32>
 // CHECK: %[[Y:.*]] = colossal.conv %arg0, %arg1, %arg2
 // CHECK: %[[R:.*]] = colossal.relu %[[Y]]
-// CHECK: %[[DR:.*]] = colossal.pool_grad %[[R]], %[[ONES]] {ceil_mode = false, count_include_pad = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, kind = "max", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x6x4x4xf32>, tensor<2x6x2x2xf32>) -> tensor<2x6x4x4xf32>
+// CHECK: %[[DR:.*]] = colossal.pool_grad %[[R]], %[[ONES]] {ceil_mode = false, count_include_pad = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, kind = "max", p = 2 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x6x4x4xf32>, tensor<2x6x2x2xf32>) -> tensor<2x6x4x4xf32>
 // CHECK: %[[DY:.*]] = colossal.unary_grad "relu" %[[Y]], %[[DR]]
 // CHECK: %[[DW:.*]] = colossal.conv_grad_weight %arg0, %[[DY]] {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x4x4xf32>) -> tensor<6x2x3x3xf32>
 // CHECK: %[[DB:.*]] = colossal.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>, keepdims = false} : (tensor<2x6x4x4xf32>) -> tensor<6xf32>

@@ -130,9 +130,9 @@ func.func @conv_grad_weight_groups(%x: tensor<2x4x7x7xf32>, %dy: tensor<2x6x4x4x
 
 // -----
 
-func.func @pool_grad_lp(%x: tensor<1x1x4x4xf32>, %dy: tensor<1x1x2x2xf32>) {
-  // expected-error @+1 {{kind must be "max" or "avg", got "lp"}}
-  %0 = colossal.pool_grad %x, %dy {kind = "lp", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+func.func @pool_grad_kind(%x: tensor<1x1x4x4xf32>, %dy: tensor<1x1x2x2xf32>) {
+  // expected-error @+1 {{kind must be "max", "avg" or "lp", got "min"}}
+  %0 = colossal.pool_grad %x, %dy {kind = "min", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false, p = 2 : i64} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
   return
 }
 
@@ -140,7 +140,7 @@ func.func @pool_grad_lp(%x: tensor<1x1x4x4xf32>, %dy: tensor<1x1x2x2xf32>) {
 
 func.func @pool_grad_dy_shape(%x: tensor<1x1x5x5xf32>, %dy: tensor<1x1x2x2xf32>) {
   // expected-error @+1 {{dy of shape [1x1x2x2] is not the pooled shape [1x1x3x3] of x}}
-  %0 = colossal.pool_grad %x, %dy {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true, count_include_pad = false} : (tensor<1x1x5x5xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x5x5xf32>
+  %0 = colossal.pool_grad %x, %dy {kind = "max", kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true, count_include_pad = false, p = 2 : i64} : (tensor<1x1x5x5xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x5x5xf32>
   return
 }
 

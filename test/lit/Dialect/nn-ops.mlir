@@ -58,12 +58,12 @@ func.func @resize_loss_quant(%x: tensor<1x1x2x2xf32>, %lp: tensor<3x5x2xf32>, %t
 // attributes.
 // CHECK-LABEL: func.func @grads
 // CHECK: colossal.conv_grad_weight %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x4x4xf32>) -> tensor<6x2x3x3xf32>
-// CHECK: colossal.pool_grad %arg2, %arg1 {ceil_mode = false, count_include_pad = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, kind = "avg", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x6x8x8xf32>, tensor<2x6x4x4xf32>) -> tensor<2x6x8x8xf32>
+// CHECK: colossal.pool_grad %arg2, %arg1 {ceil_mode = false, count_include_pad = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, kind = "avg", p = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x6x8x8xf32>, tensor<2x6x4x4xf32>) -> tensor<2x6x8x8xf32>
 // CHECK: colossal.pad_grad %arg2 {mode = "edge", pads = array<i64: 0, 0, 2, 2, 0, 0, 2, 2>} : (tensor<2x6x8x8xf32>) -> tensor<2x6x4x4xf32>
 // CHECK: colossal.resize_grad %arg2 {{.*}}mode = "nearest"{{.*}} : (tensor<2x6x8x8xf32>) -> tensor<2x6x4x4xf32>
 func.func @grads(%x: tensor<2x4x7x7xf32>, %dy: tensor<2x6x4x4xf32>, %big: tensor<2x6x8x8xf32>) {
   %0 = colossal.conv_grad_weight %x, %dy {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x7x7xf32>, tensor<2x6x4x4xf32>) -> tensor<6x2x3x3xf32>
-  %1 = colossal.pool_grad %big, %dy {kind = "avg", kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = true} : (tensor<2x6x8x8xf32>, tensor<2x6x4x4xf32>) -> tensor<2x6x8x8xf32>
+  %1 = colossal.pool_grad %big, %dy {kind = "avg", kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = true, p = 2 : i64} : (tensor<2x6x8x8xf32>, tensor<2x6x4x4xf32>) -> tensor<2x6x8x8xf32>
   %2 = colossal.pad_grad %big {mode = "edge", pads = array<i64: 0, 0, 2, 2, 0, 0, 2, 2>} : (tensor<2x6x8x8xf32>) -> tensor<2x6x4x4xf32>
   %3 = colossal.resize_grad %big {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", cubic_coeff_a = -7.500000e-01 : f32, exclude_outside = false, scales = array<f64: 1.0, 1.0, 2.0, 2.0>, roi = array<f64>} : (tensor<2x6x8x8xf32>) -> tensor<2x6x4x4xf32>
   return
