@@ -690,6 +690,44 @@ LogicalResult PoolOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bo
   return success();
 }
 
+// The values' cotangent goes back as max pooling's (the same maxima, ties to the first); the
+// indices are integers.
+LogicalResult MaxPoolWithIndicesOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                             ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
+  (void)needed;
+  if (!resultGrads[0])
+    return success();
+  og[0] = PoolGradOp::create(b, getLoc(), getX().getType(), getX(), resultGrads[0],
+                             b.getStringAttr("max"), getKernelShapeAttr(), getStridesAttr(),
+                             getPadsAttr(), getDilationsAttr(), getCeilModeAttr(),
+                             b.getBoolAttr(false), b.getI64IntegerAttr(2));
+  return success();
+}
+
+// y[index_shape position indices[j]] = x[j]: dx[j] reads dy there. dy's `index_shape` corner
+// (a slice when the output is larger), flattened, is gathered at the flat indices.
+LogicalResult MaxUnpoolOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &og) {
+  if (!needed[0])
+    return success();
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  auto gt = rankedType(g);
+  auto is = getIndexShape();
+  if (ArrayRef<int64_t>(gt.getShape()) != is) {
+    SmallVector<int64_t> zeros(is.size(), 0), ones(is.size(), 1);
+    g = SliceOp::create(b, loc, RankedTensorType::get(is, gt.getElementType()), g,
+                        b.getDenseI64ArrayAttr(zeros), b.getDenseI64ArrayAttr(is),
+                        b.getDenseI64ArrayAttr(ones));
+  }
+  int64_t total = 1;
+  for (int64_t d : is)
+    total *= d;
+  Value flat = ReshapeOp::create(b, loc, RankedTensorType::get({total}, gt.getElementType()), g);
+  og[0] = GatherOp::create(b, loc, flat, getIndices(), b.getI64IntegerAttr(0));
+  return success();
+}
+
 // Resize is linear in x: its VJP is the transpose of the same interpolation.
 LogicalResult ResizeOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
                                  SmallVectorImpl<Value> &og) {

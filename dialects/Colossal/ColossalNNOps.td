@@ -125,12 +125,13 @@ def Colossal_PoolOp : Colossal_Op<"pool", [InferTypeOpAdaptor, VJP, Sharded]> {
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_MaxPoolWithIndicesOp : Colossal_Op<"max_pool_with_indices", [InferTypeOpAdaptor]> {
+def Colossal_MaxPoolWithIndicesOp : Colossal_Op<"max_pool_with_indices", [InferTypeOpAdaptor, VJP]> {
   let summary = "Max pooling that also returns where each maximum came from (ONNX MaxPool's Indices)";
   let description = [{
     Like `pool` with kind "max"; the second result (i64, same shape) holds the flat index of each
     maximum in x: n·C·S + c·S + the spatial offset, which is row-major, or column-major (the first
     spatial dim fastest) when `storage_order` is 1. S = D1·…·Dn. Ties keep the first maximum.
+    VJP (of the values; the indices have none): max pooling's pool_grad.
   }];
   let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$kernel_shape,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -139,7 +140,7 @@ def Colossal_MaxPoolWithIndicesOp : Colossal_Op<"max_pool_with_indices", [InferT
   let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
 }
 
-def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool"> {
+def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool", [VJP]> {
   let summary = "Scatter pooled values back to the positions their indices name (ONNX MaxUnpool)";
   let description = [{
     x: [N, C, d...] values, indices: same shape, i64 flat row-major indices into a tensor of
@@ -148,7 +149,7 @@ def Colossal_MaxUnpoolOp : Colossal_Op<"max_unpool"> {
     x, [N, C, O...] with O ≥ I) is zero except that x[j] lands at the position whose coordinates
     indices[j] names in `index_shape` (ONNX MaxUnpool with output_shape places the unpooled
     tensor at the start of the larger output). An index outside `index_shape` is an error at
-    run time.
+    run time. VJP: dx[j] = dy at indices[j], a gather from dy's `index_shape` corner, flattened.
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$indices,
                    DenseI64ArrayAttr:$index_shape);

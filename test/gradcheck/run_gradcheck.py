@@ -394,6 +394,17 @@ def cnn_cases():
          kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2], ceil_mode=1)
     pool("maxpool1d", "MaxPool", distinct(2, 3, 9), lambda x: F.max_pool1d(x, 3, 2, 1), "MaxPool (1-D)",
          kernel_shape=[3], strides=[2], pads=[1, 1])
+    # MaxPool's Indices output feeding MaxUnpool (SegNet's decoder): max_pool_with_indices and
+    # max_unpool, the second into a larger output (the unpooled tensor at its start).
+    for name, shape, tail in (("maxpool_indices_unpool", None, lambda y: y),
+                              ("maxpool_indices_unpool_larger", [2, 3, 7, 7], lambda y: F.pad(y, (0, 1, 0, 1)))):
+        consts = {"os": np.array(shape, np.int64)} if shape else {}
+        cs.append(Case(name, "MaxPool (Indices) + MaxUnpool" + (" (output_shape)" if shape else ""),
+                       {"X": distinct(2, 3, 6, 6)},
+                       [N("MaxPool", ["X"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+                        N("MaxUnpool", ["v", "i"] + (["os"] if shape else []), kernel_shape=[2, 2], strides=[2, 2])],
+                       lambda t, tail=tail: tail(F.max_unpool2d(*F.max_pool2d(t["X"], 2, 2, return_indices=True), 2, 2)),
+                       consts=consts))
     pool("avgpool2d", "AveragePool", rnd(2, 3, 6, 6), lambda x: F.avg_pool2d(x, 2, 2), "AveragePool 2x2/2",
          kernel_shape=[2, 2], strides=[2, 2])
     for cip in (0, 1):
