@@ -149,3 +149,22 @@ func.func @pad_resize(%x: tensor<1x2x4x5xf32> {colossal.param = "x"}) -> (tensor
   %l = colossal.reduce_sum %s {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x12x14xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// SegNet's decoder: max pooling with indices, then max_unpool into a larger output. The unpool's
+// VJP reads dy at the indices (a slice of its index_shape corner, flattened, then a gather); the
+// pool's is max pooling's pool_grad.
+// CHECK-LABEL: func.func @max_unpool
+// CHECK: %[[V:.*]], %[[I:.*]] = colossal.max_pool_with_indices %arg0
+// CHECK: %[[C:.*]] = colossal.slice %{{.*}} {limits = array<i64: 1, 2, 4, 4>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x5x5xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: %[[F:.*]] = colossal.reshape %[[C]] : tensor<1x2x4x4xf32> -> tensor<32xf32>
+// CHECK: %[[DV:.*]] = colossal.gather %[[F]], %[[I]] {axis = 0 : i64} : (tensor<32xf32>, tensor<1x2x2x2xi64>) -> tensor<1x2x2x2xf32>
+// CHECK: colossal.pool_grad %arg0, %[[DV]] {{.*}}kind = "max"
+func.func @max_unpool(%x: tensor<1x2x4x4xf32> {colossal.param = "x"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %v, %i = colossal.max_pool_with_indices %x {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>) -> (tensor<1x2x2x2xf32>, tensor<1x2x2x2xi64>)
+  %u = colossal.max_unpool %v, %i {index_shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xi64>) -> tensor<1x2x5x5xf32>
+  %s = colossal.mul %u, %u : (tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  %l = colossal.reduce_sum %s {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x5x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
