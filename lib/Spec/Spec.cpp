@@ -56,8 +56,8 @@ struct Precision {
   std::string compute = "fp32";
   std::optional<LossScale> lossScale;
 };
-/// `memory:` (budgets, recompute and offload); every key but the neutral values is "not supported
-/// yet".
+/// `memory:` (docs/training.md "Memory budget"): a budget and activation recompute; offload is
+/// "not supported yet".
 struct Memory {
   std::optional<double> budgetMb;
   std::string recompute = "none", offload = "none", offloadDir;
@@ -570,8 +570,11 @@ template <> struct MappingTraits<Memory> {
       return "memory.recompute must be none, full, selective or auto; got '" + m.recompute + "'";
     if (!llvm::is_contained(offload, m.offload))
       return "memory.offload must be none, optimizer, params or auto; got '" + m.offload + "'";
-    if (m.budgetMb || m.recompute != "none" || m.offload != "none" || !m.offloadDir.empty())
-      return "memory: budgets, recompute and offload are not supported yet";
+    if (m.offload != "none" || !m.offloadDir.empty())
+      return "memory.offload: offloading to a slower tier is not supported yet (budgets and "
+             "recompute are)";
+    if (m.budgetMb && *m.budgetMb > 1048576.0 * 1024)
+      return "memory.budget_mb must be at most 2^30 MiB";
     return "";
   }
 };
@@ -743,6 +746,11 @@ Expected<Spec> parseSpecFile(StringRef path) {
     }
     spec.lossScale = ls;
   }
+  if (raw.memory) {
+    if (raw.memory->budgetMb)
+      spec.memory.budgetBytes = static_cast<uint64_t>(*raw.memory->budgetMb * 1048576.0);
+    spec.memory.recompute = raw.memory->recompute;
+  }
   if (raw.zero) {
     spec.bucketMb = raw.zero->bucketMb;
     spec.zeroStage = raw.zero->stage;
@@ -761,6 +769,15 @@ Expected<Spec> parseSpecFile(StringRef path) {
     return createStringError(inconvertibleErrorCode(),
                              path + ": precision.loss_scale scales the loss of training; it needs "
                                     "mode: train (inference in fp16 needs no loss scale)");
+  if (spec.memory.recompute != "none" && spec.mode != "train")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.recompute " + spec.memory.recompute +
+                                 " recomputes activations saved for the backward pass; it needs "
+                                 "mode: train");
+  if (spec.memory.recompute == "auto" && !spec.memory.budgetBytes)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.recompute auto chooses what to recompute to fit "
+                                    "memory.budget_mb; set one (or use full or selective)");
   if (spec.zeroStage != 0 && spec.mode != "train")
     return createStringError(inconvertibleErrorCode(),
                              path + ": zero.stage " + Twine(spec.zeroStage) +

@@ -12,6 +12,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -22,6 +24,11 @@
 namespace colossal::runtime {
 
 namespace {
+
+/// Written over the whole arena at start; a 64-bit word a kernel writes equals it with
+/// probability 2^-64 (StepResult::memory).
+constexpr uint64_t kArenaCanary = 0xC0105A1CA4E4A5A5ull;
+
 
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
@@ -167,7 +174,23 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
     out += ",\"state_bytes\":{\"params\":" + std::to_string(r.stateBytes.params) +
            ",\"grads\":" + std::to_string(r.stateBytes.grads) +
            ",\"optimizer\":" + std::to_string(r.stateBytes.optimizer) + "}";
-  return out + "}";
+  out += ",\"memory\":{\"arena_bytes\":" + std::to_string(r.memory.arenaBytes);
+  if (r.memory.arenaHighWater >= 0)
+    out += ",\"arena_high_water_bytes\":" + std::to_string(r.memory.arenaHighWater);
+  if (r.memory.peakRss >= 0)
+    out += ",\"peak_rss_bytes\":" + std::to_string(r.memory.peakRss);
+  return out + "}}";
+}
+
+int64_t Trainer::arenaHighWater() const {
+  if (device_->kind() != DeviceKind::CPU)
+    return -1;
+  const uint64_t *words = static_cast<const uint64_t *>(arena_);
+  uint64_t n = arenaBytes_ / sizeof(uint64_t);
+  while (n > 0 && words[n - 1] == kArenaCanary)
+    --n;
+  const uint64_t line = 64;
+  return static_cast<int64_t>((n * sizeof(uint64_t) + line - 1) / line * line);
 }
 
 Trainer::~Trainer() {
@@ -201,6 +224,9 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
   if (!arena) return arena.takeError();
   t->arena_ = *arena;
+  t->arenaBytes_ = arenaBytes;
+  if (device.kind() == DeviceKind::CPU)
+    std::fill_n(static_cast<uint64_t *>(t->arena_), arenaBytes / sizeof(uint64_t), kArenaCanary);
   llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan.plan, plan.path);
   if (!mesh) return mesh.takeError();
   const int64_t meshRanks = mesh->size();
@@ -403,6 +429,11 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   }
   r.skippedTotal = skipped_;
   r.stateBytes = stateBytes_;
+  r.memory.arenaBytes = static_cast<int64_t>(arenaBytes_);
+  r.memory.arenaHighWater = arenaHighWater();
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    r.memory.peakRss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).

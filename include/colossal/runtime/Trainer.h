@@ -69,6 +69,13 @@ struct StepResult {
   struct StateBytes {
     int64_t params = 0, grads = 0, optimizer = 0;
   } stateBytes;
+  /// Memory measured on this rank (docs/training.md "Memory budget"): the arena's planned size,
+  /// its high-water mark (the end of the highest 64-byte line any program ever wrote, found by a
+  /// canary pattern written at start; -1 off the CPU) and the process's peak resident set
+  /// (getrusage ru_maxrss), bytes.
+  struct Memory {
+    int64_t arenaBytes = 0, arenaHighWater = -1, peakRss = -1;
+  } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
   /// Non-finite step: the update was not applied (parameters, optimizer state and the optimizer's
@@ -141,6 +148,10 @@ private:
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
+  uint64_t arenaBytes_ = 0;
+  /// StepResult::memory.arenaHighWater: scans down from the arena's end for the first line that
+  /// no longer holds the canary.
+  int64_t arenaHighWater() const;
   std::unique_ptr<StateStore> states_;
   std::unique_ptr<Executor> trainStep_, optimizerStep_, eval_;
   DType tokensDType_ = DType::I64;

@@ -115,15 +115,11 @@ llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
 
 namespace {
 
-/// Plans one program's memory and appends it to `planMsg`; fills `summary` for the report.
-LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg,
-                          ProgramSummary &summary) {
-  const std::vector<Tensor> &tensors = collected.tensors;
-
-  // Plan memory.
+/// Plans one program's memory (MemoryPlanner.h) from its tensors and instructions.
+memory::MemoryPlan planProgramMemory(const CollectedProgram &collected) {
   std::vector<memory::Value> values;
-  values.reserve(tensors.size());
-  for (const Tensor &t : tensors) {
+  values.reserve(collected.tensors.size());
+  for (const Tensor &t : collected.tensors) {
     memory::Value &v = values.emplace_back();
     v.bytes = t.type.bytes;
     v.dtype = static_cast<int>(t.type.dtype);
@@ -143,7 +139,14 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   std::vector<uint32_t> outputIds;
   for (auto &binding : collected.outputs)
     outputIds.push_back(binding.second);
-  memory::MemoryPlan memPlan = memory::planMemory(values, steps, outputIds);
+  return memory::planMemory(values, steps, outputIds);
+}
+
+/// Plans one program's memory and appends it to `planMsg`; fills `summary` for the report.
+LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg,
+                          ProgramSummary &summary) {
+  const std::vector<Tensor> &tensors = collected.tensors;
+  memory::MemoryPlan memPlan = planProgramMemory(collected);
 
   std::vector<memory::Interval> check;
   for (uint32_t s = 0; s < memPlan.storages.size(); ++s)
@@ -496,9 +499,10 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
 }
 
 /// `--report-format=json` (docs/cli.md "Report as JSON"): the text report's figures as one JSON
-/// object, for scripts. Bytes are per rank (the plan's local shapes). `memory` states what the
-/// compiler can meet today: without recompute or offload (not built yet) the smallest budget that
-/// fits is the predicted peak itself.
+/// object, for scripts. Bytes are per rank (the plan's local shapes). `memory`: the predicted
+/// peak, the budget (null without one), the smallest budget recompute can meet (the peak itself
+/// when none was computed), what is recomputed (null: nothing) and offloaded ("none" until
+/// offload exists).
 void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::raw_ostream &os) {
   namespace json = llvm::json;
   auto shape = [](llvm::ArrayRef<int64_t> dims) {
@@ -561,6 +565,21 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                            {"bytes", static_cast<int64_t>(v.bytes)},
                                            {"calls", static_cast<int64_t>(v.calls)},
                                            {"elements", static_cast<int64_t>(v.elements)}});
+  // Without a computed minimum (no recompute possible: inference), the plan itself is the
+  // smallest one the compiler can build.
+  json::Value recompute = nullptr;
+  if (!s.recompute.mode.empty())
+    recompute = json::Object{{"mode", s.recompute.mode},
+                             {"units", static_cast<int64_t>(s.recompute.units)},
+                             {"ops", static_cast<int64_t>(s.recompute.ops)},
+                             {"flops", static_cast<int64_t>(s.recompute.flops)},
+                             {"forward_flops", static_cast<int64_t>(s.recompute.forwardFlops)}};
+  json::Object memory{
+      {"predicted_peak_bytes", static_cast<int64_t>(peak)},
+      {"budget_bytes", s.budgetBytes ? json::Value(static_cast<int64_t>(s.budgetBytes)) : json::Value(nullptr)},
+      {"minimum_budget_bytes", static_cast<int64_t>(s.minimumBudgetBytes ? s.minimumBudgetBytes : peak)},
+      {"recompute", std::move(recompute)},
+      {"offload", "none"}};
   json::Object out{{"plan", s.planPath},
                    {"mode", planMsg.mode()},
                    {"mesh", std::move(mesh)},
@@ -570,10 +589,7 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                    {"programs", std::move(programs)},
                    {"trainable_parameters", std::move(params)},
                    {"communication", std::move(communication)},
-                   {"memory", json::Object{{"predicted_peak_bytes", static_cast<int64_t>(peak)},
-                                           {"minimum_budget_bytes", static_cast<int64_t>(peak)},
-                                           {"recompute", json::Array{}},
-                                           {"offload", json::Array{}}}}};
+                   {"memory", std::move(memory)}};
   if (train)
     out["zero_stage"] = planMsg.train().zero_stage();
   os << llvm::formatv("{0:2}", json::Value(std::move(out))) << "\n";
@@ -641,6 +657,33 @@ static std::vector<ReportNotTrained> notTrainedRows(ModuleOp module,
       rows.push_back(std::move(row));
     }
   return rows;
+}
+
+FailureOr<MemoryPrediction> predictMemory(ModuleOp module) {
+  CollectedModule collected;
+  if (failed(collectModule(module, collected)))
+    return failure();
+  MemoryPrediction out;
+  llvm::StringMap<uint64_t> local; // weight name -> this rank's bytes (its largest view)
+  for (const CollectedProgram &program : collected.programs) {
+    out.arenaBytes = std::max(out.arenaBytes, planProgramMemory(program).arenaBytes);
+    for (const Tensor &t : program.tensors)
+      if (t.isWeight && !t.weightName.empty() && t.aliasOf < 0)
+        local[t.weightName] = std::max(local[t.weightName], t.type.bytes);
+  }
+  for (const plan::StateTensor &st : collected.states) {
+    uint64_t count = 1;
+    for (int64_t d : st.shape())
+      count *= static_cast<uint64_t>(d);
+    out.stateBytes += count * runtime::dtypeSize(static_cast<runtime::DType>(st.dtype()));
+  }
+  llvm::StringSet<> trainable;
+  for (const TrainableParam &p : collected.trainable)
+    trainable.insert(p.name);
+  for (const Weight &w : collected.weights)
+    if (!trainable.contains(w.name))
+      out.weightBytes += collected.train ? w.type.bytes : local.lookup(w.name);
+  return out;
 }
 
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
@@ -780,6 +823,18 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     }
     summary.train = collected.train;
     summary.frozen = collected.frozen;
+    summary.budgetBytes = options.memoryBudgetBytes;
+    summary.minimumBudgetBytes = options.minimumBudgetBytes;
+    if (func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep))
+      if (auto r = step->getAttrOfType<DictionaryAttr>("colossal.recompute")) {
+        auto get = [&](llvm::StringRef key) {
+          auto a = r.getAs<IntegerAttr>(key);
+          return a ? static_cast<uint64_t>(a.getInt()) : 0;
+        };
+        auto mode = r.getAs<StringAttr>("mode");
+        summary.recompute = {mode ? mode.str() : "", get("units"), get("ops"), get("flops"),
+                             get("forward_flops")};
+      }
     if (collected.train) {
       summary.notTrained = notTrainedRows(module, collected);
       llvm::StringSet<> initWeights;

@@ -1,6 +1,8 @@
 //===- PlanReport.cpp - the human-readable memory plan summary -------------------------------===//
 #include "PlanReport.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -147,6 +149,20 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
            bytesCell(peak) + " (params + grads + optimizer state + read-only weights + activations)"},
       },
       {false, true, false}, os);
+  if (s.budgetBytes)
+    os << "memory budget: " << formatBytes(s.budgetBytes) << " per rank (" << s.budgetBytes
+       << " bytes); the plan needs " << formatBytes(peak) << "\n";
+  if (s.minimumBudgetBytes)
+    os << "smallest budget with recompute: " << formatBytes(s.minimumBudgetBytes) << " ("
+       << s.minimumBudgetBytes << " bytes)\n";
+  if (!s.recompute.mode.empty()) {
+    const ReportRecompute &r = s.recompute;
+    os << "recompute: " << r.mode << ", " << r.units << " units, " << r.ops
+       << " ops recomputed in the backward part of train_step, "
+       << llvm::formatv("{0:f2}", double(r.flops) / 1e6) << " MFLOP per microbatch (";
+    os << llvm::formatv("{0:f2}", r.forwardFlops ? double(r.flops) / double(r.forwardFlops) : 0.0)
+       << " of a forward)\n";
+  }
   if (largest)
     printLargestBuffers(*largest, "largest arena buffers of " + largest->name, os);
 }

@@ -48,6 +48,13 @@ struct ReportNotTrained {
   std::string why;
 };
 
+/// Activation recompute in @train_step (the colossal-recompute pass's `colossal.recompute`).
+struct ReportRecompute {
+  std::string mode;                    // full | selective | auto
+  uint64_t units = 0, ops = 0;         // units recomputed, ops cloned into the backward part
+  uint64_t flops = 0, forwardFlops = 0; // per microbatch: the clones', the forward part's
+};
+
 struct PlanSummary {
   std::string planPath, weightsFile;
   uint64_t weightBytes = 0;           // the weights file's tensors
@@ -63,6 +70,9 @@ struct PlanSummary {
   uint64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   uint64_t readOnlyWeightBytes = 0;
   size_t numReadOnlyWeights = 0;
+  ReportRecompute recompute;          // mode "" without recompute
+  uint64_t budgetBytes = 0;           // memory.budget_mb (0: none)
+  uint64_t minimumBudgetBytes = 0;    // the smallest budget recompute can meet (0: not computed)
 };
 
 /// "1.50 MiB", "12.0 KiB", "512 B".
