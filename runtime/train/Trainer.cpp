@@ -174,7 +174,14 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
     out += ",\"state_bytes\":{\"params\":" + std::to_string(r.stateBytes.params) +
            ",\"grads\":" + std::to_string(r.stateBytes.grads) +
            ",\"optimizer\":" + std::to_string(r.stateBytes.optimizer) + "}";
+  if (r.memory.arenaBytes <= 0)
+    return out + "}";
   out += ",\"memory\":{\"arena_bytes\":" + std::to_string(r.memory.arenaBytes);
+  if (r.memory.offloadedBytes >= 0)
+    out += ",\"offloaded_bytes\":" + std::to_string(r.memory.offloadedBytes) +
+           ",\"prefetched_bytes\":" + std::to_string(r.memory.tierPrefetchedBytes);
+  if (r.memory.majorFaults >= 0)
+    out += ",\"major_faults\":" + std::to_string(r.memory.majorFaults);
   if (r.memory.arenaHighWater >= 0)
     out += ",\"arena_high_water_bytes\":" + std::to_string(r.memory.arenaHighWater);
   if (r.memory.peakRss >= 0)
@@ -211,6 +218,10 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   auto states = StateStore::create(plan, device);
   if (!states) return states.takeError();
   t->states_ = std::move(*states);
+  // Offload: the weights file's pages held the initial values the states now have.
+  if (t->states_->tier() && plan.weights) plan.weights->releasePages();
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) t->majorFaults_ = static_cast<int64_t>(usage.ru_majflt);
   for (const StateEntry &e : t->states_->entries()) {
     const int64_t bytes = static_cast<int64_t>(e.tensor.bytes());
     switch (e.role()) {
@@ -429,11 +440,22 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   }
   r.skippedTotal = skipped_;
   r.stateBytes = stateBytes_;
+  // Offload: whatever ran outside the programs' schedules this step (a skip's zeroing, fp16's
+  // unscaling, test hooks) leaves no offloaded page behind.
+  states_->evictOffloaded();
+  if (const Tier *tier = states_->tier()) {
+    r.memory.offloadedBytes = static_cast<int64_t>(tier->bytes());
+    r.memory.tierPrefetchedBytes = static_cast<int64_t>(tier->prefetchedBytes() - tierPrefetched_);
+    tierPrefetched_ = tier->prefetchedBytes();
+  }
   r.memory.arenaBytes = static_cast<int64_t>(arenaBytes_);
   r.memory.arenaHighWater = arenaHighWater();
   struct rusage usage;
-  if (getrusage(RUSAGE_SELF, &usage) == 0)
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
     r.memory.peakRss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+    r.memory.majorFaults = static_cast<int64_t>(usage.ru_majflt) - majorFaults_;
+    majorFaults_ = static_cast<int64_t>(usage.ru_majflt);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).
@@ -597,6 +619,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       info.lossScale = tr.lossScale();
       info.lossScaleGrowthTracker = tr.lossScaleGrowthTracker();
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
+      tr.states().evictOffloaded(); // the save read every state
       if (!saved) return refusedSave(s, saved.takeError(), newest);
       newest = *saved;
     }

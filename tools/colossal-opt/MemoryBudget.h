@@ -10,6 +10,7 @@
 #define COLOSSAL_TOOLS_COLOSSAL_OPT_MEMORYBUDGET_H
 
 #include "colossal/Spec/Spec.h"
+#include "colossal/Target/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -23,15 +24,18 @@ struct MemoryFit {
   /// The smallest per-rank peak the compiler can plan for this spec (recompute: auto with the
   /// tightest target, or the spec's own plan when that is smaller), bytes.
   uint64_t minimumBytes = 0;
+  /// The offload mode the plan needs (memory.offload, auto resolved): none, optimizer or params.
+  std::string offloadMode = "none";
 };
 
-/// Checks `compiled` (the spec's pipeline already run) against `spec.memory`, and for
-/// `recompute: auto` finds the plan with the least recompute that fits. `compile(variant)` runs
+/// Checks `compiled` (the spec's pipeline already run) against `spec.memory`: for `offload: auto`
+/// the least offload that fits (none, optimizer, params), for `recompute: auto` the least
+/// recompute. `options` are the plan options (offload dir) predictions are made with. `compile(variant)` runs
 /// the pipeline of `variant` on a fresh copy of the imported module (null on failure, its errors
 /// reported). A budget below the minimum, or a none/full/selective plan above the budget, is an
 /// error naming `specPath`, the bytes needed by kind and the minimum; returns failure then.
 mlir::FailureOr<MemoryFit>
-fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec,
+fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &options,
                 llvm::function_ref<mlir::OwningOpRef<mlir::ModuleOp>(const Spec &)> compile,
                 llvm::StringRef specPath);
 

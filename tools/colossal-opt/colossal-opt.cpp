@@ -153,7 +153,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   // than once, so the imported module is kept.
   const bool budgeted =
       text.empty() && (spec.memory.budgetBytes ||
-                       (spec.train && (spec.memory.recompute != "none" || wantReport())));
+                       (spec.train && (spec.memory.recompute != "none" || spec.memory.offload != "none" ||
+                                       wantReport())));
   OwningOpRef<ModuleOp> imported;
   if (budgeted)
     imported = module->clone();
@@ -169,7 +170,9 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
         return nullptr;
       return m;
     };
-    auto fitted = colossal::fitMemoryBudget(*module, spec, compile, specPath);
+    colossal::PlanOptions predictOptions;
+    predictOptions.offloadDir = spec.memory.offloadDir;
+    auto fitted = colossal::fitMemoryBudget(*module, spec, predictOptions, compile, specPath);
     if (failed(fitted))
       return 1;
     fit = std::move(*fitted);
@@ -191,6 +194,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   planOptions.reportFormat = reportFormat;
   planOptions.memoryBudgetBytes = spec.memory.budgetBytes.value_or(0);
   planOptions.minimumBudgetBytes = fit.minimumBytes;
+  planOptions.offloadMode = fit.offloadMode;
+  planOptions.offloadDir = spec.memory.offloadDir;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).

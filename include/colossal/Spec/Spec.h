@@ -65,6 +65,8 @@ struct Spec {
   struct Memory {
     std::optional<uint64_t> budgetBytes;
     std::string recompute = "none";
+    std::string offload = "none"; // none | optimizer | params | auto (train only; auto needs a budget)
+    std::string offloadDir;       // absolute or relative to the spec's folder; "" = beside the plan
     uint64_t activationTarget = 0;
   } memory;
   /// `mesh:` axes and sizes as written (meshAxes() orders them). Only `dp` and `tp` may exceed 1.

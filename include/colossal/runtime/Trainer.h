@@ -73,8 +73,12 @@ struct StepResult {
   /// its high-water mark (the end of the highest 64-byte line any program ever wrote, found by a
   /// canary pattern written at start; -1 off the CPU) and the process's peak resident set
   /// (getrusage ru_maxrss), bytes.
+  /// With offload also the tier's size, the bytes its schedule prefetched this step and the
+  /// step's major page faults (reads the step had to wait for: the prefetch came too late or the
+  /// kernel had dropped the pages; -1 when unknown).
   struct Memory {
     int64_t arenaBytes = 0, arenaHighWater = -1, peakRss = -1;
+    int64_t offloadedBytes = -1, tierPrefetchedBytes = 0, majorFaults = -1;
   } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
@@ -149,6 +153,8 @@ private:
   Device *device_ = nullptr;
   void *arena_ = nullptr;
   uint64_t arenaBytes_ = 0;
+  uint64_t tierPrefetched_ = 0; // Tier::prefetchedBytes() at the end of the last step
+  int64_t majorFaults_ = 0;     // ru_majflt at the end of the last step
   /// StepResult::memory.arenaHighWater: scans down from the arena's end for the first line that
   /// no longer holds the canary.
   int64_t arenaHighWater() const;

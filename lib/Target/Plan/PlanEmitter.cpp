@@ -15,6 +15,7 @@
 #include "dialects/Colossal/ColossalDialect.h"
 
 #include "MemoryPlanner.h"
+#include "Offload.h"
 #include "PlanCollector.h"
 #include "PlanReport.h"
 #include "TrainConfig.h"
@@ -525,12 +526,14 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                     {"arena_bytes", static_cast<int64_t>(p.arenaBytes)}});
   }
   const uint64_t weights = s.train ? s.readOnlyWeightBytes : s.weightBytes;
-  const uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + weights + arena;
+  const uint64_t peak = s.offload.mode.empty() ? s.paramBytes + s.gradBytes + s.optimizerBytes + weights + arena
+                                               : s.peakBytes;
   json::Object perRank{{"params", static_cast<int64_t>(s.paramBytes)},
                        {"grads", static_cast<int64_t>(s.gradBytes)},
                        {"optimizer", static_cast<int64_t>(s.optimizerBytes)},
                        {"weights", static_cast<int64_t>(weights)},
                        {"activations", static_cast<int64_t>(arena)},
+                       {"offloaded", static_cast<int64_t>(s.offload.offloadedBytes)},
                        {"peak", static_cast<int64_t>(peak)}};
   json::Array params;
   for (const ReportParam &p : s.params)
@@ -579,7 +582,16 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
       {"budget_bytes", s.budgetBytes ? json::Value(static_cast<int64_t>(s.budgetBytes)) : json::Value(nullptr)},
       {"minimum_budget_bytes", static_cast<int64_t>(s.minimumBudgetBytes ? s.minimumBudgetBytes : peak)},
       {"recompute", std::move(recompute)},
-      {"offload", "none"}};
+      {"offload", s.offload.mode.empty()
+                      ? json::Value("none")
+                      : json::Value(json::Object{
+                            {"mode", s.offload.mode},
+                            {"dir", s.offload.dir},
+                            {"chunks", static_cast<int64_t>(s.offload.chunks)},
+                            {"offloaded_bytes", static_cast<int64_t>(s.offload.offloadedBytes)},
+                            {"resident_peak_bytes", static_cast<int64_t>(s.offload.residentPeakBytes)},
+                            {"read_bytes_per_step", static_cast<int64_t>(s.offload.readPerStep)},
+                            {"written_bytes_per_step", static_cast<int64_t>(s.offload.writtenPerStep)}})}};
   json::Object out{{"plan", s.planPath},
                    {"mode", planMsg.mode()},
                    {"mesh", std::move(mesh)},
@@ -659,10 +671,12 @@ static std::vector<ReportNotTrained> notTrainedRows(ModuleOp module,
   return rows;
 }
 
-FailureOr<MemoryPrediction> predictMemory(ModuleOp module) {
-  CollectedModule collected;
-  if (failed(collectModule(module, collected)))
-    return failure();
+namespace {
+
+/// predictMemory() on a collected module; `schedule` gets the offload schedule when the options
+/// offload.
+MemoryPrediction predictCollected(const CollectedModule &collected, const PlanOptions &options,
+                                  OffloadSchedule *schedule) {
   MemoryPrediction out;
   llvm::StringMap<uint64_t> local; // weight name -> this rank's bytes (its largest view)
   for (const CollectedProgram &program : collected.programs) {
@@ -683,7 +697,26 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module) {
   for (const Weight &w : collected.weights)
     if (!trainable.contains(w.name))
       out.weightBytes += collected.train ? w.type.bytes : local.lookup(w.name);
+  if (collected.train && options.offloadMode != "none") {
+    OffloadSchedule s = chooseOffload(collected, options.offloadMode, out.weightBytes + out.arenaBytes,
+                                      options.memoryBudgetBytes);
+    out.stateBytes = s.residentStateBytes;
+    out.offloadedBytes = s.offloadedBytes;
+    for (uint64_t r : s.residentPeak)
+      out.residentChunkBytes = std::max(out.residentChunkBytes, r);
+    if (schedule)
+      *schedule = std::move(s);
+  }
   return out;
+}
+
+} // namespace
+
+FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &options) {
+  CollectedModule collected;
+  if (failed(collectModule(module, collected)))
+    return failure();
+  return predictCollected(collected, options, nullptr);
 }
 
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
@@ -710,6 +743,26 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
+  // Offload (docs/training.md "Offload"): the chunks and each program's schedule.
+  OffloadSchedule offload;
+  const MemoryPrediction predicted = predictCollected(collected, options, &offload);
+  if (collected.train && options.offloadMode != "none") {
+    plan::Offload *o = planMsg.mutable_offload();
+    o->set_mode(options.offloadMode);
+    llvm::SmallString<256> dir(options.offloadDir);
+    if (dir.empty()) {
+      dir = llvm::sys::path::parent_path(planPath);
+      llvm::sys::path::append(dir, llvm::sys::path::stem(planPath) + ".offload");
+    }
+    if (std::error_code ec = llvm::sys::fs::make_absolute(dir))
+      return module.emitError() << dir << ": " << ec.message();
+    o->set_dir(dir.str().str());
+    for (const plan::Offload::Chunk &c : offload.chunks)
+      *o->add_chunks() = c;
+    for (size_t p = 0; p < offload.actions.size(); ++p)
+      for (const plan::Program::TierAction &a : offload.actions[p])
+        *planMsg.mutable_programs(static_cast<int>(p))->add_tier_actions() = a;
+  }
   // Pipeline parallelism is the next issue: a pipeline axis of size > 1 has no runner yet.
   if (MeshOp mesh = lookupMesh(module))
     for (int i : mesh.axesWithRole(AxisRole::Pipeline))
@@ -824,6 +877,20 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     summary.train = collected.train;
     summary.frozen = collected.frozen;
     summary.budgetBytes = options.memoryBudgetBytes;
+    summary.peakBytes = predicted.peakBytes();
+    if (planMsg.has_offload()) {
+      ReportOffload &o = summary.offload;
+      o.mode = planMsg.offload().mode();
+      o.dir = planMsg.offload().dir();
+      o.chunks = offload.chunks.size();
+      o.offloadedBytes = offload.offloadedBytes;
+      o.residentPeakBytes = predicted.residentChunkBytes;
+      for (int p = 0; p < planMsg.programs_size(); ++p) {
+        const int64_t runs = runsPerStep(planMsg, planMsg.programs(p));
+        o.readPerStep += runs * offload.bytesRead[p];
+        o.writtenPerStep += runs * offload.bytesWritten[p];
+      }
+    }
     summary.minimumBudgetBytes = options.minimumBudgetBytes;
     if (func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep))
       if (auto r = step->getAttrOfType<DictionaryAttr>("colossal.recompute")) {

@@ -134,6 +134,8 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
 
   uint64_t arena = largest ? largest->arenaBytes : 0;
   uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + s.readOnlyWeightBytes + arena;
+  if (!s.offload.mode.empty())
+    peak = s.peakBytes;
   os << "memory:\n";
   printTable(
       {
@@ -146,9 +148,19 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
           {"activations", formatBytes(arena),
            bytesCell(arena) + (largest ? " (largest arena: " + largest->name + ")" : "")},
           {"peak total", formatBytes(peak),
-           bytesCell(peak) + " (params + grads + optimizer state + read-only weights + activations)"},
+           bytesCell(peak) + (s.offload.mode.empty()
+                                  ? " (params + grads + optimizer state + read-only weights + activations)"
+                                  : " (states kept in memory + read-only weights + activations + the most "
+                                    "offloaded bytes resident at once)")},
       },
       {false, true, false}, os);
+  if (!s.offload.mode.empty()) {
+    const ReportOffload &o = s.offload;
+    os << "offload: " << o.mode << ", " << formatBytes(o.offloadedBytes) << " in " << o.chunks
+       << " chunks in " << o.dir << "/rank-R.bin; at most " << formatBytes(o.residentPeakBytes)
+       << " of them resident at once; per step " << formatBytes(o.readPerStep) << " read, "
+       << formatBytes(o.writtenPerStep) << " written back\n";
+  }
   if (s.budgetBytes)
     os << "memory budget: " << formatBytes(s.budgetBytes) << " per rank (" << s.budgetBytes
        << " bytes); the plan needs " << formatBytes(peak) << "\n";
