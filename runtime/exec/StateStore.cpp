@@ -187,6 +187,11 @@ llvm::Error StateStore::reset() {
       return fail(plan_->path + ": initial value '" + e.desc->init_weight() + "' of state '" + e.name() +
                   "' is not loaded from the weights file");
     if (llvm::Error err = writeGlobal(e.name(), w->data, w->size_bytes)) return err;
+    // Offload: neither the weights file's pages nor this state's stay resident.
+    if (tier_) {
+      plan_->weights->releasePages();
+      tier_->drain();
+    }
   }
   return llvm::Error::success();
 }

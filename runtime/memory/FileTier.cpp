@@ -5,7 +5,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -29,10 +31,10 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
 }
 
-/// The moves run on one I/O thread in the order they were asked for, so the thread that runs the
-/// kernels never waits for them: a prefetch maps the chunk's pages ahead of use (a late one
-/// costs that thread the page faults), an eviction drops them after use. Either way every access
-/// reads the file's current contents, so the order of moves and accesses never changes a value.
+/// Prefetches run on one I/O thread in the order they were asked for, so the thread that runs the
+/// kernels never waits for them: a prefetch maps the chunk's pages ahead of use (a late one costs
+/// that thread the page faults). Evictions run at once on the caller's thread. Either way every
+/// access reads the file's current contents, so no order of moves and accesses changes a value.
 class FileTier final : public Tier {
 public:
   FileTier(std::string path, int fd, void *base, uint64_t bytes)
@@ -50,38 +52,63 @@ public:
   }
   void *base() const override { return base_; }
   uint64_t bytes() const override { return bytes_; }
-  void prefetch(uint64_t offset, uint64_t bytes) override { post(offset, bytes, true); }
-  void evict(uint64_t offset, uint64_t bytes) override { post(offset, bytes, false); }
+  void prefetch(uint64_t offset, uint64_t bytes) override {
+    auto [at, n] = pages(offset, bytes);
+    if (!n) return;
+    prefetched_ += n;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({at, n});
+    }
+    wake_.notify_one();
+  }
+  /// Synchronous, so fast memory holds no more than the schedule says: a pending prefetch of an
+  /// overlapping range is dropped, one in progress is waited for.
+  void evict(uint64_t offset, uint64_t bytes) override {
+    auto [at, n] = pages(offset, bytes);
+    if (!n) return;
+    evicted_ += n;
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto overlaps = [&](const Move &m) { return m.at < at + n && at < m.at + m.n; };
+      queue_.erase(std::remove_if(queue_.begin(), queue_.end(), overlaps), queue_.end());
+      idle_.wait(lock, [&] { return !busy_ || !overlaps(current_); });
+    }
+    madvise(static_cast<char *>(base_) + at, n, MADV_DONTNEED);
+    evictSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double prefetchSeconds() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return prefetchSeconds_;
+  }
+  void drain() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  }
 
 private:
   struct Move {
     uint64_t at, n;
-    bool prefetch;
   };
-  void post(uint64_t offset, uint64_t bytes, bool prefetch) {
-    auto [at, n] = pages(offset, bytes);
-    if (!n) return;
-    (prefetch ? prefetched_ : evicted_) += n;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({at, n, prefetch});
-    }
-    wake_.notify_one();
-  }
   void work() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return; // stopping, nothing left
-      Move m = queue_.front();
+      current_ = queue_.front();
       queue_.pop_front();
+      busy_ = true;
       lock.unlock();
-      char *p = static_cast<char *>(base_) + m.at;
-      if (!m.prefetch)
-        madvise(p, m.n, MADV_DONTNEED);
-      else if (madvise(p, m.n, kPopulateWrite) != 0)
-        madvise(p, m.n, MADV_WILLNEED); // kernels before 5.14: read-ahead only
+      char *p = static_cast<char *>(base_) + current_.at;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (madvise(p, current_.n, kPopulateWrite) != 0)
+        madvise(p, current_.n, MADV_WILLNEED); // kernels before 5.14: read-ahead only
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       lock.lock();
+      prefetchSeconds_ += dt;
+      busy_ = false;
+      idle_.notify_all();
     }
   }
   std::pair<uint64_t, uint64_t> pages(uint64_t offset, uint64_t bytes) const {
@@ -94,8 +121,11 @@ private:
   int fd_ = -1;
   void *base_ = nullptr;
   uint64_t bytes_ = 0;
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  mutable std::mutex mutex_;
+  double prefetchSeconds_ = 0;
+  std::condition_variable wake_, idle_;
+  bool busy_ = false;
+  Move current_{0, 0}; // the prefetch in progress while busy_
   std::deque<Move> queue_;
   bool stop_ = false;
   std::thread worker_; // last: starts after everything it reads

@@ -13,6 +13,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <charconv>
@@ -28,6 +31,16 @@ namespace {
 /// Written over the whole arena at start; a 64-bit word a kernel writes equals it with
 /// probability 2^-64 (StepResult::memory).
 constexpr uint64_t kArenaCanary = 0xC0105A1CA4E4A5A5ull;
+
+/// The process's resident set now (/proc/self/statm), bytes; -1 when unknown.
+int64_t residentBytes() {
+  long pages = 0, resident = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  const bool ok = std::fscanf(f, "%ld %ld", &pages, &resident) == 2;
+  std::fclose(f);
+  return ok ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
 
 
 llvm::Error fail(const llvm::Twine &msg) {
@@ -179,13 +192,17 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
   out += ",\"memory\":{\"arena_bytes\":" + std::to_string(r.memory.arenaBytes);
   if (r.memory.offloadedBytes >= 0)
     out += ",\"offloaded_bytes\":" + std::to_string(r.memory.offloadedBytes) +
-           ",\"prefetched_bytes\":" + std::to_string(r.memory.tierPrefetchedBytes);
+           ",\"prefetched_bytes\":" + std::to_string(r.memory.tierPrefetchedBytes) +
+           ",\"prefetch_s\":" + shortest(r.memory.tierPrefetchSeconds) +
+           ",\"evict_s\":" + shortest(r.memory.tierEvictSeconds);
   if (r.memory.majorFaults >= 0)
     out += ",\"major_faults\":" + std::to_string(r.memory.majorFaults);
   if (r.memory.arenaHighWater >= 0)
     out += ",\"arena_high_water_bytes\":" + std::to_string(r.memory.arenaHighWater);
   if (r.memory.peakRss >= 0)
     out += ",\"peak_rss_bytes\":" + std::to_string(r.memory.peakRss);
+  if (r.memory.baselineRss >= 0)
+    out += ",\"baseline_rss_bytes\":" + std::to_string(r.memory.baselineRss);
   return out + "}}";
 }
 
@@ -213,6 +230,7 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
     return fail(plan.path + ": not a training plan (mode '" + plan.plan.mode() +
                 "'); compile the model with `mode: train`");
   std::unique_ptr<Trainer> t(new Trainer());
+  t->baselineRss_ = residentBytes();
   t->plan_ = &plan;
   t->device_ = &device;
   auto states = StateStore::create(plan, device);
@@ -447,8 +465,13 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     r.memory.offloadedBytes = static_cast<int64_t>(tier->bytes());
     r.memory.tierPrefetchedBytes = static_cast<int64_t>(tier->prefetchedBytes() - tierPrefetched_);
     tierPrefetched_ = tier->prefetchedBytes();
+    r.memory.tierPrefetchSeconds = tier->prefetchSeconds() - tierPrefetchSeconds_;
+    r.memory.tierEvictSeconds = tier->evictSeconds() - tierEvictSeconds_;
+    tierPrefetchSeconds_ = tier->prefetchSeconds();
+    tierEvictSeconds_ = tier->evictSeconds();
   }
   r.memory.arenaBytes = static_cast<int64_t>(arenaBytes_);
+  r.memory.baselineRss = baselineRss_;
   r.memory.arenaHighWater = arenaHighWater();
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0) {

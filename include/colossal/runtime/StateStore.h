@@ -92,7 +92,9 @@ public:
   /// Drops every offloaded page from fast memory (after work outside the programs' schedules:
   /// initial values, checkpoints, scans of the gradients). No-op without offload.
   void evictOffloaded() const {
-    if (tier_) tier_->evictAll();
+    if (!tier_) return;
+    tier_->evictAll();
+    tier_->drain();
   }
 
 private:

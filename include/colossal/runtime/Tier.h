@@ -32,12 +32,19 @@ public:
   /// modified) and are read again on the next access.
   virtual void evict(uint64_t offset, uint64_t bytes) = 0;
   void evictAll() { evict(0, bytes()); }
+  /// Returns when every move asked for so far has been done.
+  virtual void drain() = 0;
   /// Bytes moved since creation: ranges prefetched, ranges evicted.
   uint64_t prefetchedBytes() const { return prefetched_; }
   uint64_t evictedBytes() const { return evicted_; }
+  /// Seconds spent moving since creation: prefetching (off the caller's thread) and evicting
+  /// (on it, waits for an overlapping prefetch included).
+  virtual double prefetchSeconds() const = 0;
+  double evictSeconds() const { return evictSeconds_; }
 
 protected:
   uint64_t prefetched_ = 0, evicted_ = 0;
+  double evictSeconds_ = 0;
 };
 
 /// A file `dir`/rank-`rank`.bin of `bytes` bytes (created, with `dir`, and truncated), mapped

@@ -79,6 +79,12 @@ struct StepResult {
   struct Memory {
     int64_t arenaBytes = 0, arenaHighWater = -1, peakRss = -1;
     int64_t offloadedBytes = -1, tierPrefetchedBytes = 0, majorFaults = -1;
+    /// Offload: this step's seconds of prefetching (the I/O thread) and of evicting (the
+    /// step's own thread).
+    double tierPrefetchSeconds = 0, tierEvictSeconds = 0;
+    /// The process's resident set when the trainer started, before states and arena: the
+    /// executable, its libraries, the loaded plan (what no budget counts), bytes.
+    int64_t baselineRss = -1;
   } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
@@ -154,6 +160,8 @@ private:
   void *arena_ = nullptr;
   uint64_t arenaBytes_ = 0;
   uint64_t tierPrefetched_ = 0; // Tier::prefetchedBytes() at the end of the last step
+  double tierPrefetchSeconds_ = 0, tierEvictSeconds_ = 0; // likewise
+  int64_t baselineRss_ = -1;
   int64_t majorFaults_ = 0;     // ru_majflt at the end of the last step
   /// StepResult::memory.arenaHighWater: scans down from the arena's end for the first line that
   /// no longer holds the canary.
