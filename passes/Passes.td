@@ -430,4 +430,15 @@ def Recompute : Pass<"colossal-recompute", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def ChainGlobalNorm : Pass<"colossal-chain-global-norm", "mlir::func::FuncOp"> {
+  let summary = "Split each many-gradient global_norm into a chain reading one gradient per op";
+  let description = [{
+    For offload (docs/training.md "Offload"): `global_norm g0, ..., gN` becomes
+    `s0 = global_norm {partial} g0`, `sk = global_norm {partial} s(k-1), gk`, ...,
+    `n = global_norm s(N-1), gN`: the partial ops carry the f64 running sum of squares, so each
+    instruction reads one gradient (one chunk resident at a time) and `n` is bit-equal.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 #endif
