@@ -394,4 +394,51 @@ def BucketGradients : Pass<"colossal-bucket-gradients", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def Recompute : Pass<"colossal-recompute", "mlir::func::FuncOp"> {
+  let summary = "Activation recompute in @train_step: forward values saved for backward are recomputed there instead";
+  let description = [{
+    Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost") and Megatron-LM's
+    activation recomputation (Korthikanti et al. 2022), as a rewrite of @train_step
+    (docs/training.md "Activation recompute"). The forward part is the backward slice of the
+    `loss` output; the rest is the backward part. A *unit* is a set of forward ops; recomputing
+    it clones the unit's ops whose results the backward part reads (and the recomputed ops they
+    need) right before the first backward op that reads one, and makes the backward part read
+    the clones, so the originals die at their last forward use. Only Pure ops are cloned
+    (collectives included: every rank clones the same ones); constants, arguments and values
+    computed from parameters only are never recomputed.
+    Units come from the forward part's *cuts* (gaps where one value, besides long-lived side
+    inputs such as rotary tables, carries everything forward: the residual stream between
+    sub-blocks) and the *repeated blocks* (the shortest run of consecutive segments whose op
+    signature repeats most: a transformer layer, a residual block).
+      `mode=full`: every repeated block is a unit (its input and output stay saved); without
+                   a repeated block, every segment but the last is one.
+      `mode=selective`: Megatron's selective recompute: each attention op (and the layout ops
+                   after it) and each softmax is a unit.
+      `mode=auto`: segments are candidate units; greedily add the one that lowers the
+                   estimated peak of live activation bytes most per recomputed FLOP until the
+                   estimate is at most `budget-bytes` (else the choice with the lowest estimate).
+                   The driver (colossal-opt) checks the planned arena and tightens the target.
+    The result is recorded on @train_step as `colossal.recompute` = {mode, units, ops, flops,
+    forward_flops} (flops: 2·M·N·K per contraction, 4·B·H·Sq·Sk·D per attention, halved when
+    causal, one per output element otherwise). Running CSE afterwards would undo it.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"", "full | selective | auto">,
+    Option<"budgetBytes", "budget-bytes", "uint64_t", /*default=*/"0",
+           "auto: the activation bytes (arena) to stay within">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
+def ChainGlobalNorm : Pass<"colossal-chain-global-norm", "mlir::func::FuncOp"> {
+  let summary = "Split each many-gradient global_norm into a chain reading one gradient per op";
+  let description = [{
+    For offload (docs/training.md "Offload"): `global_norm g0, ..., gN` becomes
+    `s0 = global_norm {partial} g0`, `sk = global_norm {partial} s(k-1), gk`, ...,
+    `n = global_norm s(N-1), gN`: the partial ops carry the f64 running sum of squares, so each
+    instruction reads one gradient (one chunk resident at a time) and `n` is bit-equal.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 #endif

@@ -134,12 +134,16 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *ctx, std::option
 
 LogicalResult GlobalNormOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                              Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
-  if (adaptor.getGrads().empty())
+  auto grads = adaptor.getGrads();
+  const bool running = !grads.empty() && rankedType(grads.front()).getRank() == 0 &&
+                       rankedType(grads.front()).getElementType().isF64();
+  if (grads.size() < (running ? 2u : 1u))
     return emitOptionalError(loc, "global_norm needs at least one gradient");
-  for (Value g : adaptor.getGrads())
+  for (Value g : grads.drop_front(running ? 1 : 0))
     if (!llvm::isa<FloatType>(rankedType(g).getElementType()))
       return emitOptionalError(loc, "global_norm takes float tensors, got ", g.getType());
-  inferred.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  inferred.push_back(RankedTensorType::get(
+      {}, adaptor.getPartial() ? static_cast<Type>(Float64Type::get(ctx)) : Float32Type::get(ctx)));
   return success();
 }
 

@@ -56,9 +56,12 @@ def Colossal_GlobalNormOp : Colossal_Op<"global_norm", [InferTypeOpAdaptor]> {
   let summary = "Euclidean norm of all gradients together (torch.nn.utils.clip_grad_norm_)";
   let description = [{
     `grads`: one or more float tensors of any shapes → tensor<f32>: `sqrt(Σᵢ Σ gᵢ²)`, accumulated
-    in f64 in operand order.
+    in f64 in operand order. A leading tensor<f64> operand is a running sum to continue (the
+    squares are added to it in the same order), and with `partial` the result is that tensor<f64>
+    sum, not its square root: a chain of partial norms over one gradient each computes exactly
+    the norm of all of them (colossal-chain-global-norm, for offload).
   }];
-  let arguments = (ins Variadic<AnyRankedTensor>:$grads);
+  let arguments = (ins Variadic<AnyRankedTensor>:$grads, UnitAttr:$partial);
   let results = (outs AnyRankedTensor:$norm);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -56,8 +56,7 @@ struct Precision {
   std::string compute = "fp32";
   std::optional<LossScale> lossScale;
 };
-/// `memory:` (budgets, recompute and offload); every key but the neutral values is "not supported
-/// yet".
+/// `memory:` (docs/training.md "Memory budget"): a budget, activation recompute and offload.
 struct Memory {
   std::optional<double> budgetMb;
   std::string recompute = "none", offload = "none", offloadDir;
@@ -570,8 +569,10 @@ template <> struct MappingTraits<Memory> {
       return "memory.recompute must be none, full, selective or auto; got '" + m.recompute + "'";
     if (!llvm::is_contained(offload, m.offload))
       return "memory.offload must be none, optimizer, params or auto; got '" + m.offload + "'";
-    if (m.budgetMb || m.recompute != "none" || m.offload != "none" || !m.offloadDir.empty())
-      return "memory: budgets, recompute and offload are not supported yet";
+    if (!m.offloadDir.empty() && m.offload == "none")
+      return "memory.offload_dir names the folder of the offload tier; set memory.offload too";
+    if (m.budgetMb && *m.budgetMb > 1048576.0 * 1024)
+      return "memory.budget_mb must be at most 2^30 MiB";
     return "";
   }
 };
@@ -743,6 +744,20 @@ Expected<Spec> parseSpecFile(StringRef path) {
     }
     spec.lossScale = ls;
   }
+  if (raw.memory) {
+    if (raw.memory->budgetMb)
+      spec.memory.budgetBytes = static_cast<uint64_t>(*raw.memory->budgetMb * 1048576.0);
+    spec.memory.recompute = raw.memory->recompute;
+    spec.memory.offload = raw.memory->offload;
+    if (!raw.memory->offloadDir.empty()) {
+      SmallString<256> full(raw.memory->offloadDir);
+      if (!sys::path::is_absolute(full) && !dir.empty()) {
+        full = dir;
+        sys::path::append(full, raw.memory->offloadDir);
+      }
+      spec.memory.offloadDir = std::string(full);
+    }
+  }
   if (raw.zero) {
     spec.bucketMb = raw.zero->bucketMb;
     spec.zeroStage = raw.zero->stage;
@@ -761,6 +776,24 @@ Expected<Spec> parseSpecFile(StringRef path) {
     return createStringError(inconvertibleErrorCode(),
                              path + ": precision.loss_scale scales the loss of training; it needs "
                                     "mode: train (inference in fp16 needs no loss scale)");
+  if (spec.memory.recompute != "none" && spec.mode != "train")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.recompute " + spec.memory.recompute +
+                                 " recomputes activations saved for the backward pass; it needs "
+                                 "mode: train");
+  if (spec.memory.offload != "none" && spec.mode != "train")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.offload " + spec.memory.offload +
+                                 " moves training state (parameters, gradients, optimizer state) "
+                                 "to a slower tier; it needs mode: train");
+  if (spec.memory.offload == "auto" && !spec.memory.budgetBytes)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.offload auto offloads what memory.budget_mb needs; "
+                                    "set one (or use optimizer or params)");
+  if (spec.memory.recompute == "auto" && !spec.memory.budgetBytes)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": memory.recompute auto chooses what to recompute to fit "
+                                    "memory.budget_mb; set one (or use full or selective)");
   if (spec.zeroStage != 0 && spec.mode != "train")
     return createStringError(inconvertibleErrorCode(),
                              path + ": zero.stage " + Twine(spec.zeroStage) +

@@ -146,6 +146,17 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     buckets.bucketCapMb = spec.bucketMb;
     pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));
   }
+  // Offload reads gradients one per instruction (one chunk resident at a time).
+  if (spec.train && spec.memory.offload != "none")
+    pm.nest<mlir::func::FuncOp>().addPass(createChainGlobalNorm());
+  // Activation recompute last: it clones forward ops into the backward part, which CSE would
+  // merge back, so nothing runs after it (docs/training.md "Activation recompute").
+  if (spec.train && spec.memory.recompute != "none") {
+    RecomputeOptions recompute;
+    recompute.mode = spec.memory.recompute;
+    recompute.budgetBytes = spec.memory.activationTarget;
+    pm.nest<mlir::func::FuncOp>().addPass(createRecompute(recompute));
+  }
 }
 
 } // namespace colossal

@@ -8,6 +8,9 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <limits>
 
@@ -190,6 +193,16 @@ llvm::Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(llvm::Str
     }
   }
   return file;
+}
+
+void SafetensorsFile::releasePages() const {
+  if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(buffer_->getBufferStart());
+  uintptr_t end = reinterpret_cast<uintptr_t>(buffer_->getBufferEnd());
+  begin = (begin + page - 1) / page * page;  // whole pages inside the mapping only
+  end = end / page * page;
+  if (end > begin) madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace colossal::runtime

@@ -151,6 +151,20 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
       s.call.workspaceBytes = ex->workspaceBytes_;
     }
   }
+  if (prog->tier_actions_size() > 0) {
+    const StateStore *store = options.states;
+    if (!store || !store->tier())
+      return fail(where + " moves offloaded chunks but runs without the plan's offload tier");
+    ex->tier_ = store->tier();
+    ex->tierMoves_.resize(ex->steps_.size() + 1);
+    for (const plan::Program::TierAction &a : prog->tier_actions()) {
+      if (a.before() > ex->steps_.size() || a.chunk() >= store->numChunks())
+        return fail(where + ": tier action before instruction " + llvm::Twine(a.before()) + " on chunk " +
+                    llvm::Twine(a.chunk()) + " is out of range");
+      auto [offset, bytes] = store->chunkRange(a.chunk());
+      ex->tierMoves_[a.before()].push_back({offset, bytes, a.kind() == plan::Program::TierAction::PREFETCH});
+    }
+  }
   for (const plan::Binding &b : prog->inputs()) ex->inputs_.push_back({b.name(), ex->buffers_[b.buffer()]});
   for (const plan::Binding &b : prog->outputs()) ex->outputs_.push_back({b.name(), ex->buffers_[b.buffer()]});
   return ex;
@@ -174,14 +188,26 @@ llvm::Error Executor::setInput(llvm::StringRef name, DType dtype, llvm::ArrayRef
   return fail("unknown input '" + name + "' (the plan's inputs: " + (known.empty() ? "none" : known) + ")");
 }
 
+void Executor::runTierMoves(size_t before) {
+  for (const TierMove &m : tierMoves_[before]) {
+    if (m.prefetch)
+      tier_->prefetch(m.offset, m.bytes);
+    else
+      tier_->evict(m.offset, m.bytes);
+  }
+}
+
 llvm::Error Executor::run() {
+  const bool tiered = !tierMoves_.empty();
   for (Step &s : steps_) {
+    if (tiered) runTierMoves(s.index);
     if (llvm::Error e = s.kernel->run(s.call)) {
       const plan::Instruction &inst = *s.call.instruction;
       return fail("instruction " + llvm::Twine(s.index) + " (" + inst.op() +
                   (inst.loc().empty() ? "" : " at " + inst.loc()) + "): " + llvm::toString(std::move(e)));
     }
   }
+  if (tiered) runTierMoves(steps_.size());
   device_->synchronize();
   return llvm::Error::success();
 }

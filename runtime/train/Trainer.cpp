@@ -12,6 +12,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -22,6 +27,21 @@
 namespace colossal::runtime {
 
 namespace {
+
+/// Written over the whole arena at start; a 64-bit word a kernel writes equals it with
+/// probability 2^-64 (StepResult::memory).
+constexpr uint64_t kArenaCanary = 0xC0105A1CA4E4A5A5ull;
+
+/// The process's resident set now (/proc/self/statm), bytes; -1 when unknown.
+int64_t residentBytes() {
+  long pages = 0, resident = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  const bool ok = std::fscanf(f, "%ld %ld", &pages, &resident) == 2;
+  std::fclose(f);
+  return ok ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+
 
 llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
@@ -167,7 +187,34 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
     out += ",\"state_bytes\":{\"params\":" + std::to_string(r.stateBytes.params) +
            ",\"grads\":" + std::to_string(r.stateBytes.grads) +
            ",\"optimizer\":" + std::to_string(r.stateBytes.optimizer) + "}";
-  return out + "}";
+  if (r.memory.arenaBytes <= 0)
+    return out + "}";
+  out += ",\"memory\":{\"arena_bytes\":" + std::to_string(r.memory.arenaBytes);
+  if (r.memory.offloadedBytes >= 0)
+    out += ",\"offloaded_bytes\":" + std::to_string(r.memory.offloadedBytes) +
+           ",\"prefetched_bytes\":" + std::to_string(r.memory.tierPrefetchedBytes) +
+           ",\"prefetch_s\":" + shortest(r.memory.tierPrefetchSeconds) +
+           ",\"evict_s\":" + shortest(r.memory.tierEvictSeconds);
+  if (r.memory.majorFaults >= 0)
+    out += ",\"major_faults\":" + std::to_string(r.memory.majorFaults);
+  if (r.memory.arenaHighWater >= 0)
+    out += ",\"arena_high_water_bytes\":" + std::to_string(r.memory.arenaHighWater);
+  if (r.memory.peakRss >= 0)
+    out += ",\"peak_rss_bytes\":" + std::to_string(r.memory.peakRss);
+  if (r.memory.baselineRss >= 0)
+    out += ",\"baseline_rss_bytes\":" + std::to_string(r.memory.baselineRss);
+  return out + "}}";
+}
+
+int64_t Trainer::arenaHighWater() const {
+  if (device_->kind() != DeviceKind::CPU)
+    return -1;
+  const uint64_t *words = static_cast<const uint64_t *>(arena_);
+  uint64_t n = arenaBytes_ / sizeof(uint64_t);
+  while (n > 0 && words[n - 1] == kArenaCanary)
+    --n;
+  const uint64_t line = 64;
+  return static_cast<int64_t>((n * sizeof(uint64_t) + line - 1) / line * line);
 }
 
 Trainer::~Trainer() {
@@ -183,11 +230,16 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
     return fail(plan.path + ": not a training plan (mode '" + plan.plan.mode() +
                 "'); compile the model with `mode: train`");
   std::unique_ptr<Trainer> t(new Trainer());
+  t->baselineRss_ = residentBytes();
   t->plan_ = &plan;
   t->device_ = &device;
   auto states = StateStore::create(plan, device);
   if (!states) return states.takeError();
   t->states_ = std::move(*states);
+  // Offload: the weights file's pages held the initial values the states now have.
+  if (t->states_->tier() && plan.weights) plan.weights->releasePages();
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) t->majorFaults_ = static_cast<int64_t>(usage.ru_majflt);
   for (const StateEntry &e : t->states_->entries()) {
     const int64_t bytes = static_cast<int64_t>(e.tensor.bytes());
     switch (e.role()) {
@@ -201,6 +253,9 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   llvm::Expected<void *> arena = device.allocate(arenaBytes, kArenaAlignment);
   if (!arena) return arena.takeError();
   t->arena_ = *arena;
+  t->arenaBytes_ = arenaBytes;
+  if (device.kind() == DeviceKind::CPU)
+    std::fill_n(static_cast<uint64_t *>(t->arena_), arenaBytes / sizeof(uint64_t), kArenaCanary);
   llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan.plan, plan.path);
   if (!mesh) return mesh.takeError();
   const int64_t meshRanks = mesh->size();
@@ -403,6 +458,27 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   }
   r.skippedTotal = skipped_;
   r.stateBytes = stateBytes_;
+  // Offload: whatever ran outside the programs' schedules this step (a skip's zeroing, fp16's
+  // unscaling, test hooks) leaves no offloaded page behind.
+  states_->evictOffloaded();
+  if (const Tier *tier = states_->tier()) {
+    r.memory.offloadedBytes = static_cast<int64_t>(tier->bytes());
+    r.memory.tierPrefetchedBytes = static_cast<int64_t>(tier->prefetchedBytes() - tierPrefetched_);
+    tierPrefetched_ = tier->prefetchedBytes();
+    r.memory.tierPrefetchSeconds = tier->prefetchSeconds() - tierPrefetchSeconds_;
+    r.memory.tierEvictSeconds = tier->evictSeconds() - tierEvictSeconds_;
+    tierPrefetchSeconds_ = tier->prefetchSeconds();
+    tierEvictSeconds_ = tier->evictSeconds();
+  }
+  r.memory.arenaBytes = static_cast<int64_t>(arenaBytes_);
+  r.memory.baselineRss = baselineRss_;
+  r.memory.arenaHighWater = arenaHighWater();
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    r.memory.peakRss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+    r.memory.majorFaults = static_cast<int64_t>(usage.ru_majflt) - majorFaults_;
+    majorFaults_ = static_cast<int64_t>(usage.ru_majflt);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every plan with a mesh of two or more ranks reports it (dp, tp or both: the collectives of
   // train_step and optimizer_step and the loss reduction all go through the Communicator's timer).
@@ -566,6 +642,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       info.lossScale = tr.lossScale();
       info.lossScaleGrowthTracker = tr.lossScaleGrowthTracker();
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
+      tr.states().evictOffloaded(); // the save read every state
       if (!saved) return refusedSave(s, saved.takeError(), newest);
       newest = *saved;
     }

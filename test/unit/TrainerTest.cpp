@@ -373,7 +373,15 @@ TEST_F(RunTrainingTest, MetricsLinesAndEvaluation) {
     ASSERT_TRUE(sb) << "step " << s;
     EXPECT_GT(*sb->getInteger("params"), 0);
     EXPECT_EQ(sb->getInteger("grads"), sb->getInteger("params"));
-    EXPECT_EQ(m.size(), evalStep ? 9u : 8u);
+    // memory: the planned arena, its measured high-water mark (within it) and the peak RSS.
+    const llvm::json::Object *mem = m.getObject("memory");
+    ASSERT_TRUE(mem) << "step " << s;
+    EXPECT_GT(*mem->getInteger("arena_bytes"), 0);
+    EXPECT_GT(*mem->getInteger("arena_high_water_bytes"), 0);
+    EXPECT_LE(*mem->getInteger("arena_high_water_bytes"), *mem->getInteger("arena_bytes"));
+    EXPECT_GT(*mem->getInteger("peak_rss_bytes"), *mem->getInteger("arena_bytes"));
+    EXPECT_FALSE(mem->getInteger("offloaded_bytes")) << "no offload in this plan";
+    EXPECT_EQ(m.size(), evalStep ? 10u : 9u);
   }
   // Key order is DESIGN.md's.
   std::string text = readBytes(o.metricsPath);
@@ -929,6 +937,20 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
                                          "\"skipped_total\":2,\"comm_s\":0.125,\"comm_elements\":{\"all_reduce\":4,"
                                          "\"reduce_scatter\":2,\"all_gather\":3},\"state_bytes\":{\"params\":16,"
                                          "\"grads\":8,\"optimizer\":32}}");
+  // memory (when the trainer measured an arena): offload figures only with a tier.
+  r.memory.arenaBytes = 4096;
+  r.memory.arenaHighWater = 1024;
+  r.memory.peakRss = 1 << 20;
+  EXPECT_NE(metricsLine(0, r, 7, &eval).find(",\"memory\":{\"arena_bytes\":4096,\"arena_high_water_bytes\":1024,"
+                                              "\"peak_rss_bytes\":1048576}}"),
+            std::string::npos);
+  r.memory.offloadedBytes = 8192;
+  r.memory.tierPrefetchedBytes = 4096;
+  r.memory.majorFaults = 0;
+  EXPECT_NE(metricsLine(0, r, 7, &eval).find(",\"memory\":{\"arena_bytes\":4096,\"offloaded_bytes\":8192,"
+                                              "\"prefetched_bytes\":4096,\"major_faults\":0,"),
+            std::string::npos);
+  r.memory = {};
   r.stateBytes = {};
   // A loss-scaled step: loss_scale before skipped; an overflow counts as skipped.
   r.commSeconds = -1;

@@ -9,6 +9,7 @@
 // --mlir-print-ir-after-all, -split-input-file, -verify-diagnostics).
 //===----------------------------------------------------------------------===//
 #include "colossal/Import/ONNX.h"
+#include "MemoryBudget.h"
 #include "colossal/Pipeline/Pipeline.h"
 #include "colossal/Spec/Spec.h"
 #include "colossal/Target/Plan.h"
@@ -148,9 +149,36 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     pm.printAsTextualPipeline(llvm::errs());
     llvm::errs() << "\n";
   }
+  // A memory budget or recompute (docs/training.md "Memory budget") may need the pipeline more
+  // than once, so the imported module is kept.
+  const bool budgeted =
+      text.empty() && (spec.memory.budgetBytes ||
+                       (spec.train && (spec.memory.recompute != "none" || spec.memory.offload != "none" ||
+                                       wantReport())));
+  OwningOpRef<ModuleOp> imported;
+  if (budgeted)
+    imported = module->clone();
   if (failed(pm.run(*module)))
     return 1;
-
+  colossal::MemoryFit fit;
+  if (budgeted) {
+    auto compile = [&](const colossal::Spec &variant) -> OwningOpRef<ModuleOp> {
+      OwningOpRef<ModuleOp> m(imported->clone());
+      PassManager again(&context, ModuleOp::getOperationName());
+      colossal::buildColossalPipeline(again, variant);
+      if (failed(again.run(*m)))
+        return nullptr;
+      return m;
+    };
+    colossal::PlanOptions predictOptions;
+    predictOptions.offloadDir = spec.memory.offloadDir;
+    auto fitted = colossal::fitMemoryBudget(*module, spec, predictOptions, compile, specPath);
+    if (failed(fitted))
+      return 1;
+    fit = std::move(*fitted);
+    if (fit.module)
+      module = std::move(fit.module);
+  }
   if (emitKind == "mlir") {
     std::string err;
     auto out = openOutputFile(output.empty() ? "-" : output, &err);
@@ -164,6 +192,10 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
   planOptions.reportFormat = reportFormat;
+  planOptions.memoryBudgetBytes = spec.memory.budgetBytes.value_or(0);
+  planOptions.minimumBudgetBytes = fit.minimumBytes;
+  planOptions.offloadMode = fit.offloadMode;
+  planOptions.offloadDir = spec.memory.offloadDir;
   {
     // The plan records the model compiled: `colossal-run export --onnx` rereads it; a train plan
     // also the spec's hash (checkpoint manifests).

@@ -58,6 +58,17 @@ struct Spec {
     int64_t growthInterval = 2000;
   };
   std::optional<LossScale> lossScale;
+  /// `memory:` (docs/training.md "Memory budget"). `budgetBytes`: budget_mb in bytes, per rank,
+  /// for states + read-only weights + the largest arena. `recompute`: none | full | selective |
+  /// auto (train only; auto needs a budget). `activationTarget` is not a spec key: colossal-opt
+  /// sets it while fitting the budget (the colossal-recompute pass's `budget-bytes`).
+  struct Memory {
+    std::optional<uint64_t> budgetBytes;
+    std::string recompute = "none";
+    std::string offload = "none"; // none | optimizer | params | auto (train only; auto needs a budget)
+    std::string offloadDir;       // absolute or relative to the spec's folder; "" = beside the plan
+    uint64_t activationTarget = 0;
+  } memory;
   /// `mesh:` axes and sizes as written (meshAxes() orders them). Only `dp` and `tp` may exceed 1.
   std::vector<std::pair<std::string, int64_t>> mesh;
   /// `parallel.tensor` (docs/parallelism.md "Tensor parallelism"): style 1d | 2d | 2.5d | 3d,

@@ -17,7 +17,32 @@ struct PlanOptions {
   uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
   /// How `report` is written: "text" (the tables) or "json" (printPlanReportJson, one object).
   std::string reportFormat = "text";
+  /// `memory.budget_mb` in bytes (0: none) and the smallest budget the compiler can meet with
+  /// recompute (0: not computed), for the report's `memory` section.
+  uint64_t memoryBudgetBytes = 0;
+  uint64_t minimumBudgetBytes = 0;
+  /// `memory.offload` as decided (none | optimizer | params; auto is resolved by the driver) and
+  /// `memory.offload_dir` (empty: `<plan stem>.offload` beside the plan). Train plans only.
+  std::string offloadMode = "none";
+  std::string offloadDir;
 };
+
+/// What one rank of a plan of `module` keeps in memory, as emitPlan's report counts it: the
+/// persistent states (parameters, gradients, optimizer state; this rank's shards), read-only
+/// weights (train: frozen parameters and constants; inference: every weight this rank reads) and
+/// the largest program arena (programs run one at a time in one arena).
+/// With offload, `stateBytes` counts the states that stay in fast memory, `offloadedBytes` those
+/// in the slower tier and `residentChunkBytes` the most of them resident at once (the schedule
+/// with the largest residency gap that fits `memoryBudgetBytes`).
+struct MemoryPrediction {
+  uint64_t stateBytes = 0, weightBytes = 0, arenaBytes = 0;
+  uint64_t offloadedBytes = 0, residentChunkBytes = 0;
+  uint64_t peakBytes() const { return stateBytes + weightBytes + arenaBytes + residentChunkBytes; }
+};
+
+/// Plans every program's memory as emitPlan() does (with `options`' offload and budget), writing
+/// nothing. Errors as emitPlan's.
+mlir::FailureOr<MemoryPrediction> predictMemory(mlir::ModuleOp module, const PlanOptions &options);
 
 /// Lowers the module to a plan: `func.func @forward` becomes program "forward"; a train-mode module
 /// (one with the `colossal.train` attribute) also lowers `@eval`, `@train_step` and

@@ -11,6 +11,7 @@
 #include "colossal/runtime/Device.h"
 #include "colossal/runtime/Kernel.h"
 #include "colossal/runtime/Plan.h"
+#include "colossal/runtime/Tier.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -92,6 +93,15 @@ private:
   size_t workspaceBytes_ = 0;
   std::vector<TensorRef> buffers_;
   std::vector<Step> steps_;
+  /// Offload: tier actions (Program.tier_actions) as (tier range, prefetch?) by the instruction
+  /// they run before; index steps_.size() = after the last. Empty without offload.
+  struct TierMove {
+    uint64_t offset, bytes;
+    bool prefetch;
+  };
+  std::vector<std::vector<TierMove>> tierMoves_;
+  Tier *tier_ = nullptr;
+  void runTierMoves(size_t before);
   std::vector<BindingInfo> inputs_, outputs_;
 };
 

@@ -72,6 +72,10 @@ public:
   const SafetensorsTensor *find(llvm::StringRef name) const;
   const std::map<std::string, std::string> &metadata() const { return metadata_; }
   const std::string &path() const { return path_; }
+  /// Lets the OS drop the pages of a memory-mapped file from this process (they are read again
+  /// on the next access; offload uses it once the states hold the initial values). No-op for a
+  /// file read into memory.
+  void releasePages() const;
 
 private:
   SafetensorsFile() = default;

@@ -16,6 +16,7 @@
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Sharding.h"
 #include "colossal/runtime/Tensor.h"
+#include "colossal/runtime/Tier.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -44,7 +45,8 @@ struct StateEntry {
 class StateStore {
 public:
   /// Allocates every tensor of `plan.plan.states()` on `device` (one 64-byte aligned block, each
-  /// tensor at a 64-byte aligned offset), copies each PARAM's `init_weight` from the plan's
+  /// tensor at a 64-byte aligned offset; with Plan.offload the offloaded ones in a file tier in
+  /// `offload.dir`, each chunk page-aligned, their tensors back to back as listed), copies each PARAM's `init_weight` from the plan's
   /// weights file and zeroes the others. `plan` and `device` must outlive the store. A plan
   /// without states gives an empty store. Errors: allocation failure; a PARAM whose initial
   /// weight is not loaded (cannot happen after loadPlan, which checks names, dtypes and shapes).
@@ -82,13 +84,30 @@ public:
   /// Puts every state back to its initial value (PARAM from the weights file, others zero).
   llvm::Error reset();
 
+  /// Offload (Plan.offload; docs/training.md "Offload"): the slower tier the offloaded states
+  /// live in (null without offload), and chunk `c`'s byte range in it.
+  Tier *tier() const { return tier_.get(); }
+  std::pair<uint64_t, uint64_t> chunkRange(uint32_t c) const { return chunkRanges_[c]; }
+  size_t numChunks() const { return chunkRanges_.size(); }
+  /// Drops every offloaded page from fast memory (after work outside the programs' schedules:
+  /// initial values, checkpoints, scans of the gradients). No-op without offload.
+  void evictOffloaded() const {
+    if (!tier_) return;
+    tier_->evictAll();
+    tier_->drain();
+  }
+
 private:
   StateStore() = default;
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   Mesh mesh_;
   int64_t rank_ = 0;
+  /// After a copy into or out of an offloaded state: its pages leave fast memory again.
+  void evictEntry(const StateEntry &e) const;
   void *memory_ = nullptr;
+  std::unique_ptr<Tier> tier_;
+  std::vector<std::pair<uint64_t, uint64_t>> chunkRanges_; // offset, bytes in the tier
   std::vector<StateEntry> entries_;
   llvm::StringMap<size_t> index_;
 };

@@ -69,6 +69,23 @@ struct StepResult {
   struct StateBytes {
     int64_t params = 0, grads = 0, optimizer = 0;
   } stateBytes;
+  /// Memory measured on this rank (docs/training.md "Memory budget"): the arena's planned size,
+  /// its high-water mark (the end of the highest 64-byte line any program ever wrote, found by a
+  /// canary pattern written at start; -1 off the CPU) and the process's peak resident set
+  /// (getrusage ru_maxrss), bytes.
+  /// With offload also the tier's size, the bytes its schedule prefetched this step and the
+  /// step's major page faults (reads the step had to wait for: the prefetch came too late or the
+  /// kernel had dropped the pages; -1 when unknown).
+  struct Memory {
+    int64_t arenaBytes = 0, arenaHighWater = -1, peakRss = -1;
+    int64_t offloadedBytes = -1, tierPrefetchedBytes = 0, majorFaults = -1;
+    /// Offload: this step's seconds of prefetching (the I/O thread) and of evicting (the
+    /// step's own thread).
+    double tierPrefetchSeconds = 0, tierEvictSeconds = 0;
+    /// The process's resident set when the trainer started, before states and arena: the
+    /// executable, its libraries, the loaded plan (what no budget counts), bytes.
+    int64_t baselineRss = -1;
+  } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
   /// Non-finite step: the update was not applied (parameters, optimizer state and the optimizer's
@@ -141,6 +158,14 @@ private:
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
+  uint64_t arenaBytes_ = 0;
+  uint64_t tierPrefetched_ = 0; // Tier::prefetchedBytes() at the end of the last step
+  double tierPrefetchSeconds_ = 0, tierEvictSeconds_ = 0; // likewise
+  int64_t baselineRss_ = -1;
+  int64_t majorFaults_ = 0;     // ru_majflt at the end of the last step
+  /// StepResult::memory.arenaHighWater: scans down from the arena's end for the first line that
+  /// no longer holds the canary.
+  int64_t arenaHighWater() const;
   std::unique_ptr<StateStore> states_;
   std::unique_ptr<Executor> trainStep_, optimizerStep_, eval_;
   DType tokensDType_ = DType::I64;

@@ -15,6 +15,7 @@
 #include "dialects/Colossal/ColossalDialect.h"
 
 #include "MemoryPlanner.h"
+#include "Offload.h"
 #include "PlanCollector.h"
 #include "PlanReport.h"
 #include "TrainConfig.h"
@@ -115,15 +116,11 @@ llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
 
 namespace {
 
-/// Plans one program's memory and appends it to `planMsg`; fills `summary` for the report.
-LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg,
-                          ProgramSummary &summary) {
-  const std::vector<Tensor> &tensors = collected.tensors;
-
-  // Plan memory.
+/// Plans one program's memory (MemoryPlanner.h) from its tensors and instructions.
+memory::MemoryPlan planProgramMemory(const CollectedProgram &collected) {
   std::vector<memory::Value> values;
-  values.reserve(tensors.size());
-  for (const Tensor &t : tensors) {
+  values.reserve(collected.tensors.size());
+  for (const Tensor &t : collected.tensors) {
     memory::Value &v = values.emplace_back();
     v.bytes = t.type.bytes;
     v.dtype = static_cast<int>(t.type.dtype);
@@ -143,7 +140,14 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   std::vector<uint32_t> outputIds;
   for (auto &binding : collected.outputs)
     outputIds.push_back(binding.second);
-  memory::MemoryPlan memPlan = memory::planMemory(values, steps, outputIds);
+  return memory::planMemory(values, steps, outputIds);
+}
+
+/// Plans one program's memory and appends it to `planMsg`; fills `summary` for the report.
+LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg,
+                          ProgramSummary &summary) {
+  const std::vector<Tensor> &tensors = collected.tensors;
+  memory::MemoryPlan memPlan = planProgramMemory(collected);
 
   std::vector<memory::Interval> check;
   for (uint32_t s = 0; s < memPlan.storages.size(); ++s)
@@ -496,9 +500,10 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
 }
 
 /// `--report-format=json` (docs/cli.md "Report as JSON"): the text report's figures as one JSON
-/// object, for scripts. Bytes are per rank (the plan's local shapes). `memory` states what the
-/// compiler can meet today: without recompute or offload (not built yet) the smallest budget that
-/// fits is the predicted peak itself.
+/// object, for scripts. Bytes are per rank (the plan's local shapes). `memory`: the predicted
+/// peak, the budget (null without one), the smallest budget recompute can meet (the peak itself
+/// when none was computed), what is recomputed (null: nothing) and offloaded ("none" until
+/// offload exists).
 void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::raw_ostream &os) {
   namespace json = llvm::json;
   auto shape = [](llvm::ArrayRef<int64_t> dims) {
@@ -521,12 +526,14 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                     {"arena_bytes", static_cast<int64_t>(p.arenaBytes)}});
   }
   const uint64_t weights = s.train ? s.readOnlyWeightBytes : s.weightBytes;
-  const uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + weights + arena;
+  const uint64_t peak = s.offload.mode.empty() ? s.paramBytes + s.gradBytes + s.optimizerBytes + weights + arena
+                                               : s.peakBytes;
   json::Object perRank{{"params", static_cast<int64_t>(s.paramBytes)},
                        {"grads", static_cast<int64_t>(s.gradBytes)},
                        {"optimizer", static_cast<int64_t>(s.optimizerBytes)},
                        {"weights", static_cast<int64_t>(weights)},
                        {"activations", static_cast<int64_t>(arena)},
+                       {"offloaded", static_cast<int64_t>(s.offload.offloadedBytes)},
                        {"peak", static_cast<int64_t>(peak)}};
   json::Array params;
   for (const ReportParam &p : s.params)
@@ -561,6 +568,30 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                            {"bytes", static_cast<int64_t>(v.bytes)},
                                            {"calls", static_cast<int64_t>(v.calls)},
                                            {"elements", static_cast<int64_t>(v.elements)}});
+  // Without a computed minimum (no recompute possible: inference), the plan itself is the
+  // smallest one the compiler can build.
+  json::Value recompute = nullptr;
+  if (!s.recompute.mode.empty())
+    recompute = json::Object{{"mode", s.recompute.mode},
+                             {"units", static_cast<int64_t>(s.recompute.units)},
+                             {"ops", static_cast<int64_t>(s.recompute.ops)},
+                             {"flops", static_cast<int64_t>(s.recompute.flops)},
+                             {"forward_flops", static_cast<int64_t>(s.recompute.forwardFlops)}};
+  json::Object memory{
+      {"predicted_peak_bytes", static_cast<int64_t>(peak)},
+      {"budget_bytes", s.budgetBytes ? json::Value(static_cast<int64_t>(s.budgetBytes)) : json::Value(nullptr)},
+      {"minimum_budget_bytes", static_cast<int64_t>(s.minimumBudgetBytes ? s.minimumBudgetBytes : peak)},
+      {"recompute", std::move(recompute)},
+      {"offload", s.offload.mode.empty()
+                      ? json::Value("none")
+                      : json::Value(json::Object{
+                            {"mode", s.offload.mode},
+                            {"dir", s.offload.dir},
+                            {"chunks", static_cast<int64_t>(s.offload.chunks)},
+                            {"offloaded_bytes", static_cast<int64_t>(s.offload.offloadedBytes)},
+                            {"resident_peak_bytes", static_cast<int64_t>(s.offload.residentPeakBytes)},
+                            {"read_bytes_per_step", static_cast<int64_t>(s.offload.readPerStep)},
+                            {"written_bytes_per_step", static_cast<int64_t>(s.offload.writtenPerStep)}})}};
   json::Object out{{"plan", s.planPath},
                    {"mode", planMsg.mode()},
                    {"mesh", std::move(mesh)},
@@ -570,10 +601,7 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                    {"programs", std::move(programs)},
                    {"trainable_parameters", std::move(params)},
                    {"communication", std::move(communication)},
-                   {"memory", json::Object{{"predicted_peak_bytes", static_cast<int64_t>(peak)},
-                                           {"minimum_budget_bytes", static_cast<int64_t>(peak)},
-                                           {"recompute", json::Array{}},
-                                           {"offload", json::Array{}}}}};
+                   {"memory", std::move(memory)}};
   if (train)
     out["zero_stage"] = planMsg.train().zero_stage();
   os << llvm::formatv("{0:2}", json::Value(std::move(out))) << "\n";
@@ -643,6 +671,54 @@ static std::vector<ReportNotTrained> notTrainedRows(ModuleOp module,
   return rows;
 }
 
+namespace {
+
+/// predictMemory() on a collected module; `schedule` gets the offload schedule when the options
+/// offload.
+MemoryPrediction predictCollected(const CollectedModule &collected, const PlanOptions &options,
+                                  OffloadSchedule *schedule) {
+  MemoryPrediction out;
+  llvm::StringMap<uint64_t> local; // weight name -> this rank's bytes (its largest view)
+  for (const CollectedProgram &program : collected.programs) {
+    out.arenaBytes = std::max(out.arenaBytes, planProgramMemory(program).arenaBytes);
+    for (const Tensor &t : program.tensors)
+      if (t.isWeight && !t.weightName.empty() && t.aliasOf < 0)
+        local[t.weightName] = std::max(local[t.weightName], t.type.bytes);
+  }
+  for (const plan::StateTensor &st : collected.states) {
+    uint64_t count = 1;
+    for (int64_t d : st.shape())
+      count *= static_cast<uint64_t>(d);
+    out.stateBytes += count * runtime::dtypeSize(static_cast<runtime::DType>(st.dtype()));
+  }
+  llvm::StringSet<> trainable;
+  for (const TrainableParam &p : collected.trainable)
+    trainable.insert(p.name);
+  for (const Weight &w : collected.weights)
+    if (!trainable.contains(w.name))
+      out.weightBytes += collected.train ? w.type.bytes : local.lookup(w.name);
+  if (collected.train && options.offloadMode != "none") {
+    OffloadSchedule s = chooseOffload(collected, options.offloadMode, out.weightBytes + out.arenaBytes,
+                                      options.memoryBudgetBytes);
+    out.stateBytes = s.residentStateBytes;
+    out.offloadedBytes = s.offloadedBytes;
+    for (uint64_t r : s.residentPeak)
+      out.residentChunkBytes = std::max(out.residentChunkBytes, r);
+    if (schedule)
+      *schedule = std::move(s);
+  }
+  return out;
+}
+
+} // namespace
+
+FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &options) {
+  CollectedModule collected;
+  if (failed(collectModule(module, collected)))
+    return failure();
+  return predictCollected(collected, options, nullptr);
+}
+
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
                        llvm::raw_ostream *report) {
   // 1. Collect every function the plan holds.
@@ -667,6 +743,26 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       return failure();
   for (const plan::StateTensor &st : collected.states)
     *planMsg.add_states() = st;
+  // Offload (docs/training.md "Offload"): the chunks and each program's schedule.
+  OffloadSchedule offload;
+  const MemoryPrediction predicted = predictCollected(collected, options, &offload);
+  if (collected.train && options.offloadMode != "none") {
+    plan::Offload *o = planMsg.mutable_offload();
+    o->set_mode(options.offloadMode);
+    llvm::SmallString<256> dir(options.offloadDir);
+    if (dir.empty()) {
+      dir = llvm::sys::path::parent_path(planPath);
+      llvm::sys::path::append(dir, llvm::sys::path::stem(planPath) + ".offload");
+    }
+    if (std::error_code ec = llvm::sys::fs::make_absolute(dir))
+      return module.emitError() << dir << ": " << ec.message();
+    o->set_dir(dir.str().str());
+    for (const plan::Offload::Chunk &c : offload.chunks)
+      *o->add_chunks() = c;
+    for (size_t p = 0; p < offload.actions.size(); ++p)
+      for (const plan::Program::TierAction &a : offload.actions[p])
+        *planMsg.mutable_programs(static_cast<int>(p))->add_tier_actions() = a;
+  }
   // Pipeline parallelism is the next issue: a pipeline axis of size > 1 has no runner yet.
   if (MeshOp mesh = lookupMesh(module))
     for (int i : mesh.axesWithRole(AxisRole::Pipeline))
@@ -780,6 +876,32 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     }
     summary.train = collected.train;
     summary.frozen = collected.frozen;
+    summary.budgetBytes = options.memoryBudgetBytes;
+    summary.peakBytes = predicted.peakBytes();
+    if (planMsg.has_offload()) {
+      ReportOffload &o = summary.offload;
+      o.mode = planMsg.offload().mode();
+      o.dir = planMsg.offload().dir();
+      o.chunks = offload.chunks.size();
+      o.offloadedBytes = offload.offloadedBytes;
+      o.residentPeakBytes = predicted.residentChunkBytes;
+      for (int p = 0; p < planMsg.programs_size(); ++p) {
+        const int64_t runs = runsPerStep(planMsg, planMsg.programs(p));
+        o.readPerStep += runs * offload.bytesRead[p];
+        o.writtenPerStep += runs * offload.bytesWritten[p];
+      }
+    }
+    summary.minimumBudgetBytes = options.minimumBudgetBytes;
+    if (func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep))
+      if (auto r = step->getAttrOfType<DictionaryAttr>("colossal.recompute")) {
+        auto get = [&](llvm::StringRef key) {
+          auto a = r.getAs<IntegerAttr>(key);
+          return a ? static_cast<uint64_t>(a.getInt()) : 0;
+        };
+        auto mode = r.getAs<StringAttr>("mode");
+        summary.recompute = {mode ? mode.str() : "", get("units"), get("ops"), get("flops"),
+                             get("forward_flops")};
+      }
     if (collected.train) {
       summary.notTrained = notTrainedRows(module, collected);
       llvm::StringSet<> initWeights;

@@ -1,6 +1,8 @@
 //===- PlanReport.cpp - the human-readable memory plan summary -------------------------------===//
 #include "PlanReport.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -132,6 +134,8 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
 
   uint64_t arena = largest ? largest->arenaBytes : 0;
   uint64_t peak = s.paramBytes + s.gradBytes + s.optimizerBytes + s.readOnlyWeightBytes + arena;
+  if (!s.offload.mode.empty())
+    peak = s.peakBytes;
   os << "memory:\n";
   printTable(
       {
@@ -144,9 +148,33 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
           {"activations", formatBytes(arena),
            bytesCell(arena) + (largest ? " (largest arena: " + largest->name + ")" : "")},
           {"peak total", formatBytes(peak),
-           bytesCell(peak) + " (params + grads + optimizer state + read-only weights + activations)"},
+           bytesCell(peak) + (s.offload.mode.empty()
+                                  ? " (params + grads + optimizer state + read-only weights + activations)"
+                                  : " (states kept in memory + read-only weights + activations + the most "
+                                    "offloaded bytes resident at once)")},
       },
       {false, true, false}, os);
+  if (!s.offload.mode.empty()) {
+    const ReportOffload &o = s.offload;
+    os << "offload: " << o.mode << ", " << formatBytes(o.offloadedBytes) << " in " << o.chunks
+       << " chunks in " << o.dir << "/rank-R.bin; at most " << formatBytes(o.residentPeakBytes)
+       << " of them resident at once; per step " << formatBytes(o.readPerStep) << " read, "
+       << formatBytes(o.writtenPerStep) << " written back\n";
+  }
+  if (s.budgetBytes)
+    os << "memory budget: " << formatBytes(s.budgetBytes) << " per rank (" << s.budgetBytes
+       << " bytes); the plan needs " << formatBytes(peak) << "\n";
+  if (s.minimumBudgetBytes)
+    os << "smallest budget with recompute: " << formatBytes(s.minimumBudgetBytes) << " ("
+       << s.minimumBudgetBytes << " bytes)\n";
+  if (!s.recompute.mode.empty()) {
+    const ReportRecompute &r = s.recompute;
+    os << "recompute: " << r.mode << ", " << r.units << " units, " << r.ops
+       << " ops recomputed in the backward part of train_step, "
+       << llvm::formatv("{0:f2}", double(r.flops) / 1e6) << " MFLOP per microbatch (";
+    os << llvm::formatv("{0:f2}", r.forwardFlops ? double(r.flops) / double(r.forwardFlops) : 0.0)
+       << " of a forward)\n";
+  }
   if (largest)
     printLargestBuffers(*largest, "largest arena buffers of " + largest->name, os);
 }

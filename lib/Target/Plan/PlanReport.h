@@ -48,6 +48,22 @@ struct ReportNotTrained {
   std::string why;
 };
 
+/// Activation recompute in @train_step (the colossal-recompute pass's `colossal.recompute`).
+struct ReportRecompute {
+  std::string mode;                    // full | selective | auto
+  uint64_t units = 0, ops = 0;         // units recomputed, ops cloned into the backward part
+  uint64_t flops = 0, forwardFlops = 0; // per microbatch: the clones', the forward part's
+};
+
+/// Offload (docs/training.md "Offload"): the slower tier's share of the states.
+struct ReportOffload {
+  std::string mode;                    // optimizer | params; "" without offload
+  std::string dir;
+  size_t chunks = 0;
+  uint64_t offloadedBytes = 0, residentPeakBytes = 0;
+  uint64_t readPerStep = 0, writtenPerStep = 0; // bytes per optimizer step
+};
+
 struct PlanSummary {
   std::string planPath, weightsFile;
   uint64_t weightBytes = 0;           // the weights file's tensors
@@ -63,6 +79,12 @@ struct PlanSummary {
   uint64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
   uint64_t readOnlyWeightBytes = 0;
   size_t numReadOnlyWeights = 0;
+  ReportRecompute recompute;          // mode "" without recompute
+  ReportOffload offload;
+  /// Train plans: resident states + read-only weights + largest arena + resident chunks.
+  uint64_t peakBytes = 0;
+  uint64_t budgetBytes = 0;           // memory.budget_mb (0: none)
+  uint64_t minimumBudgetBytes = 0;    // the smallest budget recompute can meet (0: not computed)
 };
 
 /// "1.50 MiB", "12.0 KiB", "512 B".

@@ -19,14 +19,20 @@ namespace colossal::runtime::cpu {
 /// Σ_{b < blocks} partial(b), with partial(b) evaluated in parallel (one block per call, `grain`
 /// blocks at least per thread) into `scratch` (`blocks` doubles, e.g. the kernel's workspace) and
 /// added in block order.
+/// `start` is added to first (a running sum continued: summing blocks 0..a then a+1.. in two calls
+/// gives the one call's result bit for bit).
 template <typename F>
-double blockedSum(int64_t blocks, int64_t grain, double *scratch, F &&partial) {
+double blockedSum(int64_t blocks, int64_t grain, double *scratch, double start, F &&partial) {
   parallelFor(blocks, grain, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) scratch[k] = partial(k);
   });
-  double total = 0;
+  double total = start;
   for (int64_t k = 0; k < blocks; ++k) total += scratch[k];
   return total;
+}
+template <typename F>
+double blockedSum(int64_t blocks, int64_t grain, double *scratch, F &&partial) {
+  return blockedSum(blocks, grain, scratch, 0.0, partial);
 }
 
 /// Σ x[i]² over n floats, accumulated in double in 8 interleaved lanes (vectorizable; a fixed

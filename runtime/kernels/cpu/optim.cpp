@@ -189,10 +189,19 @@ llvm::Error runAccumulate(const KernelCall &c) {
 
 // ---------------------------------------------------------------- global_norm
 
+/// A leading f64 scalar input is the running sum of squares to continue; an f64 output is the
+/// sum itself (a partial norm), an f32 output its square root.
+bool hasRunningSum(const KernelCall &c) {
+  return !c.inputs.empty() && c.inputs[0].dtype == DType::F64 && c.inputs[0].numel() == 1 &&
+         c.inputs[0].shape.empty();
+}
+
 llvm::Error verifyGlobalNorm(const KernelCall &c) {
-  for (size_t k = 0; k < c.inputs.size(); ++k)
+  const size_t from = hasRunningSum(c) ? 1 : 0;
+  if (c.inputs.size() <= from) return llvm::createStringError(llvm::inconvertibleErrorCode(), "no gradient");
+  for (size_t k = from; k < c.inputs.size(); ++k)
     if (llvm::Error e = verifyDType(c.inputs[k], DType::F32, "g" + std::to_string(k))) return e;
-  return verifyScalar(c.outputs[0], DType::F32, "output");
+  return verifyScalar(c.outputs[0], c.outputs[0].dtype == DType::F64 ? DType::F64 : DType::F32, "output");
 }
 
 int64_t normBlocks(const TensorRef &t) { return (t.numel() + kNormBlock - 1) / kNormBlock; }
@@ -205,18 +214,24 @@ size_t globalNormWorkspace(const KernelCall &c, int) {
 }
 
 llvm::Error runGlobalNorm(const KernelCall &c) {
-  const size_t n = c.inputs.size();
+  const size_t skip = hasRunningSum(c) ? 1 : 0;
+  const llvm::ArrayRef<TensorRef> grads = llvm::ArrayRef<TensorRef>(c.inputs).drop_front(skip);
+  const size_t n = grads.size();
   int64_t *first = static_cast<int64_t *>(c.workspace);  // first[k]: tensor k's first block
   first[0] = 0;
-  for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + normBlocks(c.inputs[k]);
+  for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + normBlocks(grads[k]);
   double *partials = reinterpret_cast<double *>(first + n + 1);
-  double total = blockedSum(first[n], 1, partials, [&](int64_t block) {
+  const double start = skip ? *c.inputs[0].as<const double>() : 0.0;
+  double total = blockedSum(first[n], 1, partials, start, [&](int64_t block) {
     size_t k = std::upper_bound(first, first + n + 1, block) - first - 1;
-    const TensorRef &t = c.inputs[k];
+    const TensorRef &t = grads[k];
     int64_t begin = (block - first[k]) * kNormBlock;
     return sumSquares(t.as<const float>() + begin, std::min(kNormBlock, t.numel() - begin));
   });
-  *c.outputs[0].as<float>() = static_cast<float>(std::sqrt(total));
+  if (c.outputs[0].dtype == DType::F64)
+    *c.outputs[0].as<double>() = total;
+  else
+    *c.outputs[0].as<float>() = static_cast<float>(std::sqrt(total));
   return llvm::Error::success();
 }
 
@@ -396,6 +411,8 @@ void registerOptimKernels(KernelRegistry &r) {
   d.verify = verifyGlobalNorm;
   d.workspace = globalNormWorkspace;
   d.run = runGlobalNorm;
+  r.add(d);
+  d.dtype = DType::F64;  // a partial norm: the running sum of squares
   r.add(d);
 
   // In place: outputs p, g, m, v are inputs 0..3.
