@@ -563,8 +563,8 @@ template <> struct MappingTraits<Memory> {
   static std::string validate(IO &, Memory &m) {
     static const char *recompute[] = {"none", "full", "selective", "auto"};
     static const char *offload[] = {"none", "optimizer", "params", "auto"};
-    if (m.budgetMb && !(*m.budgetMb > 0))
-      return "memory.budget_mb must be a size in MiB > 0";
+    if (m.budgetMb && !(*m.budgetMb * 1048576.0 >= 1))
+      return "memory.budget_mb must be a size in MiB of at least one byte (2^-20)";
     if (!llvm::is_contained(recompute, m.recompute))
       return "memory.recompute must be none, full, selective or auto; got '" + m.recompute + "'";
     if (!llvm::is_contained(offload, m.offload))

@@ -513,6 +513,10 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
     std::vector<Unit> units;
     if (mode == "selective") {
       units = graph.attentionUnits();
+      if (units.empty())
+        fn.emitWarning() << "memory.recompute selective: @" << fn.getName()
+                         << " has no attention or softmax to recompute; nothing is recomputed "
+                            "(full or auto recompute other ops)";
     } else if (mode == "full") {
       units = graph.repeatedBlocks(segments);
       if (units.empty() && segments.size() > 1)

@@ -47,8 +47,7 @@ public:
     wake_.notify_one();
     worker_.join();
     if (base_ && bytes_) munmap(base_, bytes_);
-    if (fd_ >= 0) close(fd_);
-    llvm::sys::fs::remove(path_);
+    if (fd_ >= 0) close(fd_); // the file was unlinked when mapped: this frees it
   }
   void *base() const override { return base_; }
   uint64_t bytes() const override { return bytes_; }
@@ -136,26 +135,38 @@ private:
 llvm::Expected<std::unique_ptr<Tier>> createFileTier(llvm::StringRef dir, int64_t rank, uint64_t bytes) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return fail(dir + ": cannot create the offload folder: " + ec.message());
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, "rank-" + std::to_string(rank) + ".bin");
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A fresh, unique file (never one that exists: another run's tier, or a link planted there),
+  // space reserved up front (a full disk is an error now, not a SIGBUS mid-run), unlinked once
+  // mapped: the mapping keeps it alive and the OS removes it however the run ends.
+  llvm::SmallString<256> path;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    path = dir;
+    llvm::sys::path::append(path, "rank-" + std::to_string(rank) + "." + std::to_string(getpid()) + "." +
+                                      std::to_string(attempt) + ".bin");
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return fail(path + ": cannot create the offload file: " + std::strerror(errno));
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    std::string why = std::strerror(errno);
+  auto abandon = [&](const llvm::Twine &what, int err) {
     close(fd);
     llvm::sys::fs::remove(path);
-    return fail(path + ": cannot size the offload file to " + llvm::Twine(bytes) + " bytes: " + why);
+    return fail(path + ": " + what + ": " + std::strerror(err));
+  };
+  if (bytes) {
+    if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)))
+      return abandon("cannot reserve " + llvm::Twine(bytes) + " bytes for the offload tier" +
+                         (err == ENOSPC ? " (not enough space on its disk; set memory.offload_dir to "
+                                          "a folder with room)"
+                                        : ""),
+                     err);
   }
   void *base = nullptr;
   if (bytes) {
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-      std::string why = std::strerror(errno);
-      close(fd);
-      llvm::sys::fs::remove(path);
-      return fail(path + ": cannot map the offload file (" + llvm::Twine(bytes) + " bytes): " + why);
-    }
+    if (base == MAP_FAILED) return abandon("cannot map the offload file (" + llvm::Twine(bytes) + " bytes)", errno);
   }
+  llvm::sys::fs::remove(path);
   return std::make_unique<FileTier>(path.str().str(), fd, base, bytes);
 }
 

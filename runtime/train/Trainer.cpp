@@ -195,7 +195,7 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
            ",\"prefetched_bytes\":" + std::to_string(r.memory.tierPrefetchedBytes) +
            ",\"prefetch_s\":" + shortest(r.memory.tierPrefetchSeconds) +
            ",\"evict_s\":" + shortest(r.memory.tierEvictSeconds);
-  if (r.memory.majorFaults >= 0)
+  if (r.memory.offloadedBytes >= 0 && r.memory.majorFaults >= 0)
     out += ",\"major_faults\":" + std::to_string(r.memory.majorFaults);
   if (r.memory.arenaHighWater >= 0)
     out += ",\"arena_high_water_bytes\":" + std::to_string(r.memory.arenaHighWater);

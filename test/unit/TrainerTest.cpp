@@ -947,8 +947,11 @@ TEST(MetricsLine, ShortestNumbersAndNullForNonFinite) {
   r.memory.offloadedBytes = 8192;
   r.memory.tierPrefetchedBytes = 4096;
   r.memory.majorFaults = 0;
+  r.memory.tierPrefetchSeconds = 0.5;
+  r.memory.tierEvictSeconds = 0.25;
   EXPECT_NE(metricsLine(0, r, 7, &eval).find(",\"memory\":{\"arena_bytes\":4096,\"offloaded_bytes\":8192,"
-                                              "\"prefetched_bytes\":4096,\"major_faults\":0,"),
+                                              "\"prefetched_bytes\":4096,\"prefetch_s\":0.5,\"evict_s\":0.25,"
+                                              "\"major_faults\":0,"),
             std::string::npos);
   r.memory = {};
   r.stateBytes = {};

@@ -5,6 +5,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <optional>
 
 namespace colossal {
 
@@ -70,11 +71,21 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
   mlir::OwningOpRef<mlir::ModuleOp> smallest = compile(tightest);
   if (!smallest)
     return mlir::failure();
-  mlir::FailureOr<MemoryPrediction> least = predictMemory(*smallest, withOffload(options, modes.back(), 0));
-  mlir::FailureOr<MemoryPrediction> plainLeast = predictMemory(compiled, withOffload(options, modes.back(), 0));
-  if (failed(least) || failed(plainLeast))
-    return mlir::failure();
-  fit.minimumBytes = std::min(least->peakBytes(), plainLeast->peakBytes());
+  // The minimum over the modes tried (page padding can make offload cost more than none on small
+  // or sharded states) and over the spec's own plan.
+  std::optional<MemoryPrediction> least;
+  std::string leastMode;
+  for (const std::string &mode : modes)
+    for (mlir::ModuleOp m : {*smallest, compiled}) {
+      mlir::FailureOr<MemoryPrediction> p = predictMemory(m, withOffload(options, mode, 0));
+      if (failed(p))
+        return mlir::failure();
+      if (!least || p->peakBytes() < least->peakBytes()) {
+        least = *p;
+        leastMode = mode;
+      }
+    }
+  fit.minimumBytes = least->peakBytes();
   fit.offloadMode = modes.front();
   if (!budget) {
     fit.offloadMode = modes.back();
@@ -85,7 +96,7 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
                  << " per rank is below the smallest plan the compiler can build, "
                  << mib(fit.minimumBytes) << " (" << breakdown(*least)
                  << ", with recompute: auto at its tightest"
-                 << (modes.back() == "none" ? "" : " and offload: " + modes.back())
+                 << (leastMode == "none" ? "" : " and offload: " + leastMode)
                  << "); raise memory.budget_mb to at least "
                  << llvm::formatv("{0:f2}", std::ceil(double(fit.minimumBytes) / 10485.76) / 100.0)
                  << (modes.back() == "params" ? "" : " or offload more (memory.offload: params)") << "\n";

@@ -149,6 +149,14 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
     pm.printAsTextualPipeline(llvm::errs());
     llvm::errs() << "\n";
   }
+  // memory: acts through the generated pipeline (colossal-recompute, colossal-chain-global-norm,
+  // the budget fit); a hand-written one would drop it silently.
+  if (!text.empty() && (spec.memory.budgetBytes || spec.memory.recompute != "none" ||
+                        spec.memory.offload != "none"))
+    return fail(specPath + ": memory: (budget_mb, recompute, offload) applies to the pipeline the "
+                "spec generates; it cannot be combined with `passes:` or --pass-pipeline (add "
+                "colossal-recompute / colossal-chain-global-norm to the pipeline yourself and drop "
+                "memory:)");
   // A memory budget or recompute (docs/training.md "Memory budget") may need the pipeline more
   // than once, so the imported module is kept.
   const bool budgeted =

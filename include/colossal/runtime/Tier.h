@@ -47,11 +47,13 @@ protected:
   double evictSeconds_ = 0;
 };
 
-/// A file `dir`/rank-`rank`.bin of `bytes` bytes (created, with `dir`, and truncated), mapped
-/// shared; prefetch is madvise(MADV_WILLNEED) (asynchronous read-ahead), evict is
-/// madvise(MADV_DONTNEED) (the pages leave the process; the file keeps their contents). The file
-/// is removed when the tier is destroyed. Offsets and sizes are rounded out to whole pages.
-/// Errors name the file: folder or file cannot be created, sized or mapped.
+/// A new file `dir`/rank-`rank`.PID.N.bin of `bytes` bytes (`dir` created if needed; never an
+/// existing file or a link), its space reserved (posix_fallocate), mapped shared and unlinked at
+/// once, so runs sharing `dir` never share a tier and the OS frees it however the run ends.
+/// Prefetch maps a range's pages on an I/O thread (MADV_POPULATE_WRITE); evict drops them at once
+/// (MADV_DONTNEED: the file keeps their contents). Offsets and sizes are rounded out to whole
+/// pages. Errors name the file: folder or file cannot be created, space not reserved (a full
+/// disk), mapping failed.
 llvm::Expected<std::unique_ptr<Tier>> createFileTier(llvm::StringRef dir, int64_t rank, uint64_t bytes);
 
 } // namespace colossal::runtime

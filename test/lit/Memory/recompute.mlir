@@ -27,6 +27,8 @@
 
 // Selective recomputes attention cores only: there are none here.
 // SEL: colossal.recompute = {{{.*}} mode = "selective", ops = 0 : i64, units = 0 : i64}
+// RUN: colossal-opt %s --pass-pipeline='builtin.module(func.func(colossal-recompute{mode=selective}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=SELWARN
+// SELWARN: warning: memory.recompute selective: @train_step has no attention or softmax to recompute
 
 // auto with room for everything recomputes nothing; with no room it picks the choice with the
 // lowest estimated peak.
