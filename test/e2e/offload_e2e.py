@@ -16,8 +16,10 @@ the same spec in memory.
           to dp=2 ZeRO-3 in memory; each rank's tier holds its shard (the report's and the
           runtime's offloaded bytes per rank half of the one-rank plan's, within page alignment).
   resume  the gpt2-train preset: offload trains 10 steps with --save and the in-memory plan
-          resumes to 20; the in-memory plan saves at 10 and offload resumes to 20; both bit-equal
-          to 20 uninterrupted offload steps.
+          resumes to 20; the in-memory plan saves at 10 and offload resumes to 20 with
+          `colossal-run --offload-dir` (the tier in another folder than the plan names); both
+          bit-equal to 20 uninterrupted offload steps. --offload-dir on a plan without offload is
+          an error naming the plan.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun for zero).
 """
@@ -135,14 +137,25 @@ def case_resume(args):
     off_plan = s.compile("off", s.spec("off", d.BASE_SPEC + "memory: {offload: params}\n"))
     ref = d.train(s, 1, off_plan, os.path.join(s.work, "ref.jsonl"), 20)
     ok = True
-    for name, first, second in (("offload then in memory", off_plan, mem_plan),
-                                ("in memory then offload", mem_plan, off_plan)):
+    elsewhere = os.path.join(s.work, "tier_elsewhere")
+    shutil.rmtree(elsewhere, ignore_errors=True)
+    for name, first, second, extra in (("offload then in memory", off_plan, mem_plan, []),
+                                       ("in memory then offload", mem_plan, off_plan, ["--offload-dir", elsewhere])):
         ckpt = os.path.join(s.work, "ckpt_" + name.replace(" ", "_"))
         shutil.rmtree(ckpt, ignore_errors=True)
         m = os.path.join(s.work, name.replace(" ", "_") + ".jsonl")
         d.train(s, 1, first, m, 10, ["--save", ckpt])
-        rows = d.train(s, 1, second, m, 20, ["--resume", ckpt], fresh=False)
+        rows = d.train(s, 1, second, m, 20, ["--resume", ckpt] + extra, fresh=False)
         ok &= same_losses(name + ", resumed at step 10", rows, ref)
+    if not os.path.isdir(elsewhere) or os.listdir(elsewhere):
+        print(f"  --offload-dir {elsewhere}: expected the folder created and left empty  MISMATCH")
+        ok = False
+    p = d.run_mpi(1, [s.run_bin, mem_plan, "train", "--data", s.data, "--steps", "1", "--offload-dir", elsewhere],
+                  "--offload-dir without offload", expect_fail=True)
+    print(f"  --offload-dir on an in-memory plan: rc {p.returncode}: {p.stderr.strip()}")
+    if p.returncode == 0 or "--offload-dir: the plan offloads nothing" not in p.stderr or mem_plan not in p.stderr:
+        print("  expected an error naming the plan  MISMATCH")
+        ok = False
     return ok
 
 

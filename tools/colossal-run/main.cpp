@@ -107,6 +107,10 @@ cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state
                                    cl::value_desc("DIR"), cl::cat(category));
 cl::opt<std::string> dumpStatesDir("dump-states", cl::desc("After the run, write every state tensor to DIR/NAME.npy"),
                                    cl::value_desc("DIR"), cl::cat(category));
+cl::opt<std::string> offloadDir("offload-dir",
+                                cl::desc("Plans with memory.offload: keep the tier's file in DIR instead of the "
+                                         "folder compiled into the plan"),
+                                cl::value_desc("DIR"), cl::cat(category));
 cl::opt<int> nproc("nproc", cl::desc("Run on N ranks: re-executes this command under mpirun -np N"),
                    cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<bool> allowNonFiniteCheckpoint(
@@ -444,6 +448,13 @@ int runMain(int argc, char **argv) {
   const KernelRegistry &registry = KernelRegistry::cpu();
   auto loaded = loadPlan(planPath, registry);
   if (!loaded) return fail(loaded.takeError());
+  if (!offloadDir.empty()) {
+    if (!(*loaded)->plan.has_offload())
+      return fail(planPath + ": --offload-dir: the plan offloads nothing (compile it with memory.offload)");
+    llvm::SmallString<256> dir(offloadDir.getValue());
+    if (std::error_code ec = llvm::sys::fs::make_absolute(dir)) return fail("--offload-dir " + offloadDir + ": " + ec.message());
+    (*loaded)->plan.mutable_offload()->set_dir(dir.str().str());
+  }
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
   if (mode == "export") return exportMain(**loaded);
