@@ -17,24 +17,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MIB = 1048576
-SPEC = """mode: train
-inputs: {input_ids: [2, 64]}
-train:
-  loss: {kind: cross_entropy, logits: logits, labels: labels}
-  optimizer: {kind: adamw, lr: 1.0e-3, weight_decay: 0.1}
-"""
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
-    return p.stdout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import MIB, SPEC, export_gpt, run, tools, write_data  # noqa: E402
 
 
 def main():
@@ -44,36 +30,28 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "build"))
     ap.add_argument("--work", default="/tmp/colossal-offload-ab")
     a = ap.parse_args()
-    opt, runner = os.path.join(a.build, "bin", "colossal-opt"), os.path.join(a.build, "bin", "colossal-run")
+    opt, runner = tools(a.build)
     os.makedirs(a.work, exist_ok=True)
     print("$ /usr/bin/python3 bench/memory_budget/offload_ab.py " + " ".join(sys.argv[1:]))
     print(f"{os.cpu_count()} CPUs; load {os.getloadavg()}")
-    model_dir = os.path.join(a.work, f"L{a.layers}_d{a.d_model}")
-    model = os.path.join(model_dir, "model.onnx")
-    if not os.path.exists(model):
-        run(["/usr/bin/python3", os.path.join(REPO, "examples", "models", "export.py"), "--arch", "gpt2", "--opset",
-             "14", "--layers", str(a.layers), "--d-model", str(a.d_model), "--heads", str(a.d_model // 64),
-             "--vocab", "256", "--seq", "64", "--batch", "2", "--out", model_dir, "--quiet"])
-    data = os.path.join(a.work, "data.bin")
-    with open("/usr/share/common-licenses/GPL-3", "rb") as f, open(data, "wb") as g:
-        g.write(f.read())
-    specs = {"memory": SPEC}
+    model = export_gpt(os.path.join(a.work, f"L{a.layers}_d{a.d_model}"), a.layers, a.d_model)
+    data = write_data(a.work)
     plain_spec = os.path.join(a.work, "memory.yaml")
     with open(plain_spec, "w") as f:
         f.write(SPEC)
     rep = json.loads(run([opt, model, "--spec", plain_spec, "-o", os.path.join(a.work, "memory.cplan"),
-                          "--report-format=json"]))
+                          "--report-format=json"]).stdout)
     pr = rep["per_rank"]
     states = pr["params"] + pr["grads"] + pr["optimizer"]
-    specs["offload"] = SPEC + f"memory: {{budget_mb: {states / 3 / MIB:.2f}, offload: params}}\n"
     off_spec = os.path.join(a.work, "offload.yaml")
     with open(off_spec, "w") as f:
-        f.write(specs["offload"])
+        f.write(SPEC + f"memory: {{budget_mb: {states / 3 / MIB:.2f}, offload: params}}\n")
     off = json.loads(run([opt, model, "--spec", off_spec, "-o", os.path.join(a.work, "offload.cplan"),
-                          "--report-format=json"]))["memory"]
+                          "--report-format=json"]).stdout)["memory"]
     print(f"model {a.layers} x {a.d_model}: states {states / MIB:.1f} MiB; offload budget {states / 3 / MIB:.1f} MiB, "
           f"predicted peak {off['predicted_peak_bytes'] / MIB:.1f} MiB; per step "
           f"{off['offload']['read_bytes_per_step'] / MIB:.0f} MiB read, "

@@ -17,28 +17,14 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MIB = 1048576
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import MIB, SPEC, export_gpt, run, tools, write_data  # noqa: E402
+
 LADDER = [(4, 256), (4, 512), (8, 512), (8, 768), (12, 768), (16, 768), (12, 1024), (16, 1024),
           (24, 1024), (32, 1024)]
-
-SPEC = """mode: train
-inputs: {input_ids: [2, 64]}
-train:
-  loss: {kind: cross_entropy, logits: logits, labels: labels}
-  optimizer: {kind: adamw, lr: 1.0e-4, weight_decay: 0.1}
-"""
-
-
-def run(cmd, check=True):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if check and p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
-    return p
 
 
 def main():
@@ -46,16 +32,15 @@ def main():
     ap.add_argument("--budget-mb", type=float, default=256)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "build"))
     ap.add_argument("--work", default="/tmp/colossal-membench")
     a = ap.parse_args()
-    opt, runner = os.path.join(a.build, "bin", "colossal-opt"), os.path.join(a.build, "bin", "colossal-run")
+    opt, runner = tools(a.build)
     os.makedirs(a.work, exist_ok=True)
     print("$ /usr/bin/python3 bench/memory_budget/run.py " + " ".join(sys.argv[1:]))
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load {os.getloadavg()}")
-    data = os.path.join(a.work, "data.bin")
-    with open("/usr/share/common-licenses/GPL-3", "rb") as f, open(data, "wb") as g:
-        g.write(f.read())
+    data = write_data(a.work)
     plain_spec = os.path.join(a.work, "plain.yaml")
     mem_spec = os.path.join(a.work, "memory.yaml")
     with open(plain_spec, "w") as f:
@@ -68,12 +53,7 @@ def main():
     print("|---|---:|---:|---:|---|---:|---|---|")
     for layers, d in LADDER:
         name = f"gpt_L{layers}_d{d}"
-        model_dir = os.path.join(a.work, name)
-        model = os.path.join(model_dir, "model.onnx")
-        if not os.path.exists(model):
-            run(["/usr/bin/python3", os.path.join(REPO, "examples", "models", "export.py"), "--arch", "gpt2",
-                 "--opset", "14", "--layers", str(layers), "--d-model", str(d), "--heads", str(d // 64),
-                 "--vocab", "256", "--seq", "64", "--batch", "2", "--out", model_dir, "--quiet"])
+        model = export_gpt(os.path.join(a.work, name), layers, d)
         rows = {}
         for kind, spec in (("plain", plain_spec), ("memory", mem_spec)):
             plan = os.path.join(a.work, f"{name}_{kind}.cplan")

@@ -195,14 +195,27 @@ llvm::Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(llvm::Str
   return file;
 }
 
+namespace {
+/// madvise(MADV_DONTNEED) over the whole pages inside [begin, end) of a read-only mapping.
+void dropPages(const char *first, const char *last) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(first) + page - 1) / page * page;
+  uintptr_t end = reinterpret_cast<uintptr_t>(last) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
+}  // namespace
+
 void SafetensorsFile::releasePages() const {
   if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t begin = reinterpret_cast<uintptr_t>(buffer_->getBufferStart());
-  uintptr_t end = reinterpret_cast<uintptr_t>(buffer_->getBufferEnd());
-  begin = (begin + page - 1) / page * page;  // whole pages inside the mapping only
-  end = end / page * page;
-  if (end > begin) madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+  dropPages(buffer_->getBufferStart(), buffer_->getBufferEnd());
+}
+
+void SafetensorsFile::releasePages(const SafetensorsTensor &t) const {
+  if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
+  const char *data = static_cast<const char *>(t.data);
+  // Only bytes of the mapping itself (a realigned tensor is a heap copy).
+  if (data < buffer_->getBufferStart() || data + t.size_bytes > buffer_->getBufferEnd()) return;
+  dropPages(data, data + t.size_bytes);
 }
 
 }  // namespace colossal::runtime

@@ -189,7 +189,7 @@ llvm::Error StateStore::reset() {
     if (llvm::Error err = writeGlobal(e.name(), w->data, w->size_bytes)) return err;
     // Offload: neither the weights file's pages nor this state's stay resident.
     if (tier_) {
-      plan_->weights->releasePages();
+      plan_->weights->releasePages(*w);
       tier_->drain();
     }
   }

@@ -24,7 +24,6 @@ the same spec in memory.
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun for zero).
 """
 import glob
-import json
 import os
 import shutil
 import sys
@@ -46,21 +45,6 @@ train:
 """
 
 
-def json_report(s, model, name, spec):
-    plan = os.path.join(s.work, name + ".cplan")
-    out, _, _ = u.run([s.opt, model, "--spec", spec, "-o", plan, "--report-format=json"],
-                      "colossal-opt --report-format=json")
-    return plan, json.loads(out)
-
-
-def same_losses(label, rows, ref):
-    got, want = [r["loss"] for r in rows], [r["loss"] for r in ref]
-    ok = got == want
-    print(f"  {label}: {len(got)} steps, losses {'bit-equal' if ok else 'DIFFER  MISMATCH'} (final {got[-1]!r} vs "
-          f"{want[-1]!r})")
-    return ok
-
-
 def case_memory(args):
     s = t.Setup(args, need_shared=False)
     big = os.path.join(s.work, "big")
@@ -68,12 +52,12 @@ def case_memory(args):
            "--heads", "8", "--vocab", "256", "--seq", "64", "--batch", "2", "--untied", "--out", big, "--quiet"],
           "export.py", timeout=600)
     model = os.path.join(big, "model.onnx")
-    plain, rep = json_report(s, model, "plain", s.spec("plain", BIG_SPEC))
+    plain, rep = t.json_report(s, "plain", model=model, spec=s.spec("plain", BIG_SPEC))
     pr = rep["per_rank"]
     states = pr["params"] + pr["grads"] + pr["optimizer"]
     budget_mb = states / 3 / MIB
     spec = s.spec("off", BIG_SPEC + f"memory: {{budget_mb: {budget_mb:.3f}, recompute: auto, offload: auto}}\n")
-    plan, r = json_report(s, model, "off", spec)
+    plan, r = t.json_report(s, "off", spec, model=model)
     m = r["memory"]
     budget = m["budget_bytes"]
     off = m["offload"]
@@ -85,7 +69,7 @@ def case_memory(args):
         ok = False
     ref = d.train(s, 1, plain, os.path.join(s.work, "plain.jsonl"), args.steps)
     rows = d.train(s, 1, plan, os.path.join(s.work, "off.jsonl"), args.steps)
-    ok &= same_losses("offload params + recompute auto", rows, ref)
+    ok &= t.same_losses("offload params + recompute auto", rows, ref)
     mem, ref_mem = rows[-1]["memory"], ref[-1]["memory"]
     peak, ref_peak = mem["peak_rss_bytes"], ref_mem["peak_rss_bytes"]
     print(f"  peak resident set: offload {peak / MIB:.1f} MiB (budget {budget / MIB:.1f} MiB + "
@@ -114,13 +98,13 @@ def case_memory(args):
 def case_zero(args):
     s = t.Setup(args, need_shared=False)
     ok = True
-    one, r1 = json_report(s, s.model, "one_off", s.spec("one_off", d.BASE_SPEC + "memory: {offload: params}\n"))
+    one, r1 = t.json_report(s, "one_off", s.spec("one_off", d.BASE_SPEC + "memory: {offload: params}\n"))
     base_text = d.BASE_SPEC + "mesh: {dp: 2}\nzero: {stage: 3}\n"
     z2 = s.compile("z3", s.spec("z2", base_text))
-    z2_off, r2 = json_report(s, s.model, "z2_off", s.spec("z2_off", base_text + "memory: {offload: params}\n"))
+    z2_off, r2 = t.json_report(s, "z2_off", s.spec("z2_off", base_text + "memory: {offload: params}\n"))
     ref = d.train(s, 2, z2, os.path.join(s.work, "z2.jsonl"), args.steps)
     rows = d.train(s, 2, z2_off, os.path.join(s.work, "z2_off.jsonl"), args.steps)
-    ok &= same_losses("dp=2 ZeRO-3 + offload params", rows, ref)
+    ok &= t.same_losses("dp=2 ZeRO-3 + offload params", rows, ref)
     whole = r1["memory"]["offload"]["offloaded_bytes"]
     shard = r2["memory"]["offload"]["offloaded_bytes"]
     measured = rows[-1]["memory"]["offloaded_bytes"]
@@ -146,7 +130,7 @@ def case_resume(args):
         m = os.path.join(s.work, name.replace(" ", "_") + ".jsonl")
         d.train(s, 1, first, m, 10, ["--save", ckpt])
         rows = d.train(s, 1, second, m, 20, ["--resume", ckpt] + extra, fresh=False)
-        ok &= same_losses(name + ", resumed at step 10", rows, ref)
+        ok &= t.same_losses(name + ", resumed at step 10", rows, ref)
     if not os.path.isdir(elsewhere) or os.listdir(elsewhere):
         print(f"  --offload-dir {elsewhere}: expected the folder created and left empty  MISMATCH")
         ok = False

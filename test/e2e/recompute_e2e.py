@@ -23,7 +23,6 @@ The model is examples/models/export.py --preset gpt2-train; the spec examples/tr
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun for mesh).
 """
-import json
 import os
 import sys
 
@@ -35,13 +34,6 @@ import dp_e2e as d  # noqa: E402
 MIB = 1048576
 
 
-def json_report(s, name, spec):
-    plan = os.path.join(s.work, name + ".cplan")
-    out, _, _ = u.run([s.opt, s.model, "--spec", spec, "-o", plan, "--report-format=json"],
-                      "colossal-opt --report-format=json")
-    return plan, json.loads(out)
-
-
 def memory_spec(s, name, memory, extra=""):
     return s.spec(name, d.BASE_SPEC + extra + (f"memory: {{{memory}}}\n" if memory else ""))
 
@@ -51,19 +43,6 @@ def budget_mb(nbytes):
     return repr((nbytes + 0.5) / MIB)
 
 
-def same_losses(label, rows, ref):
-    got, want = [r["loss"] for r in rows], [r["loss"] for r in ref]
-    ok = got == want
-    print(f"  {label}: {len(got)} steps, losses {'bit-equal' if ok else 'DIFFER'} to the plan without recompute"
-          f" (final {got[-1]!r} vs {want[-1]!r})")
-    if not ok:
-        for i, (a, b) in enumerate(zip(got, want)):
-            if a != b:
-                print(f"    first difference at step {i}: {a!r} vs {b!r}  MISMATCH")
-                break
-    return ok
-
-
 def measured_bytes(row, weights):
     sb, mem = row["state_bytes"], row["memory"]
     return sb["params"] + sb["grads"] + sb["optimizer"] + weights + mem["arena_high_water_bytes"]
@@ -71,7 +50,7 @@ def measured_bytes(row, weights):
 
 def case_budget(args):
     s = t.Setup(args, need_shared=False)
-    plain, rep = json_report(s, "plain", memory_spec(s, "plain", ""))
+    plain, rep = t.json_report(s, "plain", memory_spec(s, "plain", ""))
     pr = rep["per_rank"]
     states = pr["params"] + pr["grads"] + pr["optimizer"] + pr["weights"]
     activations = pr["activations"]
@@ -83,7 +62,7 @@ def case_budget(args):
 
     def check_fit(name, budget_bytes):
         nonlocal ok
-        plan, r = json_report(s, name, memory_spec(s, name, f"budget_mb: {budget_mb(budget_bytes)}, recompute: auto"))
+        plan, r = t.json_report(s, name, memory_spec(s, name, f"budget_mb: {budget_mb(budget_bytes)}, recompute: auto"))
         m = r["memory"]
         rc = m["recompute"] or {}
         print(f"{name}: budget {m['budget_bytes']}, predicted peak {m['predicted_peak_bytes']}, minimum "
@@ -95,7 +74,7 @@ def case_budget(args):
             print("  expected recompute with extra FLOPs at most one forward  MISMATCH")
             ok = False
         rows = d.train(s, 1, plan, os.path.join(s.work, name + ".jsonl"), args.steps)
-        ok &= same_losses(name, rows, ref)
+        ok &= t.same_losses(name, rows, ref)
         worst = max(measured_bytes(row, pr["weights"]) for row in rows)
         print(f"  measured: states + read-only weights + arena high-water = {worst} bytes (budget {budget_bytes});"
               f" peak RSS {rows[-1]['memory'].get('peak_rss_bytes')} bytes")
@@ -126,15 +105,15 @@ def case_budget(args):
 
 def case_modes(args):
     s = t.Setup(args, need_shared=False)
-    plain, rep = json_report(s, "plain", memory_spec(s, "plain", ""))
+    plain, rep = t.json_report(s, "plain", memory_spec(s, "plain", ""))
     ref = d.train(s, 1, plain, os.path.join(s.work, "plain.jsonl"), args.steps)
     ok = True
     for mode in ("full", "selective"):
-        plan, r = json_report(s, mode, memory_spec(s, mode, f"recompute: {mode}"))
+        plan, r = t.json_report(s, mode, memory_spec(s, mode, f"recompute: {mode}"))
         rc = r["memory"]["recompute"]
         print(f"{mode}: arena {r['per_rank']['activations']} bytes (plain {rep['per_rank']['activations']}), {rc}")
         rows = d.train(s, 1, plan, os.path.join(s.work, mode + ".jsonl"), args.steps)
-        ok &= same_losses(mode, rows, ref)
+        ok &= t.same_losses(mode, rows, ref)
         if not rc or rc["ops"] == 0 or rc["flops"] > rc["forward_flops"]:
             print("  expected recomputed ops costing at most one forward  MISMATCH")
             ok = False
@@ -159,7 +138,7 @@ def case_mesh(args):
         with_rc = s.compile(name + "_rc", s.spec(name + "_rc", base_text + f"memory: {{recompute: {mode}}}\n"))
         ref = d.train(s, ranks, base, os.path.join(s.work, name + ".jsonl"), args.steps)
         rows = d.train(s, ranks, with_rc, os.path.join(s.work, name + "_rc.jsonl"), args.steps)
-        ok &= same_losses(f"{name} + recompute {mode}", rows, ref)
+        ok &= t.same_losses(f"{name} + recompute {mode}", rows, ref)
     return ok
 
 

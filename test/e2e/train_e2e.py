@@ -201,6 +201,32 @@ def case_sgd(args):
     return ok
 
 
+def json_report(s, name, spec, model=None):
+    """Compiles `spec` (for `model`, default the Setup's) to WORKDIR/NAME.cplan with
+    --report-format=json; returns (plan path, the report as a dict)."""
+    plan = os.path.join(s.work, name + ".cplan")
+    out, _, _ = u.run([s.opt, model or s.model, "--spec", spec, "-o", plan, "--report-format=json"],
+                      "colossal-opt --report-format=json")
+    return plan, json.loads(out)
+
+
+def same_losses(label, rows, ref):
+    """Whether the per-step losses of `rows` are the same JSON numbers as `ref`'s (bit-equal);
+    prints the verdict and the first differing step."""
+    got, want = [r["loss"] for r in rows], [r["loss"] for r in ref]
+    ok = got == want
+    print(f"  {label}: {len(got)} steps, losses {'bit-equal' if ok else 'DIFFER'} to the reference"
+          f" (final {got[-1]!r} vs {want[-1]!r})")
+    if not ok:
+        for i, (a, b) in enumerate(zip(got, want)):
+            if a != b:
+                print(f"    first difference at step {i}: {a!r} vs {b!r}  MISMATCH")
+                break
+        if len(got) != len(want):
+            print(f"    {len(got)} steps vs {len(want)}  MISMATCH")
+    return ok
+
+
 def read_safetensors(path):
     """{name: (dtype, shape, bytes)} of a safetensors file (8-byte header size, JSON header, data)."""
     with open(path, "rb") as f:

@@ -63,26 +63,31 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
   else
     modes = {spec.memory.offload};
 
-  // The smallest plan: recompute chosen for an activation target of 0, the most offload tried,
-  // the least resident schedule.
+  // The smallest plans: recompute chosen for an activation target of 0 and full recompute (on
+  // some graphs full's blocks beat auto's greedy choice), each under the offload modes tried
+  // (page padding can make offload cost more than none on small or sharded states), and the
+  // spec's own plan.
   Spec tightest = spec;
   tightest.memory.recompute = "auto";
   tightest.memory.activationTarget = 0;
-  mlir::OwningOpRef<mlir::ModuleOp> smallest = compile(tightest);
-  if (!smallest)
+  Spec full = spec;
+  full.memory.recompute = "full";
+  mlir::OwningOpRef<mlir::ModuleOp> floors[2] = {compile(tightest), compile(full)};
+  if (!floors[0] || !floors[1])
     return mlir::failure();
-  // The minimum over the modes tried (page padding can make offload cost more than none on small
-  // or sharded states) and over the spec's own plan.
+  const char *floorLabels[2] = {"recompute: auto at its tightest", "recompute: full"};
   std::optional<MemoryPrediction> least;
-  std::string leastMode;
+  std::string leastMode, leastLabel;
   for (const std::string &mode : modes)
-    for (mlir::ModuleOp m : {*smallest, compiled}) {
+    for (int k = 0; k < 3; ++k) {
+      mlir::ModuleOp m = k < 2 ? *floors[k] : compiled;
       mlir::FailureOr<MemoryPrediction> p = predictMemory(m, withOffload(options, mode, 0));
       if (failed(p))
         return mlir::failure();
       if (!least || p->peakBytes() < least->peakBytes()) {
         least = *p;
         leastMode = mode;
+        leastLabel = k < 2 ? floorLabels[k] : "recompute: " + spec.memory.recompute;
       }
     }
   fit.minimumBytes = least->peakBytes();
@@ -94,8 +99,7 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
   if (budget < fit.minimumBytes) {
     llvm::errs() << "error: " << where << ": memory.budget_mb: " << mib(budget)
                  << " per rank is below the smallest plan the compiler can build, "
-                 << mib(fit.minimumBytes) << " (" << breakdown(*least)
-                 << ", with recompute: auto at its tightest"
+                 << mib(fit.minimumBytes) << " (" << breakdown(*least) << ", with " << leastLabel
                  << (leastMode == "none" ? "" : " and offload: " + leastMode)
                  << "); raise memory.budget_mb to at least "
                  << llvm::formatv("{0:f2}", std::ceil(double(fit.minimumBytes) / 10485.76) / 100.0)
@@ -116,10 +120,19 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
       continue;
     }
     // recompute auto: the least recompute that fits; states and weights do not depend on it.
-    mlir::FailureOr<MemoryPrediction> floor = predictMemory(*smallest, o);
-    if (failed(floor))
-      return mlir::failure();
-    if (floor->peakBytes() > budget)
+    // The floor: the smaller of the two smallest plans under this mode.
+    std::optional<MemoryPrediction> floor;
+    int floorIndex = -1;
+    for (int k = 0; k < 2; ++k) {
+      mlir::FailureOr<MemoryPrediction> p = predictMemory(*floors[k], o);
+      if (failed(p))
+        return mlir::failure();
+      if (p->peakBytes() <= budget && (!floor || p->peakBytes() < floor->peakBytes())) {
+        floor = *p;
+        floorIndex = k;
+      }
+    }
+    if (!floor)
       continue;
     const uint64_t fixed = floor->stateBytes + floor->weightBytes + floor->residentChunkBytes;
     uint64_t target = budget > fixed ? budget - fixed : 0;
@@ -140,7 +153,7 @@ fitMemoryBudget(mlir::ModuleOp compiled, const Spec &spec, const PlanOptions &op
       const uint64_t excess = p->peakBytes() - budget;
       target = excess >= target ? 0 : target - excess;
     }
-    fit.module = std::move(smallest);
+    fit.module = std::move(floors[floorIndex]);
     fit.offloadMode = mode;
     return fit;
   }

@@ -76,6 +76,8 @@ public:
   /// on the next access; offload uses it once the states hold the initial values). No-op for a
   /// file read into memory.
   void releasePages() const;
+  /// The same for the whole pages inside tensor `t`'s bytes only.
+  void releasePages(const SafetensorsTensor &t) const;
 
 private:
   SafetensorsFile() = default;

@@ -42,6 +42,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -674,17 +675,20 @@ static std::vector<ReportNotTrained> notTrainedRows(ModuleOp module,
 namespace {
 
 /// predictMemory() on a collected module; `schedule` gets the offload schedule when the options
-/// offload.
+/// offload. `plannedArena`: the largest arena when the programs' memory is already planned.
 MemoryPrediction predictCollected(const CollectedModule &collected, const PlanOptions &options,
-                                  OffloadSchedule *schedule) {
+                                  OffloadSchedule *schedule, std::optional<uint64_t> plannedArena) {
   MemoryPrediction out;
   llvm::StringMap<uint64_t> local; // weight name -> this rank's bytes (its largest view)
   for (const CollectedProgram &program : collected.programs) {
-    out.arenaBytes = std::max(out.arenaBytes, planProgramMemory(program).arenaBytes);
+    if (!plannedArena)
+      out.arenaBytes = std::max(out.arenaBytes, planProgramMemory(program).arenaBytes);
     for (const Tensor &t : program.tensors)
       if (t.isWeight && !t.weightName.empty() && t.aliasOf < 0)
         local[t.weightName] = std::max(local[t.weightName], t.type.bytes);
   }
+  if (plannedArena)
+    out.arenaBytes = *plannedArena;
   for (const plan::StateTensor &st : collected.states) {
     uint64_t count = 1;
     for (int64_t d : st.shape())
@@ -716,7 +720,7 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &op
   CollectedModule collected;
   if (failed(collectModule(module, collected)))
     return failure();
-  return predictCollected(collected, options, nullptr);
+  return predictCollected(collected, options, nullptr, std::nullopt);
 }
 
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
@@ -745,7 +749,10 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     *planMsg.add_states() = st;
   // Offload (docs/training.md "Offload"): the chunks and each program's schedule.
   OffloadSchedule offload;
-  const MemoryPrediction predicted = predictCollected(collected, options, &offload);
+  uint64_t largestArena = 0;
+  for (const ProgramSummary &p : summary.programs)
+    largestArena = std::max(largestArena, p.arenaBytes);
+  const MemoryPrediction predicted = predictCollected(collected, options, &offload, largestArena);
   if (collected.train && options.offloadMode != "none") {
     plan::Offload *o = planMsg.mutable_offload();
     o->set_mode(options.offloadMode);

@@ -448,6 +448,23 @@ inline int64_t padSource(int64_t o, int64_t before, int64_t n, PadMode mode) {
   return -1;
 }
 
+/// The input offset of output row `row` of a pad (rows: every dim but the last, of `outShape`;
+/// `xs`: the input's strides), or -1 when some dim of the row falls in the constant padding.
+/// Shared by pad and pad_grad so both map rows alike.
+inline int64_t padRowSource(int64_t row, const Shape &outShape, llvm::ArrayRef<int64_t> pads,
+                            const Shape &inShape, const Shape &xs, PadMode mode) {
+  int64_t off = 0, rem = row;
+  bool fill = false;
+  for (int64_t d = static_cast<int64_t>(outShape.size()) - 2; d >= 0; --d) {
+    int64_t o = rem % outShape[d];
+    rem /= outShape[d];
+    int64_t s = padSource(o, pads[d], inShape[d], mode);
+    if (s < 0) fill = true;
+    else off += s * xs[d];
+  }
+  return fill ? -1 : off;
+}
+
 llvm::Error runPad(const KernelCall &c) {
   const TensorRef &X = c.inputs[0], &Y = c.outputs[0];
   const PadMode mode = *parsePadMode(c.attrString("mode", "constant"));
@@ -466,16 +483,8 @@ llvm::Error runPad(const KernelCall &c) {
     parallelFor(rows, std::max<int64_t>(1, 8192 / inner), [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         T *dst = y + row * inner;
-        int64_t off = 0, rem = row;
-        bool fill = false;
-        for (int64_t d = r - 2; d >= 0; --d) {
-          int64_t o = rem % Y.shape[d];
-          rem /= Y.shape[d];
-          int64_t s = padSource(o, pads[d], X.shape[d], mode);
-          if (s < 0) fill = true;
-          else off += s * xs[d];
-        }
-        if (fill) { std::fill(dst, dst + inner, value); continue; }
+        const int64_t off = padRowSource(row, Y.shape, pads, X.shape, xs, mode);
+        if (off < 0) { std::fill(dst, dst + inner, value); continue; }
         const int64_t n = X.shape[r - 1], before = pads[r - 1];
         const T *src = x + off;
         for (int64_t j = 0; j < inner; ++j) {
@@ -523,16 +532,8 @@ template <typename T> void padGrad(const KernelCall &c) {
   const int64_t inner = DY.shape[r - 1], rows = DY.numel() / inner, rowsPerBlock = rows / blocks;
   parallelFor(blocks, 1, [&](int64_t b, int64_t e) {
     for (int64_t row = b * rowsPerBlock; row < e * rowsPerBlock; ++row) {
-      int64_t off = 0, rem = row;
-      bool padding = false;
-      for (int64_t d = r - 2; d >= 0; --d) {
-        int64_t o = rem % DY.shape[d];
-        rem /= DY.shape[d];
-        int64_t s = padSource(o, pads[d], DX.shape[d], mode);
-        if (s < 0) padding = true;
-        else off += s * xs[d];
-      }
-      if (padding) continue;
+      const int64_t off = padRowSource(row, DY.shape, pads, DX.shape, xs, mode);
+      if (off < 0) continue;
       const T *src = dy + row * inner;
       T *dst = dx + off;
       for (int64_t j = 0; j < inner; ++j) {

@@ -31,6 +31,31 @@ struct Taps {
   std::vector<uint8_t> outside; // [O]: tf_crop_and_resize extrapolation
 };
 
+/// Calls f(w, off) for each tap of the product over the leading `rank - 1` dims at output index
+/// `idx` (w: the taps' weight product, off: the input offset they address), in one fixed order
+/// shared by resize and resize_grad; the last dim is applied per output element by the caller.
+template <typename F>
+void forEachLeadingTap(const std::vector<Taps> &taps, const int64_t *idx, const int64_t *inStride,
+                       int64_t rank, F &&f) {
+  int tap[kMaxRank] = {0};
+  while (true) {
+    float w = 1;
+    int64_t off = 0;
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      const Taps &t = taps[d];
+      w *= t.weight[idx[d] * t.count + tap[d]];
+      off += t.index[idx[d] * t.count + tap[d]] * inStride[d];
+    }
+    if (w != 0) f(w, off);
+    int64_t d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++tap[d] < taps[d].count) break;
+      tap[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 /// A `floats` attribute (empty when absent).
 std::vector<double> floatsAttr(const KernelCall &c, llvm::StringRef name) {
   std::vector<double> out;
@@ -218,31 +243,15 @@ llvm::Error runResize(const KernelCall &c) {
         continue;
       }
       for (int64_t j = 0; j < inner; ++j) yr[j] = 0;
-      // Walk the tap product of the leading dims; the last dim is applied per output element.
-      int tap[kMaxRank] = {0};
-      while (true) {
-        float w = 1;
-        int64_t off = 0;
-        for (int64_t d = 0; d < rank - 1; ++d) {
-          const Taps &t = taps[d];
-          w *= t.weight[idx[d] * t.count + tap[d]];
-          off += t.index[idx[d] * t.count + tap[d]] * inStride[d];
+      // The tap product of the leading dims; the last dim is applied per output element.
+      forEachLeadingTap(taps, idx, inStride, rank, [&](float w, int64_t off) {
+        const float *xr = x + off;
+        for (int64_t j = 0; j < inner; ++j) {
+          float acc = 0;
+          for (int k = 0; k < last.count; ++k) acc += last.weight[j * last.count + k] * xr[last.index[j * last.count + k]];
+          yr[j] += w * acc;
         }
-        if (w != 0) {
-          const float *xr = x + off;
-          for (int64_t j = 0; j < inner; ++j) {
-            float acc = 0;
-            for (int k = 0; k < last.count; ++k) acc += last.weight[j * last.count + k] * xr[last.index[j * last.count + k]];
-            yr[j] += w * acc;
-          }
-        }
-        int64_t d = rank - 2;
-        for (; d >= 0; --d) {
-          if (++tap[d] < taps[d].count) break;
-          tap[d] = 0;
-        }
-        if (d < 0) break;
-      }
+      });
       for (int64_t j = 0; j < inner; ++j)
         if (last.outside[j]) yr[j] = extrapolation;
     }
@@ -290,30 +299,14 @@ llvm::Error runResizeGrad(const KernelCall &c) {
       }
       if (outside) continue;
       const float *dyr = dy + row * inner;
-      int tap[kMaxRank] = {0};
-      while (true) {  // the tap product of the leading dims, as the forward walks it
-        float w = 1;
-        int64_t off = 0;
-        for (int64_t d = 0; d < rank - 1; ++d) {
-          const Taps &t = taps[d];
-          w *= t.weight[idx[d] * t.count + tap[d]];
-          off += t.index[idx[d] * t.count + tap[d]] * inStride[d];
+      forEachLeadingTap(taps, idx, inStride, rank, [&](float w, int64_t off) {  // as the forward walks it
+        float *dxr = dx + off;
+        for (int64_t j = 0; j < inner; ++j) {
+          if (last.outside[j]) continue;
+          const float g = w * dyr[j];
+          for (int k = 0; k < last.count; ++k) dxr[last.index[j * last.count + k]] += last.weight[j * last.count + k] * g;
         }
-        if (w != 0) {
-          float *dxr = dx + off;
-          for (int64_t j = 0; j < inner; ++j) {
-            if (last.outside[j]) continue;
-            const float g = w * dyr[j];
-            for (int k = 0; k < last.count; ++k) dxr[last.index[j * last.count + k]] += last.weight[j * last.count + k] * g;
-          }
-        }
-        int64_t d = rank - 2;
-        for (; d >= 0; --d) {
-          if (++tap[d] < taps[d].count) break;
-          tap[d] = 0;
-        }
-        if (d < 0) break;
-      }
+      });
     }
   });
   return llvm::Error::success();
