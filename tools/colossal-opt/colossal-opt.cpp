@@ -49,6 +49,11 @@ static llvm::cl::opt<std::string> reportFormat(
     llvm::cl::desc("The report's form: text (default) or json (one object; implies --report)"),
     llvm::cl::init("text"), llvm::cl::cat(category));
 
+static llvm::cl::opt<bool> dumpSchedule(
+    "dump-schedule",
+    llvm::cl::desc("Print the pipeline schedule (actions per stage, bubble; stdout)"),
+    llvm::cl::cat(category));
+
 /// --report, or --report-format=json alone.
 static bool wantReport() { return report || reportFormat == "json"; }
 
@@ -200,6 +205,7 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
   planOptions.reportFormat = reportFormat;
+  planOptions.dumpSchedule = dumpSchedule;
   planOptions.memoryBudgetBytes = spec.memory.budgetBytes.value_or(0);
   planOptions.minimumBudgetBytes = fit.minimumBytes;
   planOptions.offloadMode = fit.offloadMode;
@@ -260,6 +266,7 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.reportFormat = reportFormat;
+  planOptions.dumpSchedule = dumpSchedule;
   if (failed(colossal::emitPlan(*module, output, planOptions, wantReport() ? &llvm::outs() : nullptr)))
     return 1;
   return 0;

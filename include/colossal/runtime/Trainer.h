@@ -85,6 +85,10 @@ struct StepResult {
     /// The process's resident set when the trainer started, before states and arena: the
     /// executable, its libraries, the loaded plan (what no budget counts), bytes.
     int64_t baselineRss = -1;
+    /// Pipeline parallelism: per stage, the most bytes of saved activations (what a
+    /// microbatch's backward reads, kept from its forward or received for it) held at once
+    /// this step, counted by the runner. Empty without a pipeline.
+    std::vector<int64_t> pipelineSavedPeak;
   } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
@@ -111,6 +115,8 @@ struct StepResult {
   bool lossScaleUnderflow = false;
 };
 
+class PipelineRunner;
+
 class Trainer {
 public:
   /// Prepares a `mode: train` plan (validated by loadPlan, which checks the TrainConfig and the
@@ -123,6 +129,10 @@ public:
   ~Trainer();
 
   StateStore &states() { return *states_; }
+  /// Pipeline parallelism: makes every rank's store hold the current value of every state (each
+  /// stage updates only its own); before eval, checkpoints and anything else that reads all of
+  /// them. A no-op without a pipeline.
+  llvm::Error syncStates();
   const plan::TrainConfig &config() const { return plan_->plan.train(); }
 
   /// Optimizer step `step` on `data` (header comment): `optimizer_step` gets `step` = the updates
@@ -168,6 +178,8 @@ private:
   int64_t arenaHighWater() const;
   std::unique_ptr<StateStore> states_;
   std::unique_ptr<Executor> trainStep_, optimizerStep_, eval_;
+  /// Pipeline parallelism (Plan.pipeline): this rank's stage programs and schedule.
+  std::unique_ptr<PipelineRunner> pipeline_;
   DType tokensDType_ = DType::I64;
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
@@ -192,6 +204,8 @@ private:
   /// Multiplies every gradient accumulator by `factor` in place; true when some element is not
   /// finite (torch's _amp_foreach_non_finite_check_and_unscale_).
   bool unscaleGradients(double factor);
+  /// Pipeline parallelism: every stage's peak of saved activation bytes into `r.memory`.
+  llvm::Error gatherPipelineMemory(StepResult &r);
   /// Sum over the dp group of `local` (itself for one rank).
   llvm::Expected<double> sumOverRanks(double local);
   /// The test hook, when it is due at `step` on this rank: `lossSum` or a gradient made NaN.

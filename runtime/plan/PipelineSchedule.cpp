@@ -1,0 +1,214 @@
+//===- PipelineSchedule.cpp - generate, simulate and print pipeline schedules ------------===//
+#include "colossal/runtime/PipelineSchedule.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace colossal::runtime {
+
+namespace {
+
+using Action = plan::Pipeline::Action;
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+
+Action make(Action::Kind kind, uint32_t microbatch, uint32_t stage) {
+  Action a;
+  a.set_kind(kind);
+  a.set_microbatch(microbatch);
+  a.set_stage(stage);
+  return a;
+}
+
+/// A compute action with the receive before it and the send after it.
+void addCompute(plan::Pipeline::RankSchedule &rank, bool forward, uint32_t mb, uint32_t stage,
+                uint32_t stages) {
+  const bool first = stage == 0, last = stage + 1 == stages;
+  if (forward) {
+    if (!first) *rank.add_actions() = make(Action::RECV_FORWARD, mb, stage);
+    *rank.add_actions() = make(Action::FORWARD, mb, stage);
+    if (!last) *rank.add_actions() = make(Action::SEND_FORWARD, mb, stage);
+  } else {
+    if (!last) *rank.add_actions() = make(Action::RECV_BACKWARD, mb, stage);
+    *rank.add_actions() = make(Action::BACKWARD, mb, stage);
+    if (!first) *rank.add_actions() = make(Action::SEND_BACKWARD, mb, stage);
+  }
+}
+
+} // namespace
+
+llvm::Error generateSchedule(plan::Pipeline &p) {
+  const uint32_t S = p.stages(), m = p.microbatches();
+  if (S < 1 || m < 1) return fail("pipeline schedule: stages and microbatches must be >= 1");
+  const std::string &kind = p.schedule();
+  if (kind != "gpipe" && kind != "1f1b")
+    return fail("pipeline schedule '" + kind + "' cannot be generated (implemented: gpipe, 1f1b)");
+  p.clear_ranks();
+  for (uint32_t r = 0; r < S; ++r) {
+    plan::Pipeline::RankSchedule &rank = *p.add_ranks();
+    if (kind == "gpipe") {
+      for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
+      for (uint32_t k = 0; k < m; ++k) addCompute(rank, false, k, r, S);
+      continue;
+    }
+    const uint32_t warmup = std::min(S - r - 1, m);
+    uint32_t f = 0, b = 0;
+    for (; f < warmup; ++f) addCompute(rank, true, f, r, S);
+    while (f < m) {
+      addCompute(rank, true, f++, r, S);
+      addCompute(rank, false, b++, r, S);
+    }
+    while (b < m) addCompute(rank, false, b++, r, S);
+  }
+  return llvm::Error::success();
+}
+
+std::string actionName(const Action &a) {
+  std::string mb = std::to_string(a.microbatch());
+  switch (a.kind()) {
+  case Action::FORWARD: return "F" + mb;
+  case Action::BACKWARD: return "B" + mb;
+  case Action::SEND_FORWARD: return "sendF" + mb;
+  case Action::RECV_FORWARD: return "recvF" + mb;
+  case Action::SEND_BACKWARD: return "sendB" + mb;
+  case Action::RECV_BACKWARD: return "recvB" + mb;
+  default: return "?" + mb;
+  }
+}
+
+llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
+  const uint32_t S = p.stages(), m = p.microbatches();
+  if (p.ranks_size() != static_cast<int>(S))
+    return fail("pipeline schedule: " + llvm::Twine(p.ranks_size()) + " rank lists for " + llvm::Twine(S) +
+                " stages");
+  ScheduleStats stats;
+  stats.peakInFlight.assign(S, 0);
+  stats.busy.assign(S, 0);
+  std::vector<double> clock(S, 0);
+  std::vector<int> next(S, 0);
+  std::vector<uint32_t> inFlight(S, 0);
+  // (kind of the send: SEND_FORWARD / SEND_BACKWARD, microbatch, sending stage) -> time sent.
+  std::map<std::tuple<int, uint32_t, uint32_t>, double> sent;
+  std::set<std::tuple<int, uint32_t, uint32_t>> received;
+  // (stage, microbatch) -> done: forwards, backwards, and the receives each waits for.
+  std::set<std::pair<uint32_t, uint32_t>> forwarded, backwarded, gotF, gotB;
+  auto where = [&](uint32_t r, int i) {
+    return "rank " + std::to_string(r) + " (stage " + std::to_string(r) + "), action #" + std::to_string(i) +
+           " " + actionName(p.ranks(r).actions(i));
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (uint32_t r = 0; r < S; ++r) {
+      const auto &list = p.ranks(r).actions();
+      while (next[r] < list.size()) {
+        const int i = next[r];
+        const Action &a = list[i];
+        const uint32_t mb = a.microbatch(), s = a.stage();
+        if (s != r) return fail("pipeline schedule: " + where(r, i) + " names stage " + llvm::Twine(s));
+        if (mb >= m) return fail("pipeline schedule: " + where(r, i) + ": microbatch out of range");
+        const bool first = s == 0, last = s + 1 == S;
+        auto key = std::make_pair(s, mb);
+        if (a.kind() == Action::FORWARD || a.kind() == Action::BACKWARD) {
+          const bool fwd = a.kind() == Action::FORWARD;
+          if (fwd ? forwarded.count(key) : backwarded.count(key))
+            return fail("pipeline schedule: " + where(r, i) + " runs twice");
+          if (fwd && !first && !gotF.count(key))
+            return fail("pipeline schedule: " + where(r, i) + " runs before its inputs are received (recvF" +
+                        llvm::Twine(mb) + ")");
+          if (!fwd && !forwarded.count(key))
+            return fail("pipeline schedule: " + where(r, i) + " runs before its forward F" + llvm::Twine(mb));
+          if (!fwd && !last && !gotB.count(key))
+            return fail("pipeline schedule: " + where(r, i) + " runs before its output gradients are received (recvB" +
+                        llvm::Twine(mb) + ")");
+          const double cost = fwd ? 1 : 2;
+          stats.events.push_back({r, static_cast<uint32_t>(i), clock[r], clock[r] + cost});
+          clock[r] += cost;
+          stats.busy[r] += cost;
+          if (fwd) {
+            forwarded.insert(key);
+            stats.peakInFlight[s] = std::max(stats.peakInFlight[s], ++inFlight[s]);
+          } else {
+            backwarded.insert(key);
+            --inFlight[s];
+          }
+        } else if (a.kind() == Action::SEND_FORWARD || a.kind() == Action::SEND_BACKWARD) {
+          const bool fwd = a.kind() == Action::SEND_FORWARD;
+          if (fwd ? last : first)
+            return fail("pipeline schedule: " + where(r, i) + ": stage " + llvm::Twine(s) + " has no " +
+                        (fwd ? "next" : "previous") + " stage to send to");
+          if (!(fwd ? forwarded.count(key) : backwarded.count(key)))
+            return fail("pipeline schedule: " + where(r, i) + " sends before " + (fwd ? "F" : "B") + llvm::Twine(mb) +
+                        " computed it");
+          if (!sent.emplace(std::make_tuple(int(a.kind()), mb, s), clock[r]).second)
+            return fail("pipeline schedule: " + where(r, i) + " sends twice");
+        } else if (a.kind() == Action::RECV_FORWARD || a.kind() == Action::RECV_BACKWARD) {
+          const bool fwd = a.kind() == Action::RECV_FORWARD;
+          if (fwd ? first : last)
+            return fail("pipeline schedule: " + where(r, i) + ": stage " + llvm::Twine(s) + " has no " +
+                        (fwd ? "previous" : "next") + " stage to receive from");
+          auto from = std::make_tuple(int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), mb, fwd ? s - 1 : s + 1);
+          auto it = sent.find(from);
+          if (it == sent.end()) break;  // waits for the peer
+          if (!received.insert(from).second) return fail("pipeline schedule: " + where(r, i) + " receives twice");
+          clock[r] = std::max(clock[r], it->second);
+          (fwd ? gotF : gotB).insert(key);
+        } else {
+          return fail("pipeline schedule: " + where(r, i) + ": unknown action kind " + llvm::Twine(int(a.kind())));
+        }
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  for (uint32_t r = 0; r < S; ++r)
+    if (next[r] < p.ranks(r).actions_size()) {
+      const Action &a = p.ranks(r).actions(next[r]);
+      const bool fwd = a.kind() == Action::RECV_FORWARD;
+      return fail("pipeline schedule deadlocks: " + where(r, next[r]) + " waits for stage " +
+                  llvm::Twine(fwd ? a.stage() - 1 : a.stage() + 1) + "'s send" + (fwd ? "F" : "B") +
+                  llvm::Twine(a.microbatch()) + ", which never comes before it");
+    }
+  for (uint32_t s = 0; s < S; ++s)
+    for (uint32_t k = 0; k < m; ++k) {
+      if (!forwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs F" + llvm::Twine(k));
+      if (!backwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs B" + llvm::Twine(k));
+    }
+  for (auto &[key, time] : sent)
+    if (!received.count(key))
+      return fail("pipeline schedule: stage " + llvm::Twine(std::get<2>(key)) + "'s " +
+                  (std::get<0>(key) == int(Action::SEND_FORWARD) ? "sendF" : "sendB") + llvm::Twine(std::get<1>(key)) +
+                  " is never received");
+  stats.makespan = *std::max_element(clock.begin(), clock.end());
+  double busy = 0;
+  for (double b : stats.busy) busy += b;
+  stats.bubble = stats.makespan > 0 ? 1.0 - busy / (S * stats.makespan) : 0;
+  return stats;
+}
+
+std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) {
+  std::ostringstream os;
+  os << "pipeline schedule " << p.schedule() << ": " << p.stages() << " stages, " << p.microbatches()
+     << " microbatches\n";
+  for (int r = 0; r < p.ranks_size(); ++r) {
+    os << "rank " << r << " (stage " << r << "):";
+    for (const Action &a : p.ranks(r).actions()) os << " " << actionName(a);
+    os << "\n";
+  }
+  os.setf(std::ios::fixed);
+  os.precision(4);
+  os << "bubble (forward 1, backward 2): " << stats.bubble << " of " << stats.makespan
+     << " time units per rank\npeak in-flight microbatches per stage:";
+  for (uint32_t n : stats.peakInFlight) os << " " << n;
+  os << "\n";
+  return os.str();
+}
+
+} // namespace colossal::runtime

@@ -1,0 +1,100 @@
+//===- PipelineRunner.h - runs one rank's share of a pipeline schedule ---------*- C++ -*-===//
+//
+// docs/parallelism.md "Pipeline parallelism". Each rank of the pipeline axis runs its stage's
+// programs (Plan.pipeline; STAGE_FORWARD / STAGE_BACKWARD / STAGE_OPTIMIZER) in the order of its
+// action list. Values named `pp.<k>` move between programs: to another stage by a message
+// (non-blocking send, blocking receive; messages between two ranks are matched by microbatch
+// and direction and arrive in the order sent), or within the stage by a copy kept from the
+// forward until the backward of the same microbatch (the saved activations, counted for the
+// metrics). The loss is the last stage's; every rank learns it.
+//===------------------------------------------------------------------------------------===//
+#ifndef COLOSSAL_RUNTIME_TRAIN_PIPELINERUNNER_H
+#define COLOSSAL_RUNTIME_TRAIN_PIPELINERUNNER_H
+
+#include "colossal/runtime/Communicator.h"
+#include "colossal/runtime/Executor.h"
+#include "colossal/runtime/Plan.h"
+#include "colossal/runtime/StateStore.h"
+#include "colossal/runtime/TokenData.h"
+
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace colossal::runtime {
+
+class PipelineRunner {
+public:
+  /// Prepares this rank's stage (its coordinate on the plan's pipeline axis): the executors of
+  /// its three programs (with `options`' states, arena and communicators) and the message lists.
+  static llvm::Expected<std::unique_ptr<PipelineRunner>>
+  create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, CommContext &comm,
+         const ExecutorOptions &options);
+
+  /// Runs this rank's actions for optimizer step `step` on `data` (microbatch k takes rows
+  /// k·B/m .. (k+1)·B/m − 1 of the step's batch) and returns the sum of the microbatch losses,
+  /// the same on every rank. Errors name the stage, the action and the program.
+  llvm::Expected<double> runMicrobatches(const TokenData &data, int64_t step, DType tokensDType);
+
+  /// Runs the stage's optimizer program with `lr` and `stepNumber`; returns grad_norm (the
+  /// norm over all stages).
+  llvm::Expected<double> runOptimizer(float lr, int64_t stepNumber);
+
+  /// Broadcasts every state from the stage that updates it, so that each rank's store holds the
+  /// current values of all of them (for eval, checkpoints and --dump-states).
+  llvm::Error syncStates(StateStore &states);
+
+  uint32_t stage() const { return stage_; }
+  /// The pipeline axis's communicator (group rank = stage).
+  Communicator &group() { return *pp_; }
+  /// The most bytes of saved activations (values the backward of a microbatch reads, kept
+  /// from its forward or received for it) held at once during the last step.
+  int64_t peakSavedBytes() const { return peakSaved_; }
+
+private:
+  PipelineRunner() = default;
+  /// A value this stage receives or sends: its name, peer stage, element count and dtype.
+  struct Message {
+    std::string name;
+    uint32_t peer;
+    int64_t count;
+    DType dtype;
+  };
+  /// A value kept for a microbatch: its bytes and whether the backward still needs it.
+  struct Kept {
+    std::vector<char> bytes;
+    bool forBackward = false;
+    bool counted = false;  // a saved activation (forward value) in saved_
+  };
+  llvm::Error runProgram(Executor &ex, bool forward, uint32_t mb, const TokenData &data, int64_t step,
+                         DType tokensDType, double &lossSum);
+  llvm::Error receive(bool forward, uint32_t mb);
+  llvm::Error send(bool forward, uint32_t mb);
+
+  const LoadedPlan *plan_ = nullptr;
+  Device *device_ = nullptr;
+  Communicator *pp_ = nullptr;
+  uint32_t stage_ = 0, stages_ = 0, microbatches_ = 0;
+  std::unique_ptr<Executor> forward_, backward_, optimizer_;
+  /// Per direction (0 forward, 1 backward): what this stage receives before, and sends after,
+  /// its compute action, in message order.
+  std::vector<Message> recv_[2], send_[2];
+  /// Names the backward reads (kept from the forward or received for it).
+  std::map<std::string, bool> backwardReads_;
+  /// (name, microbatch) -> kept value; outgoing copies until the step's sends complete.
+  std::map<std::pair<std::string, uint32_t>, Kept> kept_;
+  std::map<std::pair<std::string, uint32_t>, std::vector<char>> outbox_;
+  std::vector<std::vector<char>> inFlightSends_;
+  int64_t saved_ = 0, peakSaved_ = 0;
+  std::vector<char> tokens_;
+  std::vector<int64_t> labels_;
+  /// State name -> the stage whose programs read it.
+  std::map<std::string, uint32_t> owner_;
+};
+
+} // namespace colossal::runtime
+
+#endif
