@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Pipeline parallelism (docs/parallelism.md "Pipeline parallelism"): `mesh: {pp: P}` with
+`parallel.pipeline: {schedule, microbatches, stages}` against one rank.
+
+    pipeline_e2e.py --case train|llama|errors --workdir W [--opt PATH --run PATH] [--steps N]
+
+  train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
+          gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip, and
+          with the user's cut point: per-step losses bit-equal to one rank with grad_accum = m (the
+          same summation order) and within 1e-6 relative of grad_accum 1. --dump-schedule's bubble
+          is exactly (P-1)/(m+P-1); each stage's peak of saved activation bytes, counted by the
+          runtime, equals the --report prediction (saved bytes per microbatch x in-flight).
+          The same model exported with a fixed batch trains like the dynamic one.
+  llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b and pp=4 gpipe, and the shared
+          pretrained aidreams260K (when ../shared is present) under pp=2: bit-equal to grad_accum m.
+  errors  grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
+          node, more stages than ops, pp with tp (not supported yet): one clear error each, before
+          anything runs.
+
+Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util as u  # noqa: E402
+import train_e2e as t  # noqa: E402
+import dp_e2e as d  # noqa: E402
+
+
+def pipeline_spec(s, name, pp, schedule, m, extra="", cuts=None):
+    text = d.BASE_SPEC + extra + f"mesh: {{pp: {pp}}}\nparallel:\n  pipeline: {{schedule: {schedule}, microbatches: {m}"
+    if cuts:
+        text += ", stages: [" + ", ".join(f"'{c}'" for c in cuts) + "]"
+    return s.spec(name, text + "}\n")
+
+
+def accum_spec(s, name, m, extra=""):
+    return s.spec(name, d.BASE_SPEC + extra + f"  grad_accum: {m}\n")
+
+
+def compile_plan(s, name, spec, model=None, pipeline=True):
+    plan = os.path.join(s.work, name + ".cplan")
+    flags = ["--report", "--dump-schedule"] if pipeline else []
+    out, _, _ = u.run([s.opt, model or s.model, "--spec", spec, "-o", plan] + flags, f"colossal-opt {name}")
+    return plan, out
+
+
+def predicted(report):
+    """Per stage (saved bytes per microbatch, in-flight, activations) from the report's table,
+    and the schedule's bubble from --dump-schedule."""
+    rows = {}
+    for line in report.splitlines():
+        m = re.match(r"\s+(\d+)\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+(?:\d+|-)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
+        if m:
+            rows[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+    bubble = re.search(r"bubble \(forward 1, backward 2\): ([\d.]+)", report)
+    return rows, float(bubble.group(1)) if bubble else None
+
+
+def close_losses(label, rows, ref, tol):
+    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(rows, ref))
+    ok = worst <= tol and len(rows) == len(ref)
+    print(f"  {label}: max relative loss difference {worst:.2e} (tolerance {tol:g})" + ("" if ok else "  MISMATCH"))
+    return ok
+
+
+def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=None, ref1=None):
+    ok = True
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, pp, schedule, m, extra, cuts), model)
+    stages, bubble = predicted(report)
+    want = (pp - 1) / (m + pp - 1)
+    if bubble is None or abs(bubble - want) > 5e-5:
+        print(f"  {name}: schedule bubble {bubble}, expected (P-1)/(m+P-1) = {want:.4f}  MISMATCH")
+        ok = False
+    ref_plan = s.compile(name + "_ref", accum_spec(s, name + "_ref", m, extra)) if not model else \
+        compile_plan(s, name + "_ref", accum_spec(s, name + "_ref", m, extra), model, pipeline=False)[0]
+    ref = d.train(s, 1, ref_plan, os.path.join(s.work, name + "_ref.jsonl"), steps)
+    rows = d.train(s, pp, plan, os.path.join(s.work, name + ".jsonl"), steps)
+    ok &= t.same_losses(f"{name} (pp={pp} {schedule} m={m}) vs grad_accum {m}", rows, ref)
+    if ref1 is not None:
+        ok &= close_losses(f"{name} vs grad_accum 1", rows, ref1, 1e-6)
+    measured = rows[-1]["memory"].get("pipeline_saved_peak_bytes")
+    expect = [stages[k][2] for k in sorted(stages)]
+    print(f"  saved activations per stage: measured peak {measured}, predicted {expect}; bubble {bubble:.4f}")
+    if measured != expect or len(expect) != pp:
+        print("  measured peak saved bytes differ from the report's prediction  MISMATCH")
+        ok = False
+    return ok
+
+
+def case_train(args):
+    s = t.Setup(args, need_shared=False)
+    if not d.mpirun_cmd(2):
+        print("skipped: no mpirun")
+        sys.exit(u.SKIP)
+    ok = True
+    for clip in ("", "  grad_clip: 1.0\n"):
+        tag = "clip" if clip else "noclip"
+        ref1_plan = s.compile("one_" + tag, accum_spec(s, "one_" + tag, 1, clip))
+        ref1 = d.train(s, 1, ref1_plan, os.path.join(s.work, f"one_{tag}.jsonl"), args.steps)
+        for pp, schedule, m in [(2, "gpipe", 2), (2, "1f1b", 4), (2, "1f1b", 8), (4, "gpipe", 8), (4, "1f1b", 4)]:
+            if clip and (pp, m) not in [(2, 4), (4, 4)]:
+                continue
+            ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, clip, ref1=ref1)
+    # A cut point given by the user: after the first block's last node.
+    ok &= check_pipeline(s, "pp2_cut", 2, "1f1b", 4, args.steps, cuts=["/h.0/.*"])
+    # A fixed-batch export trains like the dynamic one.
+    static_dir = os.path.join(s.work, "static")
+    u.run([sys.executable, u.EXPORT_PY, "--preset", "gpt2-train", "--static", "--out", static_dir, "--quiet"],
+          "export.py --static", timeout=600)
+    ok &= check_pipeline(s, "pp2_static", 2, "1f1b", 4, args.steps, model=os.path.join(static_dir, "model.onnx"))
+    return ok
+
+
+def case_llama(args):
+    s = t.Setup(args, need_shared=False)
+    if not d.mpirun_cmd(2):
+        print("skipped: no mpirun")
+        sys.exit(u.SKIP)
+    llama = os.path.join(s.work, "llama")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
+           "--quiet"], "export.py --arch llama", timeout=600)
+    model = os.path.join(llama, "model.onnx")
+    ok = check_pipeline(s, "llama_pp2", 2, "1f1b", 4, args.steps, model=model)
+    ok &= check_pipeline(s, "llama_pp4", 4, "gpipe", 8, args.steps, model=model)
+    shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
+    if os.path.isfile(shared):
+        ok &= check_pipeline(s, "aidreams_pp2", 2, "1f1b", 4, args.steps, model=shared)
+    else:
+        print(f"  aidreams260K: {shared} is absent, that part is skipped")
+    return ok
+
+
+def case_errors(args):
+    s = t.Setup(args, need_shared=False)
+    ok = True
+
+    def expect(name, text, pattern):
+        nonlocal ok
+        spec = s.spec(name, text)
+        p = subprocess.run([s.opt, s.model, "--spec", spec, "-o", os.path.join(s.work, name + ".cplan")],
+                           capture_output=True, text=True, timeout=600)
+        err = p.stderr.strip()
+        good = p.returncode != 0 and re.search(pattern, err) and err.count("error:") == 1
+        print(f"  {name}: {err.splitlines()[0] if err else '(no error)'}" + ("" if good else "  MISMATCH"))
+        ok &= bool(good)
+
+    pipe = "mesh: {pp: 2}\nparallel:\n  pipeline: {schedule: 1f1b, microbatches: 4}\n"
+    expect("accum", d.BASE_SPEC + "  grad_accum: 2\n" + pipe,
+           r"train\.grad_accum 2 with mesh pp=2: .*microbatches plays grad_accum's role")
+    expect("divide", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 3"),
+           r"parallel\.pipeline\.microbatches 3 must divide each dp rank's rows")
+    expect("cut", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/nowhere/.*']"),
+           r"cut point '/nowhere/\.\*' matches no node")
+    expect("cuts", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/h.0/.*', '/h.1/.*']"),
+           r"stages lists 2 cut points; mesh pp=2 needs 1")
+    expect("stages", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 4096").replace("microbatches: 4", "microbatches: 1"),
+           r"mesh pp=4096: more stages than the training step can be cut into")
+    expect("tp", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 2, tp: 2"),
+           r"mesh pp=2 together with mesh tp > 1 is not supported yet")
+    return ok
+
+
+if __name__ == "__main__":
+    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "errors": case_errors}, steps=10)
