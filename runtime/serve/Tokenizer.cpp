@@ -3,7 +3,9 @@
 
 #include "TokenizerFormats.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cstring>
 
@@ -36,6 +38,9 @@ std::string Tokenizer::decode(llvm::ArrayRef<TokenId> ids) const {
 }
 
 namespace {
+/// What loadTokenizer looks for in a folder, in this order.
+const char *const kFileNames[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
+
 /// A llama2.c tokenizer.bin starts with int32 max_token_length; run.c sizes its merge buffer by
 /// it, so real files hold a small number. A SentencePiece ModelProto starts with the bytes
 /// 0x0A LEN 0x0A LEN2 (field 1, a piece, and its string), which read as an int32 above 10^8.
@@ -48,6 +53,14 @@ bool looksLikeLlama2c(llvm::StringRef contents) {
 }  // namespace
 
 llvm::Expected<std::unique_ptr<Tokenizer>> loadTokenizer(llvm::StringRef path) {
+  if (llvm::sys::fs::is_directory(path)) {
+    for (const char *name : kFileNames) {
+      llvm::SmallString<256> file = path;
+      llvm::sys::path::append(file, name);
+      if (llvm::sys::fs::exists(file)) return loadTokenizer(file);
+    }
+    return tokenizerError(path, "a folder without tokenizer.json, tokenizer.model or tokenizer.bin");
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!buffer) return tokenizerError(path, "cannot read the tokenizer: " + buffer.getError().message());
   llvm::StringRef contents = (*buffer)->getBuffer();

@@ -19,12 +19,15 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -129,6 +132,22 @@ void expectStreamsLikeDecode(const Tokenizer &tok, llvm::ArrayRef<std::string> s
   }
 }
 
+/// The texts of /usr/share/common-licenses (real prose, code-like lists, long whitespace runs), each
+/// cut to `maxBytes` at a line end; sorted by name so the order is fixed.
+std::vector<std::string> licenseTexts(size_t maxBytes) {
+  std::vector<std::string> paths, out;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it("/usr/share/common-licenses", ec), end; !ec && it != end; it.increment(ec))
+    if (llvm::sys::fs::is_regular_file(it->path())) paths.push_back(it->path());
+  std::sort(paths.begin(), paths.end());
+  for (const std::string &p : paths) {
+    std::string text = readFile(p);
+    if (text.size() > maxBytes) text.resize(llvm::StringRef(text).take_front(maxBytes).rfind('\n') + 1);
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
 std::string python() { return COLOSSAL_PYTHON_PATH; }
 std::string script(llvm::StringRef name) { return std::string(COLOSSAL_UNIT_SOURCE_DIR) + "/" + name.str(); }
 
@@ -149,6 +168,9 @@ TEST(TokenizerLlama2c, SharedTokenizerMatchesRunCEncode) {
   std::vector<std::string> strings = unicodeTestStrings();
   const std::vector<std::string> bytes = byteTestStrings();
   strings.insert(strings.end(), bytes.begin(), bytes.end());
+  // The reference rescans for every merge (quadratic): license texts cut to 600 bytes.
+  const std::vector<std::string> licenses = licenseTexts(600);
+  strings.insert(strings.end(), licenses.begin(), licenses.end());
   ScratchDir dir;
   writeStrings(dir.file("strings.bin"), strings);
   const int rc = runProgram(python(), {python(), script("llama2c_tokenizer_reference.py"), kSharedTokenizer,
@@ -162,8 +184,9 @@ TEST(TokenizerLlama2c, SharedTokenizerMatchesRunCEncode) {
   EXPECT_GE(checked, 1000u);
   EXPECT_EQ(roundTripped, checked);
   ::testing::Test::RecordProperty("strings", static_cast<int>(checked));
-  std::printf("llama2.c tokenizer.bin: %zu strings (%zu of arbitrary bytes) equal to run.c's encode, all round-trip\n",
-              checked, bytes.size());
+  std::printf("llama2.c tokenizer.bin: %zu strings (%zu of arbitrary bytes, %zu license texts) equal to run.c's "
+              "encode, all round-trip\n",
+              checked, bytes.size(), licenses.size());
   expectStreamsLikeDecode(*tok, strings, true);
 }
 
@@ -184,6 +207,28 @@ TEST(TokenizerLlama2c, EncodesLikeRunCOnKnownText) {
   tok->appendTokenBytes(the, /*atStart=*/false, piece);
   EXPECT_EQ(piece, " the");
   EXPECT_EQ(tok->decode({1, the, 2}), "the");  // BOS and EOS stand for no text
+}
+
+TEST(TokenizerLlama2c, DecodesTheSharedModelsGreedyOutput) {
+  // greedy_from_bos_60.json: the aidreams260K model's greedy tokens from BOS (models/README.md).
+  const std::string greedy = std::string(COLOSSAL_SHARED_DIR) + "/models/aidreams260K/greedy_from_bos_60.json";
+  if (!llvm::sys::fs::exists(kSharedTokenizer) || !llvm::sys::fs::exists(greedy)) GTEST_SKIP() << "no shared model";
+  auto tok = load(kSharedTokenizer);
+  ASSERT_TRUE(tok);
+  auto json = llvm::json::parse(readFile(greedy));
+  ASSERT_TRUE(static_cast<bool>(json)) << llvm::toString(json.takeError());
+  ASSERT_TRUE(json->getAsArray());
+  std::vector<TokenId> ids;
+  for (const llvm::json::Value &v : *json->getAsArray()) ids.push_back(static_cast<TokenId>(*v.getAsInteger()));
+  ASSERT_EQ(ids.size(), 61u);
+  const std::string text = tok->decode(ids);
+  EXPECT_TRUE(llvm::StringRef(text).starts_with(
+      "\"Echoes of vectors unfold, a gentle hum of precision, as I sense the nodes, "))
+      << text;
+  StreamDetokenizer stream(*tok, /*atSequenceStart=*/true);
+  std::string streamed;
+  for (TokenId id : ids) streamed += stream.push(id);
+  EXPECT_EQ(streamed + stream.finish(), text);
 }
 
 TEST(TokenizerLlama2c, BadFilesNameTheFileAndTheProblem) {
@@ -276,7 +321,9 @@ TEST(TokenizerSentencePiece, LlamaStyleModelMatchesLibraryAndRoundTrips) {
   EXPECT_EQ(tok->vocabSize(), 1000);
   EXPECT_EQ(tok->bosId(), 1);
   EXPECT_EQ(tok->eosId(), 2);
-  const std::vector<std::string> strings = unicodeTestStrings();
+  std::vector<std::string> strings = unicodeTestStrings();
+  const std::vector<std::string> licenses = licenseTexts(SIZE_MAX);
+  strings.insert(strings.end(), licenses.begin(), licenses.end());
   const auto ref = sentencePieceReference(dir, model, strings);
   // U+2581 is SentencePiece's own space symbol: text holding it decodes with a space instead.
   auto roundTrips = [](llvm::StringRef s, llvm::ArrayRef<TokenId>) { return !s.contains("\xE2\x96\x81"); };
@@ -288,8 +335,9 @@ TEST(TokenizerSentencePiece, LlamaStyleModelMatchesLibraryAndRoundTrips) {
     if (tok->decode(ref[i].ids) != fromHex(ref[i].rest))
       ++decodeMismatches, ADD_FAILURE() << "string " << i << ": decode " << escaped(tok->decode(ref[i].ids))
                                         << ", library " << escaped(fromHex(ref[i].rest));
-  std::printf("SentencePiece (Llama-style BPE): %zu strings equal to the sentencepiece package, %zu round-trip\n",
-              checked, roundTripped);
+  std::printf("SentencePiece (Llama-style BPE): %zu strings (%zu whole license texts) equal to the sentencepiece "
+              "package, %zu round-trip\n",
+              checked, licenses.size(), roundTripped);
   // With BOS: the same ids after it.
   auto withBos = *tok->encode("Hello world", true);
   auto without = *tok->encode("Hello world", false);
@@ -450,6 +498,8 @@ TEST(TokenizerByteLevelBpe, Gpt2MatchesHuggingFaceTokenizers) {
     if (llvm::StringRef(s).contains("\xC2\x85") || llvm::StringRef(s).contains("\xEF\xBB\xBF")) ++leftOut;
     else strings.push_back(std::move(s));
   }
+  const std::vector<std::string> licenses = licenseTexts(SIZE_MAX);
+  strings.insert(strings.end(), licenses.begin(), licenses.end());
   ScratchDir dir;
   writeStrings(dir.file("strings.bin"), strings);
   const int rc = runProgram(*node, {*node, script("byte_level_bpe_reference.cjs"), npm.library, npm.tokenizerJson,
@@ -465,9 +515,13 @@ TEST(TokenizerByteLevelBpe, Gpt2MatchesHuggingFaceTokenizers) {
   const size_t checked = expectMatches(*tok, strings, ref, /*addBos=*/false, roundTrips, &roundTripped);
   EXPECT_GE(checked, 1000u);
   EXPECT_GE(roundTripped, 1000u);
-  std::printf("tokenizer.json (GPT-2): %zu strings equal to @huggingface/tokenizers, %zu round-trip (%zu with "
-              "U+0085 or U+FEFF left out)\n",
-              checked, roundTripped, leftOut);
+  size_t licenseBytes = 0, licenseTokens = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string &text : licenses) licenseBytes += text.size(), licenseTokens += tok->encode(text, false)->size();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("tokenizer.json (GPT-2): %zu strings (%zu whole license texts) equal to @huggingface/tokenizers, %zu "
+              "round-trip (%zu with U+0085 or U+FEFF left out); %zu license bytes -> %zu tokens in %.3f s\n",
+              checked, licenses.size(), roundTripped, leftOut, licenseBytes, licenseTokens, seconds);
   expectStreamsLikeDecode(*tok, strings, false);
 }
 
@@ -479,6 +533,15 @@ TEST(TokenizerFormatDetection, PicksTheFormatFromTheContents) {
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->format(), TokenizerFormat::HuggingFaceByteLevelBpe);
   EXPECT_EQ(formatName(tok->format()), "tokenizer.json (byte-level BPE)");
+  // A folder: its tokenizer.json first.
+  llvm::sys::fs::create_directories(dir.file("model"));
+  writeFile(dir.file("model/tokenizer.json"), tinyTokenizerJson());
+  writeFile(dir.file("model/tokenizer.bin"), "not read");
+  auto fromFolder = load(dir.file("model"));
+  ASSERT_TRUE(fromFolder);
+  EXPECT_EQ(fromFolder->format(), TokenizerFormat::HuggingFaceByteLevelBpe);
+  llvm::sys::fs::create_directories(dir.file("empty"));
+  EXPECT_NE(loadError(dir.file("empty")).find("empty: a folder without tokenizer.json"), std::string::npos);
   if (llvm::sys::fs::exists(kSharedTokenizer)) {
     writeFile(dir.file("tok.model"), readFile(kSharedTokenizer));
     auto l = load(dir.file("tok.model"));

@@ -73,7 +73,8 @@ public:
 
 /// Reads a tokenizer file; the format comes from its contents: a JSON object is a tokenizer.json,
 /// a file whose int32 header is a plausible max_token_length (1..1024) is a llama2.c
-/// tokenizer.bin, anything else is handed to SentencePiece. Errors name the file and say what is
+/// tokenizer.bin, anything else is handed to SentencePiece. A folder stands for the first of
+/// tokenizer.json, tokenizer.model, tokenizer.bin in it (a Hugging Face model folder). Errors name the file and say what is
 /// wrong: unreadable, truncated (with the byte offset and token index), a token longer than
 /// max_token_length, a non-finite score, JSON that does not parse (line and column), a
 /// tokenizer.json model other than BPE with a ByteLevel pre-tokenizer, a merge of unknown tokens,
