@@ -139,7 +139,17 @@ private:
   struct AddedToken {
     std::string content;
     TokenId id;
+    bool special;
   };
+
+  // Loading, one part of the file each (load calls them in this order).
+  llvm::Error readOptions(const llvm::json::Object &root, const llvm::json::Object &model);
+  llvm::Error readVocab(const llvm::json::Object &model);
+  llvm::Error readAddedTokens(const llvm::json::Object &root, std::vector<AddedToken> &added);
+  llvm::Error readMerges(const llvm::json::Object &model);
+  void chooseBosEos(llvm::ArrayRef<AddedToken> added);
+  /// "PATH: tokenizer.json: MESSAGE".
+  llvm::Error fail(const llvm::Twine &message) const;
 
   const AddedToken *addedTokenAt(llvm::StringRef text, size_t pos) const {
     const AddedToken *best = nullptr;
@@ -223,6 +233,7 @@ private:
   std::vector<bool> special_;
   std::vector<std::vector<AddedToken>> addedByFirstByte_ = std::vector<std::vector<AddedToken>>(256);
   TokenId bos_ = -1, eos_ = -1;
+  std::string path_;
   bool addPrefixSpace_ = false, useRegex_ = true, ignoreMerges_ = false;
 };
 
@@ -250,67 +261,70 @@ void readConfigTokens(llvm::StringRef path, std::string &bos, std::string &eos) 
   }
 }
 
+llvm::Error ByteLevelBpeTokenizer::fail(const llvm::Twine &message) const {
+  return tokenizerError(path_, "tokenizer.json: " + message);
+}
+
 llvm::Expected<std::unique_ptr<Tokenizer>> ByteLevelBpeTokenizer::load(llvm::StringRef path, llvm::StringRef contents) {
-  auto fail = [&](const llvm::Twine &msg) { return tokenizerError(path, "tokenizer.json: " + msg); };
+  auto tok = std::make_unique<ByteLevelBpeTokenizer>();
+  tok->path_ = path.str();
   auto parsed = llvm::json::parse(contents);
-  if (!parsed) return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  if (!parsed) return tok->fail("not valid JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object *root = parsed->getAsObject();
-  if (!root) return fail("the top level is not an object");
+  if (!root) return tok->fail("the top level is not an object");
   const llvm::json::Object *model = root->getObject("model");
-  if (!model) return fail("no \"model\" object");
-  const auto modelType = model->getString("type");
+  if (!model) return tok->fail("no \"model\" object");
+  std::vector<AddedToken> added;
+  if (llvm::Error e = tok->readOptions(*root, *model)) return std::move(e);
+  if (llvm::Error e = tok->readVocab(*model)) return std::move(e);
+  if (llvm::Error e = tok->readAddedTokens(*root, added)) return std::move(e);
+  if (llvm::Error e = tok->readMerges(*model)) return std::move(e);
+  tok->chooseBosEos(added);
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+llvm::Error ByteLevelBpeTokenizer::readOptions(const llvm::json::Object &root, const llvm::json::Object &model) {
+  const auto modelType = model.getString("type");
   if (!modelType || *modelType != "BPE")
     return fail("model type '" + (modelType ? *modelType : llvm::StringRef("(none)")) +
                 "' is not supported (only BPE with a ByteLevel pre-tokenizer)");
-  const llvm::json::Object *pre = root->getObject("pre_tokenizer");
+  const llvm::json::Object *pre = root.getObject("pre_tokenizer");
   const auto preType = pre ? pre->getString("type") : std::nullopt;
   if (!preType || *preType != "ByteLevel")
     return fail("pre_tokenizer '" + (preType ? *preType : llvm::StringRef("(none)")) +
                 "' is not supported (only ByteLevel, the GPT-2 scheme)");
-  if (const llvm::json::Value *norm = root->get("normalizer"); norm && norm->kind() != llvm::json::Value::Null)
+  if (const llvm::json::Value *norm = root.get("normalizer"); norm && norm->kind() != llvm::json::Value::Null)
     return fail("a normalizer is not supported (GPT-2 style byte-level BPE has none)");
   for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (auto s = model->getString(key); s && !s->empty())
+    if (auto s = model.getString(key); s && !s->empty())
       return fail(llvm::Twine("model.") + key + " '" + *s + "' is not supported");
-  if (model->getBoolean("byte_fallback").value_or(false)) return fail("model.byte_fallback is not supported");
+  if (model.getBoolean("byte_fallback").value_or(false)) return fail("model.byte_fallback is not supported");
+  addPrefixSpace_ = pre->getBoolean("add_prefix_space").value_or(false);
+  useRegex_ = pre->getBoolean("use_regex").value_or(true);
+  ignoreMerges_ = model.getBoolean("ignore_merges").value_or(false);
+  return llvm::Error::success();
+}
 
-  auto tok = std::make_unique<ByteLevelBpeTokenizer>();
-  tok->addPrefixSpace_ = pre->getBoolean("add_prefix_space").value_or(false);
-  tok->useRegex_ = pre->getBoolean("use_regex").value_or(true);
-  tok->ignoreMerges_ = model->getBoolean("ignore_merges").value_or(false);
-
-  const llvm::json::Object *vocab = model->getObject("vocab");
+/// model.vocab: the ids, what each decodes to (its characters mapped back to bytes), and the
+/// token of every byte.
+llvm::Error ByteLevelBpeTokenizer::readVocab(const llvm::json::Object &model) {
+  const llvm::json::Object *vocab = model.getObject("vocab");
   if (!vocab) return fail("model.vocab is not an object");
   int64_t maxId = -1;
   for (const auto &[key, value] : *vocab) {
     auto id = value.getAsInteger();
     if (!id || *id < 0 || *id > INT32_MAX) return fail("model.vocab['" + key.str() + "'] is not an id");
-    tok->vocab_[key.str()] = static_cast<TokenId>(*id);
+    vocab_[key.str()] = static_cast<TokenId>(*id);
     maxId = std::max(maxId, *id);
   }
-  std::vector<std::pair<std::string, TokenId>> added;
-  if (const llvm::json::Array *list = root->getArray("added_tokens")) {
-    for (size_t i = 0; i < list->size(); ++i) {
-      const llvm::json::Object *t = (*list)[i].getAsObject();
-      auto content = t ? t->getString("content") : std::nullopt;
-      auto id = t ? t->getInteger("id") : std::nullopt;
-      if (!content || content->empty() || !id || *id < 0 || *id > INT32_MAX)
-        return fail("added_tokens[" + llvm::Twine(i) + "] needs a non-empty content and an id");
-      for (const char *flag : {"lstrip", "rstrip", "single_word"})
-        if (t->getBoolean(flag).value_or(false))
-          return fail("added_tokens[" + llvm::Twine(i) + "] ('" + *content + "'): " + flag + " is not supported");
-      added.emplace_back(content->str(), static_cast<TokenId>(*id));
-      maxId = std::max(maxId, *id);
-    }
-  }
-  tok->bytes_.resize(maxId + 1);
-  tok->special_.assign(maxId + 1, false);
+  bytes_.resize(maxId + 1);
+  special_.assign(maxId + 1, false);
   std::array<int, 0x200> codePointToByte;
   codePointToByte.fill(-1);
-  for (int b = 0; b < 256; ++b) codePointToByte[tok->byteToCodePoint_[b]] = b;
-  for (const auto &entry : tok->vocab_) {
+  for (int b = 0; b < 256; ++b) codePointToByte[byteToCodePoint_[b]] = b;
+  for (const auto &entry : vocab_) {
     llvm::StringRef chars = entry.getKey();
-    std::string &out = tok->bytes_[entry.getValue()];
+    std::string &out = bytes_[entry.getValue()];
     for (size_t pos = 0; pos < chars.size();) {
       int len;
       const int32_t cp = decodeUtf8At(chars, pos, len);
@@ -321,15 +335,46 @@ llvm::Expected<std::unique_ptr<Tokenizer>> ByteLevelBpeTokenizer::load(llvm::Str
   }
   for (int b = 0; b < 256; ++b) {
     std::string ch;
-    appendUtf8(tok->byteToCodePoint_[b], ch);
-    auto it = tok->vocab_.find(ch);
-    if (it == tok->vocab_.end())
+    appendUtf8(byteToCodePoint_[b], ch);
+    auto it = vocab_.find(ch);
+    if (it == vocab_.end())
       return fail("model.vocab has no token for byte 0x" + llvm::utohexstr(b, false, 2) + " ('" + ch +
                   "'): not a byte-level vocabulary");
-    tok->byteToken_[b] = it->second;
+    byteToken_[b] = it->second;
   }
+  return llvm::Error::success();
+}
 
-  const llvm::json::Array *merges = model->getArray("merges");
+/// added_tokens: matched in the text before anything else; `special` ones stand for no text.
+llvm::Error ByteLevelBpeTokenizer::readAddedTokens(const llvm::json::Object &root, std::vector<AddedToken> &added) {
+  const llvm::json::Array *list = root.getArray("added_tokens");
+  if (!list) return llvm::Error::success();
+  for (size_t i = 0; i < list->size(); ++i) {
+    const llvm::json::Object *t = (*list)[i].getAsObject();
+    auto content = t ? t->getString("content") : std::nullopt;
+    auto id = t ? t->getInteger("id") : std::nullopt;
+    if (!content || content->empty() || !id || *id < 0 || *id > INT32_MAX)
+      return fail("added_tokens[" + llvm::Twine(i) + "] needs a non-empty content and an id");
+    for (const char *flag : {"lstrip", "rstrip", "single_word"})
+      if (t->getBoolean(flag).value_or(false))
+        return fail("added_tokens[" + llvm::Twine(i) + "] ('" + *content + "'): " + flag + " is not supported");
+    added.push_back({content->str(), static_cast<TokenId>(*id), t->getBoolean("special").value_or(false)});
+  }
+  for (const AddedToken &t : added) {
+    if (t.id >= vocabSize()) {
+      bytes_.resize(t.id + 1);
+      special_.resize(t.id + 1, false);
+    }
+    bytes_[t.id] = t.content;
+    special_[t.id] = t.special;
+    addedByFirstByte_[static_cast<unsigned char>(t.content[0])].push_back(t);
+  }
+  return llvm::Error::success();
+}
+
+/// model.merges: "A B" strings or [A, B] pairs, in rank order.
+llvm::Error ByteLevelBpeTokenizer::readMerges(const llvm::json::Object &model) {
+  const llvm::json::Array *merges = model.getArray("merges");
   if (!merges) return fail("model.merges is not an array");
   for (size_t rank = 0; rank < merges->size(); ++rank) {
     const llvm::json::Value &m = (*merges)[rank];
@@ -345,40 +390,34 @@ llvm::Expected<std::unique_ptr<Tokenizer>> ByteLevelBpeTokenizer::load(llvm::Str
     } else {
       return fail("model.merges[" + llvm::Twine(rank) + "] is neither 'A B' nor [A, B]");
     }
-    auto l = tok->vocab_.find(left), r = tok->vocab_.find(right), lr = tok->vocab_.find(left + right);
-    if (l == tok->vocab_.end() || r == tok->vocab_.end() || lr == tok->vocab_.end())
+    auto l = vocab_.find(left), r = vocab_.find(right), lr = vocab_.find(left + right);
+    if (l == vocab_.end() || r == vocab_.end() || lr == vocab_.end())
       return fail("model.merges[" + llvm::Twine(rank) + "] ('" + left + "', '" + right +
                   "') merges tokens that are not all in model.vocab");
     // A pair listed twice keeps its first (lowest) rank.
-    tok->merges_.try_emplace(pairKey(l->second, r->second), MergeRule{static_cast<int32_t>(rank), lr->second});
+    merges_.try_emplace(pairKey(l->second, r->second), MergeRule{static_cast<int32_t>(rank), lr->second});
   }
+  return llvm::Error::success();
+}
 
-  for (const auto &[content, id] : added) {
-    tok->bytes_[id] = content;
-    tok->addedByFirstByte_[static_cast<unsigned char>(content[0])].push_back({content, id});
-  }
-  if (const llvm::json::Array *list = root->getArray("added_tokens"))
-    for (size_t i = 0; i < list->size(); ++i)
-      if ((*list)[i].getAsObject()->getBoolean("special").value_or(false)) tok->special_[added[i].second] = true;
-
-  // BOS/EOS: tokenizer_config.json's bos_token/eos_token when it sits beside the file, else the
-  // first special added token of a conventional name (GPT-2's <|endoftext|> is both).
+/// BOS/EOS: tokenizer_config.json's bos_token/eos_token when it sits beside the file, else the
+/// first special added token of a conventional name (GPT-2's <|endoftext|> is both).
+void ByteLevelBpeTokenizer::chooseBosEos(llvm::ArrayRef<AddedToken> added) {
   std::string bosName, eosName;
-  readConfigTokens(path, bosName, eosName);
-  auto findSpecial = [&](const std::string &configured, std::initializer_list<llvm::StringRef> names) -> TokenId {
+  readConfigTokens(path_, bosName, eosName);
+  auto find = [&](const std::string &configured, std::initializer_list<llvm::StringRef> names) -> TokenId {
     if (!configured.empty()) {
-      for (const auto &[content, id] : added)
-        if (content == configured) return id;
+      for (const AddedToken &t : added)
+        if (t.content == configured) return t.id;
       return -1;
     }
     for (llvm::StringRef name : names)
-      for (const auto &[content, id] : added)
-        if (content == name && tok->special_[id]) return id;
+      for (const AddedToken &t : added)
+        if (t.content == name && t.special) return t.id;
     return -1;
   };
-  tok->bos_ = findSpecial(bosName, {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<|endoftext|>"});
-  tok->eos_ = findSpecial(eosName, {"<|end_of_text|>", "</s>", "<|endoftext|>"});
-  return std::unique_ptr<Tokenizer>(std::move(tok));
+  bos_ = find(bosName, {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<|endoftext|>"});
+  eos_ = find(eosName, {"<|end_of_text|>", "</s>", "<|endoftext|>"});
 }
 
 }  // namespace

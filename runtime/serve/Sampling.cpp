@@ -137,7 +137,7 @@ SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &p, 
   const int32_t V = static_cast<int32_t>(logits.size());
   SampledToken out;
   const int32_t best = filteredLogits(logits, p, history, ws);
-  if (p.temperature == 0) {
+  if (p.temperature == 0 || ws.logits[best] == kNegInf) {  // greedy, or nothing to draw from
     out.id = best;
   } else {
     const double m = ws.logits[best];  // the argmax survives every filter

@@ -160,6 +160,18 @@ TEST(Sampling, GreedyIsTheArgmaxAfterThePenalty) {
   EXPECT_EQ(sampleToken(negative, with(0, 0, 1, 0, 2.0), {0}, 0, ws).id, 1);
 }
 
+TEST(Sampling, NaNIsMaskedAndAllMaskedGivesIdZero) {
+  SamplingWorkspace ws;
+  const std::vector<float> withNan = {NAN, 0.5f, NAN, -1.0f};
+  for (int t = 0; t < 100; ++t) {
+    const TokenId id = sampleToken(withNan, with(1.0), {}, t, ws).id;
+    EXPECT_TRUE(id == 1 || id == 3) << id;
+  }
+  const std::vector<float> masked = {-INFINITY, NAN, -INFINITY};
+  EXPECT_EQ(sampleToken(masked, with(1.0, 2, 0.5, 0.1), {}, 0, ws).id, 0);
+  EXPECT_EQ(sampleToken(masked, with(0), {}, 0, ws).id, 0);
+}
+
 TEST(Sampling, SameSeedSameTokensOtherSeedOthers) {
   SamplingWorkspace ws;
   std::vector<TokenId> a, b, c;

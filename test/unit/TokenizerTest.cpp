@@ -338,6 +338,14 @@ TEST(TokenizerSentencePiece, LlamaStyleModelMatchesLibraryAndRoundTrips) {
   std::printf("SentencePiece (Llama-style BPE): %zu strings (%zu whole license texts) equal to the sentencepiece "
               "package, %zu round-trip\n",
               checked, licenses.size(), roundTripped);
+  // A truncated model: the file and the library's complaint.
+  const std::string model_bytes = readFile(model);
+  writeFile(dir.file("truncated.model"), llvm::StringRef(model_bytes).take_front(model_bytes.size() / 2));
+  const std::string err = loadError(dir.file("truncated.model"));
+  EXPECT_NE(err.find(dir.file("truncated.model") + ": not a llama2.c tokenizer.bin, a tokenizer.json or a "
+                                                    "SentencePiece model (SentencePiece: "),
+            std::string::npos)
+      << err;
   // With BOS: the same ids after it.
   auto withBos = *tok->encode("Hello world", true);
   auto without = *tok->encode("Hello world", false);

@@ -80,8 +80,8 @@ struct SamplingWorkspace {
 
 /// The next token from `logits` [vocab] (float32, any finite or −inf values; NaN counts as −inf)
 /// for a request with `params` whose tokens so far are `history`, generating its token number
-/// `tokenIndex` (0 for the first generated token). Preconditions: params valid, at least one
-/// logit not −inf, history ids inside the vocabulary (others are ignored).
+/// `tokenIndex` (0 for the first generated token). Preconditions: params valid (history ids
+/// outside the vocabulary are ignored). When every logit is −inf or NaN the result is id 0.
 SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &params, llvm::ArrayRef<TokenId> history,
                          uint64_t tokenIndex, SamplingWorkspace &workspace);
 
