@@ -29,7 +29,7 @@ llvm::Error validateSamplingParams(const SamplingParams &p) {
   if (!(p.minP >= 0 && p.minP <= 1)) return badParam("min_p", "must be in [0, 1], not " + str(p.minP));
   if (!std::isfinite(p.repetitionPenalty) || p.repetitionPenalty <= 0)
     return badParam("repetition_penalty", "must be finite and > 0, not " + str(p.repetitionPenalty));
-  if (p.logprobs < 0) return badParam("logprobs", "must be >= 0, not " + llvm::Twine(p.logprobs));
+  if (p.logprobs < -1) return badParam("logprobs", "must be >= -1 (-1 = none), not " + llvm::Twine(p.logprobs));
   return llvm::Error::success();
 }
 
@@ -59,7 +59,9 @@ namespace {
 
 /// Steps 1–5 of Sampling.h: ws.logits holds the penalized, temperature-scaled logits with the
 /// filtered ones at −inf. Returns the argmax of the penalized logits (ties: lowest id), which no
-/// filter removes. Sorts the vocabulary only when top-k, top-p or min-p is on.
+/// filter removes. Without top-k/top-p/min-p nothing is ranked; top-k and min-p are thresholds
+/// (one selection, one pass); top-p ranks only as many of the most likely tokens as it needs,
+/// selecting 64, 256, 1024, ... of them until the mass reaches p.
 int32_t filteredLogits(llvm::ArrayRef<float> logits, const SamplingParams &p, llvm::ArrayRef<TokenId> history,
                        SamplingWorkspace &ws) {
   const int32_t V = static_cast<int32_t>(logits.size());
@@ -81,38 +83,60 @@ int32_t filteredLogits(llvm::ArrayRef<float> logits, const SamplingParams &p, ll
   if (p.temperature == 0) return best;
   for (double &l : ws.logits) l /= p.temperature;
   if (p.topK == 0 && p.topP >= 1 && p.minP == 0) return best;
+  const double maxLogit = ws.logits[best];
+  if (maxLogit == kNegInf) return best;
 
-  // Descending by logit, ties by id: the order top-k and top-p read.
-  ws.order.resize(V);
-  std::iota(ws.order.begin(), ws.order.end(), 0);
-  auto byLogit = [&](int32_t a, int32_t b) {
+  // The candidates, in id order; `ranked` is the order top-k and top-p read (logit descending,
+  // ties by id), a strict total order so that any selection of the first n is well defined.
+  std::vector<int32_t> &cand = ws.order;
+  cand.clear();
+  for (int32_t i = 0; i < V; ++i)
+    if (ws.logits[i] != kNegInf) cand.push_back(i);
+  auto ranked = [&](int32_t a, int32_t b) {
     return ws.logits[a] != ws.logits[b] ? ws.logits[a] > ws.logits[b] : a < b;
   };
-  std::sort(ws.order.begin(), ws.order.end(), byLogit);
-  int32_t kept = V;
-  while (kept > 1 && ws.logits[ws.order[kept - 1]] == kNegInf) --kept;
-  if (p.topK > 0 && p.topK < kept) {
-    const double kth = ws.logits[ws.order[p.topK - 1]];
-    int32_t k = p.topK;
-    while (k < kept && ws.logits[ws.order[k]] == kth) ++k;
-    kept = k;
+  auto keepIf = [&](auto pred) {
+    cand.erase(std::remove_if(cand.begin(), cand.end(), [&](int32_t i) { return !pred(i); }), cand.end());
+  };
+  if (p.topK > 0 && p.topK < static_cast<int32_t>(cand.size())) {
+    std::nth_element(cand.begin(), cand.begin() + (p.topK - 1), cand.end(), ranked);
+    const double kth = ws.logits[cand[p.topK - 1]];
+    keepIf([&](int32_t i) { return ws.logits[i] >= kth; });  // ties with the k-th stay
   }
-  const double maxLogit = ws.logits[ws.order[0]];
   if (p.topP < 1) {
     double z = 0;
-    for (int32_t i = 0; i < kept; ++i) z += std::exp(ws.logits[ws.order[i]] - maxLogit);
-    double before = 0;
-    int32_t n = 0;
-    while (n < kept && before < p.topP) before += std::exp(ws.logits[ws.order[n++]] - maxLogit) / z;
-    kept = std::max(n, 1);
+    for (int32_t i : cand) z += std::exp(ws.logits[i] - maxLogit);
+    for (size_t n = std::min<size_t>(64, cand.size());; n = std::min(n * 4, cand.size())) {
+      std::nth_element(cand.begin(), cand.begin() + (n - 1), cand.end(), ranked);
+      std::sort(cand.begin(), cand.begin() + n, ranked);
+      double before = 0;
+      size_t keep = 0;
+      while (keep < n && before < p.topP) before += std::exp(ws.logits[cand[keep++]] - maxLogit) / z;
+      if (before >= p.topP || n == cand.size()) {
+        cand.resize(std::max<size_t>(keep, 1));
+        break;
+      }
+    }
   }
   if (p.minP > 0) {
     // p_i >= min_p · p_max  <=>  l_i − l_max >= log(min_p), whatever the normalization.
     const double threshold = maxLogit + std::log(p.minP);
-    while (kept > 1 && ws.logits[ws.order[kept - 1]] < threshold) --kept;
+    keepIf([&](int32_t i) { return ws.logits[i] >= threshold; });
   }
-  for (int32_t i = kept; i < V; ++i) ws.logits[ws.order[i]] = kNegInf;
+  ws.kept.assign(V, false);
+  for (int32_t i : cand) ws.kept[i] = true;
+  for (int32_t i = 0; i < V; ++i)
+    if (!ws.kept[i]) ws.logits[i] = kNegInf;
   return best;
+}
+
+/// ws.weights = exp(ws.logits − max) for the kept tokens; returns their sum.
+double weights(int32_t best, SamplingWorkspace &ws) {
+  const double m = ws.logits[best];  // the argmax survives every filter
+  ws.weights.resize(ws.logits.size());
+  double z = 0;
+  for (size_t i = 0; i < ws.logits.size(); ++i) z += ws.weights[i] = std::exp(ws.logits[i] - m);
+  return z;
 }
 
 }  // namespace
@@ -121,14 +145,12 @@ std::vector<double> samplingDistribution(llvm::ArrayRef<float> logits, const Sam
                                          llvm::ArrayRef<TokenId> history, SamplingWorkspace &ws) {
   const int32_t best = filteredLogits(logits, p, history, ws);
   std::vector<double> probs(logits.size(), 0.0);
-  if (p.temperature == 0) {
+  if (p.temperature == 0 || ws.logits[best] == kNegInf) {
     probs[best] = 1;
     return probs;
   }
-  const double m = *std::max_element(ws.logits.begin(), ws.logits.end());
-  double z = 0;
-  for (size_t i = 0; i < probs.size(); ++i) z += probs[i] = std::exp(ws.logits[i] - m);
-  for (double &q : probs) q /= z;
+  const double z = weights(best, ws);
+  for (size_t i = 0; i < probs.size(); ++i) probs[i] = ws.weights[i] / z;
   return probs;
 }
 
@@ -140,13 +162,10 @@ SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &p, 
   if (p.temperature == 0 || ws.logits[best] == kNegInf) {  // greedy, or nothing to draw from
     out.id = best;
   } else {
-    const double m = ws.logits[best];  // the argmax survives every filter
-    double z = 0;
-    for (int32_t i = 0; i < V; ++i) z += std::exp(ws.logits[i] - m);
-    double u = philoxUniform(p.seed, tokenIndex) * z;
+    double u = philoxUniform(p.seed, tokenIndex) * weights(best, ws);
     out.id = best;  // if rounding leaves u above the running total
     for (int32_t i = 0; i < V; ++i) {
-      const double w = std::exp(ws.logits[i] - m);
+      const double w = ws.weights[i];
       if (w == 0) continue;
       if (u < w) {
         out.id = i;
@@ -155,6 +174,7 @@ SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &p, 
       u -= w;
     }
   }
+  if (p.logprobs < 0) return out;
 
   // Logprobs of the raw logits.
   double m = kNegInf;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <random>
 
 using namespace colossal::runtime::serve;
@@ -238,6 +239,46 @@ TEST(Sampling, LogprobsAreOfTheRawLogits) {
   EXPECT_NEAR(t.top[0].logprob, 3.0 - std::log(z), 1e-9);
   EXPECT_NEAR(t.logprob, double(kLogits[t.id]) - std::log(z), 1e-9);
   EXPECT_TRUE(t.id == 7 || t.id == 2);  // top-k 2
+  // logprobs -1 (the default): none computed; 0: the chosen token's only.
+  p.logprobs = -1;
+  EXPECT_TRUE(sampleToken(kLogits, p, {}, 0, ws).top.empty());
+  p.logprobs = 0;
+  const SampledToken chosen = sampleToken(kLogits, p, {}, 0, ws);
+  EXPECT_TRUE(chosen.top.empty());
+  EXPECT_NEAR(chosen.logprob, double(kLogits[chosen.id]) - std::log(z), 1e-9);
+}
+
+TEST(Sampling, LargeVocabularyTopPMatchesTheReference) {
+  // 50,257 logits (GPT-2's vocabulary size): top-p ranks the nucleus in rounds of 64, 256, ...
+  // and must keep exactly what a full sort keeps.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0, 3);
+  std::vector<float> logits(50257);
+  for (float &x : logits) x = normal(rng);
+  SamplingWorkspace ws;
+  for (const SamplingParams &p : {with(0.8, 0, 0.9), with(1.5, 0, 0.99), with(1.0, 300, 0.7, 0.001), with(0.5, 0, 0.3)}) {
+    std::vector<float> copy = logits;
+    const std::vector<double> q = samplingDistribution(copy, p, {}, ws);
+    // Reference: a full sort.
+    std::vector<int> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> l(logits.begin(), logits.end());
+    for (double &x : l) x /= p.temperature;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] != l[b] ? l[a] > l[b] : a < b; });
+    size_t support = 0;
+    for (double x : q) support += x > 0;
+    size_t kept = p.topK > 0 ? p.topK : order.size();
+    double z = 0;
+    for (size_t i = 0; i < kept; ++i) z += std::exp(l[order[i]] - l[order[0]]);
+    double before = 0;
+    size_t n = 0;
+    while (n < kept && before < p.topP) before += std::exp(l[order[n++]] - l[order[0]]) / z;
+    kept = n;
+    if (p.minP > 0)
+      while (kept > 1 && std::exp(l[order[kept - 1]] - l[order[0]]) < p.minP) --kept;
+    EXPECT_EQ(support, kept) << "temperature " << p.temperature << " top_p " << p.topP;
+    for (size_t i = 0; i < kept; ++i) EXPECT_GT(q[order[i]], 0) << "rank " << i;
+  }
 }
 
 TEST(Sampling, PhiloxMatchesTheKnownAnswers) {
@@ -267,7 +308,7 @@ TEST(Sampling, InvalidParametersNameTheParameter) {
   EXPECT_NE(message(with(1.0, 0, 1, 1.5)).find("min_p"), std::string::npos);
   EXPECT_NE(message(with(1.0, 0, 1, 0, 0)).find("repetition_penalty"), std::string::npos);
   SamplingParams p;
-  p.logprobs = -1;
+  p.logprobs = -2;
   EXPECT_NE(message(p).find("logprobs"), std::string::npos);
 }
 

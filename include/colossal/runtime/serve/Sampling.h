@@ -21,7 +21,8 @@
 //  6. draw from the softmax of the kept logits (in double), by inverse CDF over ids in order with
 //     one uniform u in [0, 1).
 // Logprobs are of the model's distribution, log_softmax of the raw logits (vLLM's default
-// "raw_logprobs"): the chosen token's and the `logprobs` most likely tokens' (ties: lower id).
+// "raw_logprobs"), computed only when asked for: the chosen token's and the `logprobs` most likely
+// tokens' (ties: lower id).
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_RUNTIME_SERVE_SAMPLING_H
@@ -45,7 +46,7 @@ struct SamplingParams {
   double minP = 0.0;               // [0, 1]; 0 = off
   double repetitionPenalty = 1.0;  // > 0; 1 = off
   uint64_t seed = 0;
-  int32_t logprobs = 0;            // how many top alternatives to report (0 = none)
+  int32_t logprobs = -1;           // -1: none; 0: the chosen token's; n: and the n most likely
 };
 
 /// An error naming the parameter (temperature, top_k, top_p, min_p, repetition_penalty, logprobs)
@@ -59,7 +60,7 @@ struct TokenLogprob {
 
 struct SampledToken {
   TokenId id = -1;
-  double logprob = 0;              // log_softmax(raw logits)[id]
+  double logprob = 0;              // log_softmax(raw logits)[id] (0 when params.logprobs is -1)
   std::vector<TokenLogprob> top;   // the params.logprobs most likely, most likely first
 };
 
@@ -73,7 +74,7 @@ double philoxUniform(uint64_t seed, uint64_t counter, uint32_t stream = 0);
 
 /// Reusable buffers, so that sampling a token does not allocate once they have grown.
 struct SamplingWorkspace {
-  std::vector<double> logits;
+  std::vector<double> logits, weights;
   std::vector<int32_t> order;
   std::vector<bool> kept;
 };
