@@ -496,6 +496,16 @@ TEST(TokenizerByteLevelBpe, Gpt2MatchesHuggingFaceTokenizers) {
   EXPECT_EQ(tok->bosId(), 50256);
   EXPECT_EQ(tok->eosId(), 50256);
   EXPECT_EQ(*tok->encode("Hello World", false), (std::vector<TokenId>{15496, 2159}));
+  // \s is White_Space: U+0085 is a space (" " and "\u0085" are pre-tokens of their own; the JS
+  // reference, whose \s lacks it, reads " \u0085" as one: 87 1587 227 88), U+FEFF is not (it
+  // joins the punctuation after it: "\ufeff'" then "d"; the JS reference splits "\ufeff" "'d").
+  EXPECT_EQ(*tok->encode("x \xC2\x85y", false), (std::vector<TokenId>{87, 220, 126, 227, 88}));
+  std::vector<TokenId> pieces = *tok->encode("x", false);
+  for (const char *piece : {"\xEF\xBB\xBF'", "d"}) {
+    const std::vector<TokenId> ids = *tok->encode(piece, false);
+    pieces.insert(pieces.end(), ids.begin(), ids.end());
+  }
+  EXPECT_EQ(*tok->encode("x\xEF\xBB\xBF'd", false), pieces);
 
   // tokenizers.js matches GPT-2's pattern with JavaScript's \s, which holds U+FEFF and lacks
   // U+0085; the pattern's own \s (Oniguruma in the Rust library, `regex` in GPT-2's encoder.py)
