@@ -10,6 +10,7 @@
 //   Hugging Face `tokenizer.json` with a byte-level BPE model (GPT-2 style: ByteLevel
 //                              pre-tokenizer and decoder, merges by rank, added tokens).
 //
+// A loaded tokenizer is immutable: its methods may be called from several threads at once.
 // Token ids are int32 in [0, vocabSize()). Text is bytes: UTF-8 for the SentencePiece and
 // tokenizer.json formats (an invalid sequence is encoded byte by byte by the byte-level BPE and
 // passed to the library by SentencePiece), any bytes for llama2.c.
