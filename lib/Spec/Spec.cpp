@@ -796,8 +796,6 @@ Expected<Spec> parseSpecFile(StringRef path) {
       return fail("mesh pp=" + Twine(pp) + ": pipeline parallelism of " + spec.mode +
                   " is not supported yet (train mode only)");
     auto other = [&]() -> std::string {
-      if (spec.tensorParallel() > 1) return "mesh tp > 1";
-      if (spec.dataParallel() > 1) return "mesh dp > 1";
       if (spec.zeroStage != 0) return "zero.stage " + std::to_string(spec.zeroStage);
       if (raw.precision && raw.precision->compute != "fp32") return "precision.compute " + raw.precision->compute;
       if (spec.memory.recompute != "none") return "memory.recompute " + spec.memory.recompute;

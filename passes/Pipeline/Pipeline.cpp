@@ -108,10 +108,15 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   opt.minLr = t.minLr;
   pm.addPass(createOptimizer(opt));
   addCleanup(pm);
-  if (spec.pipeline) {
-    pm.addPass(createSplitPipelineStages());
-    addCleanup(pm);
-  }
+}
+
+/// Pipeline parallelism's stage programs, cut from the finished step (after tensor parallelism
+/// and data parallelism's gradient sums, before buckets, so each stage buckets its own).
+void addStageSplit(mlir::OpPassManager &pm, const Spec &spec) {
+  if (!spec.train || !spec.pipeline)
+    return;
+  pm.addPass(createSplitPipelineStages());
+  addCleanup(pm);
 }
 
 } // namespace
@@ -165,10 +170,13 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     } else {
       pm.addPass(createDataParallel());
     }
+    addStageSplit(pm, spec);
     BucketGradientsOptions buckets;
     buckets.bucketCapMb = spec.bucketMb;
     pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));
   }
+  if (dp == 1)
+    addStageSplit(pm, spec);
   // Offload reads gradients one per instruction (one chunk resident at a time).
   if (spec.train && spec.memory.offload != "none")
     pm.nest<mlir::func::FuncOp>().addPass(createChainGlobalNorm());

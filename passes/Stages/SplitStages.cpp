@@ -65,10 +65,32 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       signalPassFailure();
   }
 
-  /// Stages of the untagged ops (canonicalisation's new ops): a forward op runs on the earliest
-  /// stage that reads it, a backward op on the latest; an op nobody reads on the stage of its
-  /// first staged operand.
+  /// Stages of the untagged ops (canonicalisation's and the partitioner's new ops). First in
+  /// block order from their operands: a forward op runs on the latest stage of its forward
+  /// operands (as soon as they are all there); a backward op on the earliest stage of its
+  /// backward operands (where its cotangents meet), not before its forward operands' stages.
+  /// Ops whose operands say nothing (arguments, constants) then follow their users, in reverse
+  /// order: a forward op the earliest stage that reads it, a backward op the latest.
   void placeUntagged(ArrayRef<Operation *> ops, llvm::DenseMap<Operation *, Place> &place) {
+    for (Operation *op : ops) {
+      Place &p = place[op];
+      if (p.stage >= 0)
+        continue;
+      int64_t fwd = -1, bwd = -1;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (auto it = place.find(def); it != place.end() && it->second.stage >= 0) {
+            int64_t s = it->second.stage;
+            if (it->second.phase == kForward)
+              fwd = std::max(fwd, s);
+            else
+              bwd = bwd < 0 ? s : std::min(bwd, s);
+          }
+      if (p.phase == kForward)
+        p.stage = fwd;
+      else
+        p.stage = bwd >= 0 ? std::max(bwd, fwd) : fwd;
+    }
     for (Operation *op : llvm::reverse(ops)) {
       Place &p = place[op];
       if (p.stage >= 0)
@@ -82,13 +104,6 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
           int64_t s = it->second.stage;
           chosen = chosen < 0 ? s : p.phase == kForward ? std::min(chosen, s) : std::max(chosen, s);
         }
-      if (chosen < 0)
-        for (Value v : op->getOperands())
-          if (Operation *def = v.getDefiningOp())
-            if (auto it = place.find(def); it != place.end() && it->second.stage >= 0) {
-              chosen = it->second.stage;
-              break;
-            }
       p.stage = std::max<int64_t>(0, chosen);
     }
   }

@@ -33,9 +33,11 @@ int64_t elements(const plan::Buffer &b) {
 
 llvm::Expected<std::unique_ptr<PipelineRunner>>
 PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, CommContext &comm,
-                       const ExecutorOptions &options) {
+                       const ExecutorOptions &options, int64_t dpRank, int64_t dpSize) {
   const plan::Pipeline &pl = plan.plan.pipeline();
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
+  r->dpRank_ = dpRank;
+  r->dpSize_ = dpSize;
   r->plan_ = &plan;
   r->device_ = &device;
   r->stages_ = pl.stages();
@@ -122,7 +124,7 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
           r->send_[k].push_back({out.name(), s, elements(b), static_cast<DType>(b.dtype())});
     }
   const plan::TrainConfig &tc = plan.plan.train();
-  const int64_t rows = tc.global_batch() / std::max<int64_t>(1, r->microbatches_);
+  const int64_t rows = tc.global_batch() / std::max<int64_t>(1, r->microbatches_ * dpSize);
   r->tokens_.resize(rows * tc.seq_len() * sizeof(int64_t));
   r->labels_.resize(rows * tc.seq_len());
   return r;
@@ -168,12 +170,13 @@ llvm::Error PipelineRunner::send(bool forward, uint32_t mb) {
 llvm::Error PipelineRunner::runProgram(Executor &ex, bool forward, uint32_t mb, const TokenData &data, int64_t step,
                                        DType tokensDType, double &lossSum) {
   const plan::TrainConfig &tc = plan_->plan.train();
-  const int64_t rows = tc.global_batch() / microbatches_, T = tc.seq_len();
+  const int64_t rows = tc.global_batch() / (microbatches_ * dpSize_), T = tc.seq_len();
+  const int64_t firstRow = dpRank_ * (tc.global_batch() / dpSize_) + mb * rows;
   const std::string what = "stage " + std::to_string(stage_) + ", " + (forward ? "F" : "B") + std::to_string(mb);
   bool filled = false;
   for (const BindingInfo &in : ex.inputs()) {
     if (in.name == tc.tokens_input() || in.name == tc.labels_input()) {
-      if (!filled) data.fillRows(step, tc.global_batch(), mb * rows, rows, tokensDType, tokens_.data(), labels_.data());
+      if (!filled) data.fillRows(step, tc.global_batch(), firstRow, rows, tokensDType, tokens_.data(), labels_.data());
       filled = true;
       const bool tokens = in.name == tc.tokens_input();
       if (llvm::Error e = ex.setInput(in.name, tokens ? tokensDType : DType::I64, {rows, T},

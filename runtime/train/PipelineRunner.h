@@ -32,11 +32,13 @@ public:
   /// its three programs (with `options`' states, arena and communicators) and the message lists.
   static llvm::Expected<std::unique_ptr<PipelineRunner>>
   create(const LoadedPlan &plan, const KernelRegistry &registry, Device &device, CommContext &comm,
-         const ExecutorOptions &options);
+         const ExecutorOptions &options, int64_t dpRank, int64_t dpSize);
 
-  /// Runs this rank's actions for optimizer step `step` on `data` (microbatch k takes rows
-  /// k·B/m .. (k+1)·B/m − 1 of the step's batch) and returns the sum of the microbatch losses,
-  /// the same on every rank. Errors name the stage, the action and the program.
+  /// Runs this rank's actions for optimizer step `step` on `data` and returns the sum of the
+  /// microbatch losses over the pipeline (every rank of it gets the same). Under data
+  /// parallelism (D ranks, this one d) microbatch k takes the R = B/(m·D) rows from
+  /// d·B/D + k·R of the step's batch, as one rank with grad_accum m·D takes microbatch d·m + k.
+  /// Errors name the stage, the action and the program.
   llvm::Expected<double> runMicrobatches(const TokenData &data, int64_t step, DType tokensDType);
 
   /// Runs the stage's optimizer program with `lr` and `stepNumber`; returns grad_norm (the
@@ -78,6 +80,7 @@ private:
   Device *device_ = nullptr;
   Communicator *pp_ = nullptr;
   uint32_t stage_ = 0, stages_ = 0, microbatches_ = 0;
+  int64_t dpRank_ = 0, dpSize_ = 1;
   std::unique_ptr<Executor> forward_, backward_, optimizer_;
   /// Per direction (0 forward, 1 backward): what this stage receives before, and sends after,
   /// its compute action, in message order.

@@ -309,7 +309,7 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   if (llvm::Error e = make(plan::Program::EVAL, t->eval_)) return std::move(e);
   if (plan.plan.has_pipeline()) {
     if (!comm) return fail(plan.path + ": a pipeline plan needs the job's communicators");
-    auto runner = PipelineRunner::create(plan, registry, device, *comm, opts);
+    auto runner = PipelineRunner::create(plan, registry, device, *comm, opts, t->dpRank_, t->dpSize_);
     if (!runner) return runner.takeError();
     t->pipeline_ = std::move(*runner);
   }
@@ -406,8 +406,11 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   llvm::Expected<double> allLosses = 0.0;
   if (pipeline_) {
     // The schedule's microbatches through this rank's stage; the loss sum is every rank's.
-    allLosses = pipeline_->runMicrobatches(data, step, tokensDType_);
-    if (!allLosses) return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(allLosses.takeError()));
+    llvm::Expected<double> pipelineLoss = pipeline_->runMicrobatches(data, step, tokensDType_);
+    if (!pipelineLoss)
+      return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(pipelineLoss.takeError()));
+    allLosses = sumOverRanks(*pipelineLoss);
+    if (!allLosses) return allLosses.takeError();
     if (llvm::Error e = gatherPipelineMemory(r)) return std::move(e);
   } else {
     for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
