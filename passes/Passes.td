@@ -473,7 +473,10 @@ def SplitPipelineStages : Pass<"colossal-split-pipeline-stages", "mlir::ModuleOp
     per stage, updating that stage's parameters, with the global gradient norm summed over the
     stages (a partial norm per stage in f64, an all_reduce over the pipeline axis).
     @train_step, @optimizer_step and @eval stay for one-rank use of the plan.
-    Errors: a parameter read on two stages (tied weights), a value flowing against the
+    A parameter read on several stages (tied weights: an embedding and LM head) is updated on
+    the stage of its gradient accumulator (the earliest: autodiff sums the contributions there,
+    the later stages' sent to it per microbatch); the runtime then sends the updated value to
+    the other stages. Errors: a state written on two stages, a value flowing against the
     pipeline's direction.
   }];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];

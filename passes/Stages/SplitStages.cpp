@@ -19,6 +19,7 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <map>
+#include <set>
 
 namespace colossal {
 #define GEN_PASS_DEF_SPLITPIPELINESTAGES
@@ -196,23 +197,29 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
     if (Operation *def = loss.getDefiningOp())
       programs[place[def]].returnsLoss = true;
 
-    // Parameters and states each belong to one stage (tied weights are not supported yet).
+    // The stage that updates each parameter and state. A gradient accumulator is written on one
+    // stage (a tied parameter's contributions from later stages are sent to the earliest, where
+    // autodiff's cotangent sum runs, in one rank's order). A parameter read on several stages
+    // (tied weights) is updated where its gradient is, and the runtime sends the updated value
+    // to the other stages that read it (docs/parallelism.md "Tied parameters").
     std::map<std::string, int64_t> owner;
+    std::map<std::string, std::set<int64_t>> readers;
     for (auto &[where, prog] : programs)
       for (unsigned a : prog.args) {
-        StringRef name = training::argMarker(step, a, kParamAttr);
-        if (name.empty())
-          name = training::argMarker(step, a, kStateAttr);
-        if (name.empty())
-          continue;
-        auto [it, fresh] = owner.try_emplace(name.str(), where.stage);
-        if (!fresh && it->second != where.stage)
-          return module.emitError()
-                 << "pipeline parallelism: parameter '" << name << "' is read on stages "
-                 << it->second << " and " << where.stage
-                 << " (tied weights across stages are not supported yet); cut the pipeline so "
-                    "that its uses fall in one stage (parallel.pipeline.stages)";
+        if (StringRef state = training::argMarker(step, a, kStateAttr); !state.empty()) {
+          auto [it, fresh] = owner.try_emplace(state.str(), where.stage);
+          if (!fresh && it->second != where.stage)
+            return module.emitError() << "pipeline parallelism: state '" << state
+                                      << "' is written on stages " << it->second << " and "
+                                      << where.stage;
+        }
+        if (StringRef param = training::argMarker(step, a, kParamAttr); !param.empty())
+          readers[param.str()].insert(where.stage);
       }
+    for (auto &[param, stagesReading] : readers) {
+      auto grad = owner.find(param + ".grad");
+      owner[param] = grad != owner.end() ? grad->second : *stagesReading.begin();
+    }
 
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());

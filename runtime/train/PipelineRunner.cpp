@@ -7,6 +7,7 @@
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 namespace colossal::runtime {
@@ -37,6 +38,7 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
   const plan::Pipeline &pl = plan.plan.pipeline();
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->dpRank_ = dpRank;
+  r->states_ = options.states;
   r->dpSize_ = dpSize;
   r->plan_ = &plan;
   r->device_ = &device;
@@ -84,13 +86,23 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
         producer[prog.outputs(i).name()] = {static_cast<uint32_t>(prog.stage()), fwd, i};
     for (const plan::Binding &in : prog.inputs())
       if (isTransfer(in.name())) readers[in.name()].push_back(static_cast<uint32_t>(prog.stage()));
-    for (const plan::Buffer &b : prog.buffers())
-      if (!b.state_name().empty()) r->owner_[b.state_name()] = static_cast<uint32_t>(prog.stage());
   }
+  // Owners: the stage whose optimizer updates a state, else the first whose programs read it.
+  // A parameter read on several stages (tied) is sent from its owner after each update.
+  std::map<std::string, std::set<uint32_t>> stateReaders;
   for (const plan::Program &prog : plan.plan.programs())
     if (prog.role() == plan::Program::STAGE_OPTIMIZER)
       for (const plan::Buffer &b : prog.buffers())
         if (!b.state_name().empty()) r->owner_.try_emplace(b.state_name(), static_cast<uint32_t>(prog.stage()));
+  for (const plan::Program &prog : plan.plan.programs())
+    if (prog.role() == plan::Program::STAGE_FORWARD || prog.role() == plan::Program::STAGE_BACKWARD)
+      for (const plan::Buffer &b : prog.buffers())
+        if (!b.state_name().empty()) {
+          r->owner_.try_emplace(b.state_name(), static_cast<uint32_t>(prog.stage()));
+          stateReaders[b.state_name()].insert(static_cast<uint32_t>(prog.stage()));
+        }
+  for (auto &[name, stages] : stateReaders)
+    if (stages.size() > 1) r->tied_.push_back(name);
 
   // Receives: every transferred input of this stage's two programs made on another stage, once,
   // ordered as its producer sends (by producer stage, then output index).
@@ -261,6 +273,14 @@ llvm::Expected<double> PipelineRunner::runOptimizer(float lr, int64_t stepNumber
   if (!norm) return norm.takeError();
   float v = 0;
   device_->copyToHost(&v, norm->data, sizeof v);
+  // Tied parameters: the owner's updated value to every stage (all take part, in one order).
+  for (const std::string &name : tied_) {
+    const StateEntry *e = states_->find(name);
+    if (!e) return fail("stage " + llvm::Twine(stage_) + ": tied parameter '" + name + "' is not in the state store");
+    if (llvm::Error err = pp_->broadcast(e->tensor.data, e->tensor.data, e->tensor.numel(), e->tensor.dtype,
+                                         static_cast<int>(owner_.at(name))))
+      return err;
+  }
   return static_cast<double>(v);
 }
 

@@ -94,8 +94,11 @@ private:
   int64_t saved_ = 0, peakSaved_ = 0;
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
-  /// State name -> the stage whose programs read it.
+  /// State name -> the stage that updates it (else the first that reads it); the parameters
+  /// read on several stages (tied), sent from their owner after each update.
   std::map<std::string, uint32_t> owner_;
+  std::vector<std::string> tied_;
+  const StateStore *states_ = nullptr;
 };
 
 } // namespace colossal::runtime
