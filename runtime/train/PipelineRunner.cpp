@@ -239,8 +239,12 @@ llvm::Expected<double> PipelineRunner::runMicrobatches(const TokenData &data, in
   double lossSum = 0;
   saved_ = peakSaved_ = 0;
   using Action = plan::Pipeline::Action;
+  events_.clear();
+  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count(); };
+  uint32_t index = 0;
   for (const Action &a : plan_->plan.pipeline().ranks(static_cast<int>(stage_)).actions()) {
     const uint32_t mb = a.microbatch();
+    const double start = record_ ? now() : 0;
     llvm::Error e = llvm::Error::success();
     switch (a.kind()) {
     case Action::FORWARD: e = runProgram(*forward_, true, mb, data, step, tokensDType, lossSum); break;
@@ -252,6 +256,18 @@ llvm::Expected<double> PipelineRunner::runMicrobatches(const TokenData &data, in
     default: e = fail("stage " + llvm::Twine(stage_) + ": unknown pipeline action kind " + llvm::Twine(int(a.kind())));
     }
     if (e) return std::move(e);
+    if (record_) {
+      int64_t bytes = 0;
+      const bool isSend = a.kind() == Action::SEND_FORWARD || a.kind() == Action::SEND_BACKWARD;
+      const bool isRecv = a.kind() == Action::RECV_FORWARD || a.kind() == Action::RECV_BACKWARD;
+      if (isSend || isRecv) {
+        const bool fwd = a.kind() == Action::SEND_FORWARD || a.kind() == Action::RECV_FORWARD;
+        for (const Message &m : (isSend ? send_ : recv_)[fwd ? 0 : 1])
+          bytes += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+      }
+      events_.push_back({index, a.kind(), mb, a.stage(), start, now(), bytes, saved_});
+    }
+    ++index;
   }
   if (llvm::Error e = pp_->waitSends()) return std::move(e);
   inFlightSends_.clear();

@@ -19,6 +19,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +49,21 @@ public:
   /// Broadcasts every state from the stage that updates it, so that each rank's store holds the
   /// current values of all of them (for eval, checkpoints and --dump-states).
   llvm::Error syncStates(StateStore &states);
+
+  /// One action as it ran on this rank (for --trace): its index in the rank's list, kind,
+  /// microbatch and stage, and wall times in seconds since the runner was created; for sends
+  /// and receives the bytes moved. `savedBytes` is the live saved-activation count after it.
+  struct Event {
+    uint32_t index;
+    plan::Pipeline::Action::Kind kind;
+    uint32_t microbatch, stage;
+    double start, end;
+    int64_t bytes = 0;
+    int64_t savedBytes = 0;
+  };
+  /// The events of the last runMicrobatches() (recorded only after recordEvents(true)).
+  const std::vector<Event> &events() const { return events_; }
+  void recordEvents(bool on) { record_ = on; }
 
   uint32_t stage() const { return stage_; }
   /// The pipeline axis's communicator (group rank = stage).
@@ -92,6 +108,9 @@ private:
   std::map<std::pair<std::string, uint32_t>, std::vector<char>> outbox_;
   std::vector<std::vector<char>> inFlightSends_;
   int64_t saved_ = 0, peakSaved_ = 0;
+  bool record_ = false;
+  std::vector<Event> events_;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
   /// State name -> the stage that updates it (else the first that reads it); the parameters
