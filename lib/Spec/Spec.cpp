@@ -492,12 +492,15 @@ template <> struct MappingTraits<PipelineParallel> {
     if (p.stages.scalar != "auto" && p.stages.cuts.empty())
       return "parallel.pipeline.stages must be auto or a list of cut points (node names or "
              "regexes); got '" + p.stages.scalar + "'";
-    if (p.schedule != "gpipe" && p.schedule != "1f1b")
+    if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
       return "parallel.pipeline.schedule " + p.schedule +
-             " is not supported yet (implemented: gpipe, 1f1b)";
-    if (p.virtualStages != 1)
-      return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) +
-             " is not supported yet (one chunk per rank: gpipe, 1f1b)";
+             " is not supported yet (implemented: gpipe, 1f1b, interleaved)";
+    if (p.schedule == "interleaved" && p.virtualStages < 2)
+      return "parallel.pipeline.schedule interleaved needs virtual_stages >= 2 (chunks per rank), got " +
+             std::to_string(p.virtualStages);
+    if (p.schedule != "interleaved" && p.virtualStages != 1)
+      return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) + " applies to schedule "
+             "interleaved (" + p.schedule + " runs one chunk per rank)";
     for (const std::string &cut : p.stages.cuts) {
       std::string err;
       if (!llvm::Regex(cut).isValid(err))
@@ -926,6 +929,12 @@ Expected<Spec> parseSpecFile(StringRef path) {
   // the spec gives (a batch the model fixes is checked by colossal-split-batch).
   const int64_t dp = spec.dataParallel();
   const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  if (spec.pipeline && spec.pipeline->schedule == "interleaved" &&
+      spec.pipeline->microbatches % spec.pipelineParallel() != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": parallel.pipeline.schedule interleaved: microbatches " +
+                                 Twine(spec.pipeline->microbatches) + " must be a multiple of mesh pp=" +
+                                 Twine(spec.pipelineParallel()) + " (Megatron's interleaved 1F1B)");
   if (spec.pipeline)
     for (auto &[name, shape] : spec.inputs)
       if (!shape.empty() && shape[0] % (dp * spec.pipeline->microbatches) != 0)

@@ -96,16 +96,18 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     if (!step)
       return module.emitError("colossal-assign-pipeline-stages needs @train_step (run "
                               "colossal-append-loss first)");
-    if (stages < 2)
-      return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2, got "
-                                << int64_t(stages);
+    if (stages < 2 || virtualStages < 1 || stages % virtualStages != 0)
+      return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2 and a "
+                                   "multiple of virtual-stages, got "
+                                << int64_t(stages) << " and " << int64_t(virtualStages);
     Block &body = step.getBody().front();
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
       if (!op.hasTrait<OpTrait::ConstantLike>())
         ops.push_back(&op);
     if (static_cast<int64_t>(ops.size()) < stages)
-      return module.emitError() << "mesh pp=" << int64_t(stages)
+      return module.emitError() << "mesh pp=" << int64_t(stages / virtualStages)
+                                << (virtualStages > 1 ? " x virtual_stages " + std::to_string(virtualStages) : std::string())
                                 << ": more stages than the training step can be cut into (it "
                                    "has " << ops.size() << " ops)";
 
@@ -118,7 +120,8 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     } else {
       if (static_cast<int64_t>(cuts.size()) != stages - 1)
         return module.emitError() << "parallel.pipeline.stages lists " << cuts.size()
-                                  << " cut points; mesh pp=" << int64_t(stages) << " needs "
+                                  << " cut points; " << int64_t(stages) << " stages (mesh pp"
+                                  << (virtualStages > 1 ? " x virtual_stages" : "") << ") need "
                                   << int64_t(stages) - 1;
       for (const std::string &pattern : cuts) {
         llvm::Regex re("^(" + pattern + ")$");
@@ -172,6 +175,7 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     module->setAttr(kPipelineAttr,
                     b.getDictionaryAttr({
                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
                         b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
                         b.getNamedAttr("stage_ops", b.getDenseI64ArrayAttr(stageOps)),

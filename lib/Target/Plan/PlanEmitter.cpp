@@ -739,7 +739,8 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &op
 /// ops, trainable parameters, FLOPs per microbatch (forward + backward, the cost model's),
 /// predicted time relative to the slowest stage, the bytes its cut sends forward per microbatch
 /// (their gradients come back at the same size), the bytes its forward saves for its backward
-/// per microbatch and the schedule's peak of them; then the schedule's bubble.
+/// per microbatch and the schedule's peak of them; then each pipeline rank's peak of saved
+/// bytes under the schedule (its stages together) and the schedule's bubble.
 static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm::raw_ostream &os) {
   const plan::Pipeline &p = planMsg.pipeline();
   auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
@@ -781,6 +782,10 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
                         s < cuts.size() ? std::to_string(cuts[s]) : std::string("-"), saved, inFlight,
                         saved * inFlight);
   }
+  os << "  peak saved activation bytes per pipeline rank (the schedule's):";
+  for (uint64_t bytes : p.peak_saved_bytes())
+    os << " " << bytes;
+  os << "\n";
   os << llvm::formatv("  predicted bubble (forward 1, backward 2 time units): {0:F4}\n", p.bubble());
 }
 
@@ -800,15 +805,8 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
   p->set_stages(static_cast<uint32_t>(record.getAs<IntegerAttr>("stages").getInt()));
   p->set_microbatches(static_cast<uint32_t>(record.getAs<IntegerAttr>("microbatches").getInt()));
   p->set_schedule(record.getAs<StringAttr>("schedule").getValue().str());
-  p->set_virtual_stages(1);
-  if (llvm::Error e = runtime::generateSchedule(*p))
-    return module.emitError() << llvm::toString(std::move(e));
-  llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
-  if (!stats)
-    return module.emitError() << llvm::toString(stats.takeError());
-  p->set_bubble(stats->bubble);
-  for (uint32_t n : stats->peakInFlight)
-    p->add_peak_in_flight(n);
+  auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
+  p->set_virtual_stages(static_cast<uint32_t>(virtualStages ? virtualStages.getInt() : 1));
   // Saved per microbatch: what a stage's backward reads that some stage's forward computed (kept
   // from its own forward, or received for it), as the runtime's runner counts it.
   std::set<std::string> forwardOutputs;
@@ -824,6 +822,16 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
           saved[b.stage()] += b.buffers(static_cast<int>(in.buffer())).size_bytes();
   for (uint64_t bytes : saved)
     p->add_saved_bytes(bytes);
+  if (llvm::Error e = runtime::generateSchedule(*p))
+    return module.emitError() << llvm::toString(std::move(e));
+  llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
+  if (!stats)
+    return module.emitError() << llvm::toString(stats.takeError());
+  p->set_bubble(stats->bubble);
+  for (uint32_t n : stats->peakInFlight)
+    p->add_peak_in_flight(n);
+  for (uint64_t bytes : stats->peakSavedBytes)
+    p->add_peak_saved_bytes(bytes);
   return success();
 }
 
