@@ -42,6 +42,7 @@ struct PipelineParallel {
   int64_t microbatches = 1;
   int64_t virtualStages = 1;
   Stages stages;
+  std::string scheduleFile;
 };
 struct Parallel {
   std::optional<TensorParallel> tensor;
@@ -476,6 +477,7 @@ template <> struct MappingTraits<PipelineParallel> {
     io.mapOptional("microbatches", p.microbatches);
     io.mapOptional("virtual_stages", p.virtualStages);
     io.mapOptional("stages", p.stages);
+    io.mapOptional("schedule_file", p.scheduleFile);
   }
   static std::string validate(IO &, PipelineParallel &p) {
     if (p.schedule == "zero-bubble")
@@ -778,7 +780,15 @@ Expected<Spec> parseSpecFile(StringRef path) {
   }
   if (raw.parallel && raw.parallel->pipeline) {
     const PipelineParallel &p = *raw.parallel->pipeline;
-    spec.pipeline = Spec::Pipeline{p.schedule, p.microbatches, p.virtualStages, p.stages.cuts};
+    spec.pipeline = Spec::Pipeline{p.schedule, p.microbatches, p.virtualStages, p.stages.cuts, ""};
+    if (!p.scheduleFile.empty()) {
+      SmallString<256> full(p.scheduleFile);
+      if (!sys::path::is_absolute(full) && !dir.empty()) {
+        full = dir;
+        sys::path::append(full, p.scheduleFile);
+      }
+      spec.pipeline->scheduleFile = std::string(full);
+    }
   }
   if (const int64_t pp = spec.pipelineParallel(); pp > 1 || spec.pipeline) {
     auto fail = [&](const Twine &msg) {

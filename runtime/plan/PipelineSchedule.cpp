@@ -1,10 +1,13 @@
 //===- PipelineSchedule.cpp - generate, simulate and print pipeline schedules ------------===//
 #include "colossal/runtime/PipelineSchedule.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -103,6 +106,50 @@ llvm::Error generateSchedule(plan::Pipeline &p) {
       pass(k, false, mb, stage);
       addCompute(rank, false, mb, stage, S);
     }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipeline &p) {
+  const uint32_t S = p.stages(), V = std::max<uint32_t>(1, p.virtual_stages()), P = S / std::max<uint32_t>(1, V);
+  std::vector<std::optional<plan::Pipeline::RankSchedule>> ranks(P);
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  text.split(lines, '\n');
+  for (size_t n = 0; n < lines.size(); ++n) {
+    llvm::StringRef line = lines[n].trim();
+    if (!line.consume_front("rank ")) continue;
+    const std::string at = what.str() + ":" + std::to_string(n + 1);
+    uint32_t r = 0;
+    size_t colon = line.find(':');
+    if (colon == llvm::StringRef::npos || line.take_while([](char c) { return c >= '0' && c <= '9'; }).getAsInteger(10, r))
+      return fail(at + ": expected 'rank R (...): ACTIONS'");
+    if (r >= P) return fail(at + ": rank " + llvm::Twine(r) + " out of range (the pipeline has " + llvm::Twine(P) + " ranks)");
+    if (ranks[r]) return fail(at + ": rank " + llvm::Twine(r) + " is listed twice");
+    ranks[r].emplace();
+    llvm::SmallVector<llvm::StringRef, 64> tokens;
+    line.drop_front(colon + 1).split(tokens, ' ', -1, false);
+    for (llvm::StringRef tok : tokens) {
+      static const std::pair<const char *, Action::Kind> kinds[] = {
+          {"sendF", Action::SEND_FORWARD}, {"recvF", Action::RECV_FORWARD}, {"sendB", Action::SEND_BACKWARD},
+          {"recvB", Action::RECV_BACKWARD}, {"F", Action::FORWARD},         {"B", Action::BACKWARD}};
+      llvm::StringRef rest = tok;
+      std::optional<Action::Kind> kind;
+      for (auto &[prefix, k] : kinds)
+        if (rest.consume_front(prefix)) {
+          kind = k;
+          break;
+        }
+      auto [mbText, stageText] = rest.split('.');
+      uint32_t mb = 0, stage = r;
+      if (!kind || mbText.getAsInteger(10, mb) || (!stageText.empty() && stageText.getAsInteger(10, stage)))
+        return fail(at + ": '" + tok + "' is not an action (F3, B3, sendF3, recvF3, sendB3, recvB3; F3.2 names stage 2)");
+      *ranks[r]->add_actions() = make(*kind, mb, stage);
+    }
+  }
+  p.clear_ranks();
+  for (uint32_t r = 0; r < P; ++r) {
+    if (!ranks[r]) return fail(what + ": no line for rank " + llvm::Twine(r) + " ('rank " + llvm::Twine(r) + ": ...')");
+    *p.add_ranks() = *ranks[r];
   }
   return llvm::Error::success();
 }

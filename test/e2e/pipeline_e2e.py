@@ -6,7 +6,8 @@
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
           gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip,
-          interleaved with V=2 stages per rank, and with the user's cut point: per-step losses
+          interleaved with V=2 stages per rank, a hand-written schedule file (GPipe's order), and
+          with the user's cut point: per-step losses
           bit-equal to one rank with grad_accum = m (the same summation order) and within 1e-6
           relative of grad_accum 1. --dump-schedule's bubble is exactly (P-1)/(V*m+P-1); each
           rank's peak of saved activation bytes, counted by the runtime, equals the --report
@@ -20,7 +21,7 @@
           grad_accum 4 (the same sums), and within 1e-6 of one rank; a checkpoint saved at step 10
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
-  errors  grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
+  errors  a hand-written schedule that deadlocks or names an unknown action, grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
           node, more stages than ops, interleaved with m not a multiple of P or without virtual_stages, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
 
@@ -122,6 +123,17 @@ def case_train(args):
     # Interleaved 1F1B: V = 2 stages per rank.
     ok &= check_pipeline(s, "pp2_interleaved_m4", 2, "interleaved", 4, args.steps, chunks=2)
     ok &= check_pipeline(s, "pp4_interleaved_m8", 4, "interleaved", 8, args.steps, chunks=2)
+    # GPipe's order written by hand as a schedule file: the same losses as the generated gpipe.
+    hand = os.path.join(s.work, "gpipe_by_hand.sched")
+    with open(hand, "w") as f:
+        f.write("# written by hand\nrank 0: F0 sendF0 F1 sendF1 recvB0 B0 recvB1 B1\n"
+                "rank 1: recvF0 F0 recvF1 F1 B0 sendB0 B1 sendB1\n")
+    plan, _ = compile_plan(s, "pp2_file", s.spec("pp2_file", d.BASE_SPEC +
+                           f"mesh: {{pp: 2}}\nparallel:\n  pipeline: {{microbatches: 2, schedule_file: {hand}}}\n"))
+    gen = d.train(s, 2, os.path.join(s.work, "pp2_gpipe_m2_noclip.cplan"), os.path.join(s.work, "pp2_gpipe_again.jsonl"),
+                  args.steps)
+    rows = d.train(s, 2, plan, os.path.join(s.work, "pp2_file.jsonl"), args.steps)
+    ok &= t.same_losses("pp=2 schedule file (GPipe by hand) vs generated gpipe", rows, gen)
     # A cut point given by the user: after the first block's last node.
     ok &= check_pipeline(s, "pp2_cut", 2, "1f1b", 4, args.steps, cuts=["/h.0/.*"])
     # A fixed-batch export trains like the dynamic one.
@@ -223,6 +235,20 @@ def case_errors(args):
            r"schedule interleaved: microbatches 6 must be a multiple of mesh pp=4")
     expect("interleaved_v", d.BASE_SPEC + pipe.replace("schedule: 1f1b", "schedule: interleaved"),
            r"schedule interleaved needs virtual_stages >= 2")
+    # A hand-written schedule: one that deadlocks (stage 0 waits for a gradient before sending
+    # the forward that produces it) is refused naming the rank, stage and action; GPipe's order
+    # written by hand compiles and its plan trains like the generated gpipe plan.
+    dead = os.path.join(s.work, "dead.sched")
+    with open(dead, "w") as f:
+        f.write("rank 0 (stage 0): recvB0 F0 sendF0 F1 sendF1 B0 recvB1 B1\n"
+                "rank 1 (stage 1): recvF0 F0 B0 sendB0 recvF1 F1 B1 sendB1\n")
+    expect("deadlock", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 2, schedule_file: {dead}"),
+           r"dead\.sched: pipeline schedule deadlocks: rank 0 \(stage 0\), action #0 recvB0 waits for stage 1's sendB0")
+    bad = os.path.join(s.work, "bad.sched")
+    with open(bad, "w") as f:
+        f.write("rank 0 (stage 0): F0 sendF0 X1\n")
+    expect("badaction", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 2, schedule_file: {bad}"),
+           r"bad\.sched:1: 'X1' is not an action")
     expect("zero", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 2, dp: 2") + "zero: {stage: 1}\n",
            r"mesh pp=2 together with zero.stage 1 is not supported yet")
     return ok

@@ -26,6 +26,13 @@ namespace colossal::runtime {
 /// `p.microbatches`. Errors: an unknown schedule, stages < 1, microbatches < 1.
 llvm::Error generateSchedule(plan::Pipeline &p);
 
+/// Fills `p.ranks` from `text` in formatSchedule()'s form: each line "rank R ...: A A ..." lists
+/// rank R's actions (F3, B3, sendF3, recvF3, sendB3, recvB3; with several stages per rank the
+/// stage after a dot, F3.2); every other line (the header, the figures, blank, `#` comments) is
+/// ignored. Errors (naming `what`, the line and the token): an unknown action, a rank out of
+/// range or listed twice, a rank without a line.
+llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipeline &p);
+
 /// What the simulator measured.
 struct ScheduleStats {
   double makespan = 0;                  // logical time units

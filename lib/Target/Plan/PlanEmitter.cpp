@@ -36,6 +36,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -789,7 +790,7 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
   os << llvm::formatv("  predicted bubble (forward 1, backward 2 time units): {0:F4}\n", p.bubble());
 }
 
-static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
+static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const PlanOptions &options) {
   auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   if (!record) {
     if (MeshOp mesh = lookupMesh(module))
@@ -822,11 +823,22 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
           saved[b.stage()] += b.buffers(static_cast<int>(in.buffer())).size_bytes();
   for (uint64_t bytes : saved)
     p->add_saved_bytes(bytes);
-  if (llvm::Error e = runtime::generateSchedule(*p))
-    return module.emitError() << llvm::toString(std::move(e));
+  if (options.scheduleFile.empty()) {
+    if (llvm::Error e = runtime::generateSchedule(*p))
+      return module.emitError() << llvm::toString(std::move(e));
+  } else {
+    auto text = llvm::MemoryBuffer::getFile(options.scheduleFile);
+    if (!text)
+      return module.emitError() << options.scheduleFile << ": cannot read the schedule file: "
+                                << text.getError().message();
+    if (llvm::Error e = runtime::parseSchedule((*text)->getBuffer(), options.scheduleFile, *p))
+      return module.emitError() << llvm::toString(std::move(e));
+    p->set_schedule("file");
+  }
   llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
   if (!stats)
-    return module.emitError() << llvm::toString(stats.takeError());
+    return module.emitError() << (options.scheduleFile.empty() ? "" : options.scheduleFile + ": ")
+                              << llvm::toString(stats.takeError());
   p->set_bubble(stats->bubble);
   for (uint32_t n : stats->peakInFlight)
     p->add_peak_in_flight(n);
@@ -882,7 +894,7 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       for (const plan::Program::TierAction &a : offload.actions[p])
         *planMsg.mutable_programs(static_cast<int>(p))->add_tier_actions() = a;
   }
-  if (failed(emitPipeline(module, planMsg)))
+  if (failed(emitPipeline(module, planMsg, options)))
     return failure();
   emitMesh(module, planMsg);
   if (collected.train) {
