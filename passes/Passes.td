@@ -438,16 +438,18 @@ def AssignPipelineStages : Pass<"colossal-assign-pipeline-stages", "mlir::Module
     program and loss, in block order (a topological order), are cut into `stages` contiguous
     runs and each op gets `colossal.stage = s` (i64). Autodiff gives every op of an op's VJP the
     op's stage, so colossal-split-pipeline-stages can cut the finished step.
-      `cuts` empty: the cost model's split. An op costs its forward FLOPs (passes/CostModel.h)
-                    times 3 (forward, input gradient and weight gradient, each about the forward
-                    for contractions); the split minimises the slowest stage's cost, which with
+      `cuts` empty: the cost model's split. An op costs its forward FLOPs
+                    (passes/Memory/CostModel.h) times 3 (forward, input gradient and weight
+                    gradient) plus 5 FLOPs per byte it and its backward move (operands and results
+                    twice, a parameter's gradient written and accumulated); the split minimises
+                    the slowest stage's cost, which with
                     m microbatches minimises Σ stage time + (m−1)·max stage time (Alpa's
                     objective; Σ is the same for every contiguous split).
       `cuts` given: one POSIX regex per cut, matched against the ONNX node names (the ops'
                     NameLoc); the cut is after the last op of the last matching node.
     Errors: fewer ops than stages, a regex that matches no node, cuts out of order or not
     `stages` − 1 of them. Records the split on the module as `colossal.pipeline` = {stages,
-    microbatches, schedule, stage_flops, cut_bytes, stage_ops}.
+    microbatches, schedule, stage_cost, cut_bytes, stage_ops}.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2", "the number of stages (mesh pp x virtual-stages)">,

@@ -737,7 +737,7 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &op
 /// keeps for its backward (the outputs of STAGE_FORWARD that STAGE_BACKWARD of the same stage
 /// reads). A pipeline axis of size > 1 without stage programs is an error.
 /// `--report`'s pipeline section (docs/parallelism.md "Pipeline parallelism"): per stage its
-/// ops, trainable parameters, FLOPs per microbatch (forward + backward, the cost model's),
+/// ops, trainable parameters, cost per microbatch (forward + backward, in the cost model's FLOP units),
 /// predicted time relative to the slowest stage, the bytes its cut sends forward per microbatch
 /// (their gradients come back at the same size), the bytes its forward saves for its backward
 /// per microbatch and the schedule's peak of them; then each pipeline rank's peak of saved
@@ -749,7 +749,7 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
     auto a = record ? record.getAs<DenseI64ArrayAttr>(key) : DenseI64ArrayAttr();
     return a ? a.asArrayRef() : llvm::ArrayRef<int64_t>();
   };
-  llvm::ArrayRef<int64_t> ops = array("stage_ops"), flops = array("stage_flops"), cuts = array("cut_bytes");
+  llvm::ArrayRef<int64_t> ops = array("stage_ops"), flops = array("stage_cost"), cuts = array("cut_bytes");
   int64_t slowest = 1;
   for (int64_t f : flops)
     slowest = std::max(slowest, f);
@@ -764,7 +764,7 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
   os << "\nPipeline: schedule " << p.schedule() << ", " << p.stages() << " stages, " << p.microbatches()
      << " microbatches per step\n";
   os << llvm::formatv("  {0,-6} {1,6} {2,12} {3,14} {4,9} {5,12} {6,12} {7,9} {8,12}\n", "stage", "ops",
-                      "parameters", "flops/mb", "time", "cut bytes", "saved/mb", "in-flight", "activations");
+                      "parameters", "cost/mb", "time", "cut bytes", "saved/mb", "in-flight", "activations");
   for (uint32_t s = 0; s < p.stages(); ++s) {
     std::set<std::string> params;
     for (const plan::Program &prog : planMsg.programs())
