@@ -805,9 +805,13 @@ Expected<Spec> parseSpecFile(StringRef path) {
       spec.pipeline.reset();
     else if (!spec.pipeline)
       spec.pipeline = Spec::Pipeline();
-    if (pp > 1 && spec.mode != "train")
+    if (pp > 1 && spec.mode != "train" && spec.mode != "inference")
       return fail("mesh pp=" + Twine(pp) + ": pipeline parallelism of " + spec.mode +
-                  " is not supported yet (train mode only)");
+                  " is not supported yet (train and inference)");
+    if (pp > 1 && spec.mode == "inference" &&
+        (spec.dataParallel() > 1 || spec.tensorParallel() > 1 || spec.pipeline->schedule == "interleaved"))
+      return fail("mesh pp=" + Twine(pp) + ": inference under pipeline parallelism runs pp alone with "
+                  "one stage per rank for now (no dp, tp or interleaved)");
     auto other = [&]() -> std::string {
       if (spec.zeroStage != 0) return "zero.stage " + std::to_string(spec.zeroStage);
       if (raw.precision && raw.precision->compute != "fp32") return "precision.compute " + raw.precision->compute;

@@ -114,7 +114,7 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
 /// Pipeline parallelism's stage programs, cut from the finished step (after tensor parallelism
 /// and data parallelism's gradient sums, before buckets, so each stage buckets its own).
 void addStageSplit(mlir::OpPassManager &pm, const Spec &spec) {
-  if (!spec.train || !spec.pipeline)
+  if (!spec.pipeline)
     return;
   pm.addPass(createSplitPipelineStages());
   addCleanup(pm);
@@ -143,10 +143,21 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
       split.into = programRoleName(ProgramRole::Forward).str();
     pm.addPass(createSplitBatch(split));
   }
-  if (spec.train)
+  if (spec.train) {
     addTraining(pm, spec);
-  else
+  } else {
     addMixedPrecision(pm, spec);
+    // Inference under pipeline parallelism: @forward (one microbatch) cut into stages.
+    if (spec.pipeline) {
+      AssignPipelineStagesOptions stages;
+      stages.stages = spec.pipelineParallel() * spec.pipeline->virtualStages;
+      stages.virtualStages = spec.pipeline->virtualStages;
+      stages.microbatches = spec.pipeline->microbatches;
+      stages.schedule = "gpipe";
+      stages.cuts.assign(spec.pipeline->cuts.begin(), spec.pipeline->cuts.end());
+      pm.addPass(createAssignPipelineStages(stages));
+    }
+  }
   // Tensor parallelism after everything else, so autodiff and the optimizer see the whole
   // single-device program (docs/parallelism.md "Tensor parallelism").
   if (spec.tensorParallel() > 1) {
@@ -176,7 +187,7 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     buckets.bucketCapMb = spec.bucketMb;
     pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));
   }
-  if (dp == 1)
+  if (!(spec.train && dp > 1))
     addStageSplit(pm, spec);
   // Offload reads gradients one per instruction (one chunk resident at a time).
   if (spec.train && spec.memory.offload != "none")

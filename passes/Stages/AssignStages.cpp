@@ -116,10 +116,13 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
 
   LogicalResult run() {
     ModuleOp module = getOperation();
+    // Training cuts @train_step (the model and its loss); inference the forward program.
     func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep);
     if (!step)
+      step = lookupProgram(module, ProgramRole::Forward);
+    if (!step)
       return module.emitError("colossal-assign-pipeline-stages needs @train_step (run "
-                              "colossal-append-loss first)");
+                              "colossal-append-loss first) or, for inference, @forward");
     if (stages < 2 || virtualStages < 1 || stages % virtualStages != 0)
       return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2 and a "
                                    "multiple of virtual-stages, got "

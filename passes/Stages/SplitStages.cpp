@@ -57,7 +57,7 @@ struct Program {
   SmallVector<Operation *> ops;
   std::set<unsigned> args;
   llvm::MapVector<Value, std::string> inputs, outputs;
-  bool returnsLoss = false;
+  SmallVector<std::pair<Value, std::string>> returns;  // the step's results it computes, by name
 };
 
 struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStagesPass> {
@@ -115,19 +115,33 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
     auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
     func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep);
     func::FuncOp optimizer = lookupProgram(module, ProgramRole::OptimizerStep);
-    if (!record || !step || !optimizer)
+    // Inference: the forward program alone, forward stages only.
+    const bool inference = !step && !optimizer;
+    if (inference)
+      step = lookupProgram(module, ProgramRole::Forward);
+    if (!record || !step || (!inference && !optimizer))
       return module.emitError("colossal-split-pipeline-stages needs @train_step, "
-                              "@optimizer_step and the module's colossal.pipeline (run "
-                              "colossal-assign-pipeline-stages before autodiff)");
+                              "@optimizer_step (or, for inference, @forward) and the module's "
+                              "colossal.pipeline (run colossal-assign-pipeline-stages first)");
     const int64_t stages = record.getAs<IntegerAttr>("stages").getInt();
 
     Block &body = step.getBody().front();
     Operation *ret = body.getTerminator();
-    Value loss = ret->getOperand(0);
+    // What the step returns, by output name: the loss, or the model's outputs.
+    SmallVector<std::pair<Value, std::string>> returned;
+    for (unsigned i = 0; i < ret->getNumOperands(); ++i) {
+      auto name = step.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+      returned.emplace_back(ret->getOperand(i), inference && name ? name.getValue().str() : std::string("loss"));
+      if (!ret->getOperand(i).getDefiningOp())
+        return step.emitError() << "pipeline parallelism: output '" << returned.back().second
+                                << "' is an input of the model, computed by no stage";
+    }
 
-    // Phases: the loss's backward slice is the forward part.
+    // Phases: the backward slice of what the step returns is the forward part.
     llvm::DenseSet<Operation *> forward;
-    SmallVector<Value> work = {loss};
+    SmallVector<Value> work;
+    for (auto &[v, name] : returned)
+      work.push_back(v);
     while (!work.empty()) {
       Operation *def = work.pop_back_val().getDefiningOp();
       if (!def || !forward.insert(def).second)
@@ -174,9 +188,12 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
     std::map<Place, Program> programs;
     for (int64_t s = 0; s < stages; ++s)
       for (Phase ph : {kForward, kBackward})
-        programs[Place{s, ph}].place = Place{s, ph};
+        if (ph == kForward || !inference)
+          programs[Place{s, ph}].place = Place{s, ph};
     unsigned counter = 0;
     for (Operation *op : ops) {
+      if (!programs.count(place[op]))
+        continue;  // inference: ops nothing returned needs
       Program &prog = programs[place[op]];
       prog.ops.push_back(op);
       for (Value v : op->getOperands()) {
@@ -194,8 +211,8 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         prog.inputs.try_emplace(v, it->second);
       }
     }
-    if (Operation *def = loss.getDefiningOp())
-      programs[place[def]].returnsLoss = true;
+    for (auto &[v, name] : returned)
+      programs[place[v.getDefiningOp()]].returns.emplace_back(v, name);
 
     // The stage that updates each parameter and state. A gradient accumulator is written on one
     // stage (a tied parameter's contributions from later stages are sent to the earliest, where
@@ -241,9 +258,9 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         resultTypes.push_back(v.getType());
         resultAttrs.push_back(named(kOutputAttr, name));
       }
-      if (prog.returnsLoss) {
-        resultTypes.push_back(loss.getType());
-        resultAttrs.push_back(named(kOutputAttr, "loss"));
+      for (auto &[v, name] : prog.returns) {
+        resultTypes.push_back(v.getType());
+        resultAttrs.push_back(named(kOutputAttr, name));
       }
       std::string symbol = "stage" + std::to_string(where.stage) +
                            (where.phase == kForward ? "_forward" : "_backward");
@@ -276,13 +293,15 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       SmallVector<Value> results;
       for (auto &[v, name] : prog.outputs)
         results.push_back(map.lookup(v));
-      if (prog.returnsLoss)
-        results.push_back(map.lookup(loss));
+      for (auto &[v, name] : prog.returns)
+        results.push_back(map.lookup(v));
       func::ReturnOp::create(body, step.getLoc(), results);
     }
 
     // The one-rank step keeps no stage tags.
     step.walk([](Operation *op) { op->removeAttr(kStageAttr); });
+    if (inference)
+      return success();
     auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
     const int64_t ranks = stages / (virtualStages ? virtualStages.getInt() : 1);
     return splitOptimizer(module, optimizer, ranks, owner);

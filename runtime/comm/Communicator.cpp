@@ -261,31 +261,31 @@ llvm::Error Communicator::broadcast(const void *in, void *out, int64_t count, DT
   return broadcastImpl(out, count, dtype, root);
 }
 
-llvm::Error Communicator::send(const void *data, int64_t count, DType dtype, int peer, int tag) {
+/// The checks of send, recv and isend: `peer` another rank of the group, tag and count >= 0.
+llvm::Error Communicator::checkPointToPoint(const char *what, int64_t count, int peer, int tag) const {
   if (peer < 0 || peer >= size_ || peer == rank_)
-    return fail("send: peer " + llvm::Twine(peer) + " is not another rank of the group of " +
+    return fail(llvm::Twine(what) + ": peer " + llvm::Twine(peer) + " is not another rank of the group of " +
                 llvm::Twine(size_));
-  if (tag < 0 || count < 0) return fail("send: negative tag or count");
+  if (tag < 0 || count < 0) return fail(llvm::Twine(what) + ": negative tag or count");
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::send(const void *data, int64_t count, DType dtype, int peer, int tag) {
+  if (llvm::Error e = checkPointToPoint("send", count, peer, tag)) return e;
   maybeStall();
   CommTimer timer(size_ > 1);
   return sendImpl(data, count, dtype, peer, tag);
 }
 
 llvm::Error Communicator::recv(void *data, int64_t count, DType dtype, int peer, int tag) {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return fail("recv: peer " + llvm::Twine(peer) + " is not another rank of the group of " +
-                llvm::Twine(size_));
-  if (tag < 0 || count < 0) return fail("recv: negative tag or count");
+  if (llvm::Error e = checkPointToPoint("recv", count, peer, tag)) return e;
   maybeStall();
   CommTimer timer(size_ > 1);
   return recvImpl(data, count, dtype, peer, tag);
 }
 
 llvm::Error Communicator::isend(const void *data, int64_t count, DType dtype, int peer, int tag) {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return fail("send: peer " + llvm::Twine(peer) + " is not another rank of the group of " +
-                llvm::Twine(size_));
-  if (tag < 0 || count < 0) return fail("send: negative tag or count");
+  if (llvm::Error e = checkPointToPoint("send", count, peer, tag)) return e;
   maybeStall();
   CommTimer timer(size_ > 1);
   return isendImpl(data, count, dtype, peer, tag);

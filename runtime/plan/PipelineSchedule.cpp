@@ -64,6 +64,10 @@ llvm::Error generateSchedule(plan::Pipeline &p) {
   p.clear_ranks();
   for (uint32_t r = 0; r < P; ++r) {
     plan::Pipeline::RankSchedule &rank = *p.add_ranks();
+    if (p.forward_only()) {
+      for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
+      continue;
+    }
     if (kind == "gpipe") {
       for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
       for (uint32_t k = 0; k < m; ++k) addCompute(rank, false, k, r, S);
@@ -208,6 +212,9 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
         if (mb >= m) return fail("pipeline schedule: " + where(r, i) + ": microbatch out of range");
         const bool first = s == 0, last = s + 1 == S;
         auto key = std::make_pair(s, mb);
+        if (p.forward_only() && a.kind() != Action::FORWARD && a.kind() != Action::SEND_FORWARD &&
+            a.kind() != Action::RECV_FORWARD)
+          return fail("pipeline schedule: " + where(r, i) + ": a forward-only (inference) pipeline runs no backward");
         if (a.kind() == Action::FORWARD || a.kind() == Action::BACKWARD) {
           const bool fwd = a.kind() == Action::FORWARD;
           if (fwd ? forwarded.count(key) : backwarded.count(key))
@@ -273,7 +280,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   for (uint32_t s = 0; s < S; ++s)
     for (uint32_t k = 0; k < m; ++k) {
       if (!forwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs F" + llvm::Twine(k));
-      if (!backwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs B" + llvm::Twine(k));
+      if (!p.forward_only() && !backwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs B" + llvm::Twine(k));
     }
   for (auto &[key, time] : sent)
     if (!received.count(key))

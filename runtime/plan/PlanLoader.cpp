@@ -237,7 +237,8 @@ const plan::Program *findProgram(const plan::Plan &p, plan::Program::Role role) 
 /// same name, dtype and shape, and a schedule the simulator accepts.
 llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const Mesh &mesh) {
   const plan::Pipeline &pl = p.pipeline();
-  if (p.mode() != "train") return fail(file + "a pipeline in a " + p.mode() + " plan (train plans only)");
+  if ((p.mode() == "train") == pl.forward_only())
+    return fail(file + "a " + (pl.forward_only() ? "forward-only" : "training") + " pipeline in a " + p.mode() + " plan");
   int64_t axisSize = 0;
   for (const plan::MeshAxis &a : p.mesh())
     if (a.role() == plan::MeshAxis::PIPELINE) axisSize = a.size();
@@ -251,6 +252,7 @@ llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const
     for (plan::Program::Role role :
          {plan::Program::STAGE_FORWARD, plan::Program::STAGE_BACKWARD, plan::Program::STAGE_OPTIMIZER}) {
       if (role == plan::Program::STAGE_OPTIMIZER && s >= pl.stages() / V) continue;  // one per rank
+      if (role != plan::Program::STAGE_FORWARD && pl.forward_only()) continue;
       const plan::Program *prog = findStageProgram(p, role, s);
       if (!prog)
         return fail(file + "pipeline stage " + llvm::Twine(s) + " has no " + programRoleName(role) + " program");

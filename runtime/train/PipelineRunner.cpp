@@ -1,5 +1,5 @@
 //===- PipelineRunner.cpp - one rank's share of a pipeline schedule (PipelineRunner.h) ----===//
-#include "train/PipelineRunner.h"
+#include "colossal/runtime/PipelineRunner.h"
 
 #include "colossal/runtime/Mesh.h"
 
@@ -74,14 +74,16 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
   for (uint32_t s = r->rank_; s < r->stages_; s += P) {
     Stage &st = r->local_[s];
     const plan::Program *f = plan.stageProgram(plan::Program::STAGE_FORWARD, s);
-    const plan::Program *b = plan.stageProgram(plan::Program::STAGE_BACKWARD, s);
     if (llvm::Error e = make(f, st.forward)) return std::move(e);
-    if (llvm::Error e = make(b, st.backward)) return std::move(e);
     mine[0].emplace_back(s, f);
+    if (pl.forward_only()) continue;
+    const plan::Program *b = plan.stageProgram(plan::Program::STAGE_BACKWARD, s);
+    if (llvm::Error e = make(b, st.backward)) return std::move(e);
     mine[1].emplace_back(s, b);
   }
-  if (llvm::Error e = make(plan.stageProgram(plan::Program::STAGE_OPTIMIZER, r->rank_), r->optimizer_))
-    return std::move(e);
+  if (!pl.forward_only())
+    if (llvm::Error e = make(plan.stageProgram(plan::Program::STAGE_OPTIMIZER, r->rank_), r->optimizer_))
+      return std::move(e);
 
   // Who produces each transferred value, and which (stage, phase) programs read it.
   struct Producer {
@@ -212,23 +214,16 @@ llvm::Error PipelineRunner::send(uint32_t stage, bool forward, uint32_t mb) {
   return llvm::Error::success();
 }
 
-llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb, const TokenData &data, int64_t step,
-                                       DType tokensDType, double &lossSum) {
+llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb, const Feed &feed,
+                                       const Collect *collect, double &lossSum) {
   Stage &st = local_.at(stage);
   Executor &ex = forward ? *st.forward : *st.backward;
-  const plan::TrainConfig &tc = plan_->plan.train();
-  const int64_t rows = tc.global_batch() / (microbatches_ * dpSize_), T = tc.seq_len();
-  const int64_t firstRow = dpRank_ * (tc.global_batch() / dpSize_) + mb * rows;
   const std::string what = "stage " + std::to_string(stage) + ", " + (forward ? "F" : "B") + std::to_string(mb);
-  bool filled = false;
   for (const BindingInfo &in : ex.inputs()) {
-    if (in.name == tc.tokens_input() || in.name == tc.labels_input()) {
-      if (!filled) data.fillRows(step, tc.global_batch(), firstRow, rows, tokensDType, tokens_.data(), labels_.data());
-      filled = true;
-      const bool tokens = in.name == tc.tokens_input();
-      if (llvm::Error e = ex.setInput(in.name, tokens ? tokensDType : DType::I64, {rows, T},
-                                      tokens ? static_cast<const void *>(tokens_.data()) : labels_.data()))
-        return e;
+    if (!isTransfer(in.name)) {
+      llvm::Expected<bool> fed = feed(ex, in, mb);
+      if (!fed) return fail(what + ": input '" + in.name + "': " + llvm::toString(fed.takeError()));
+      if (!*fed) return fail(what + ": input '" + in.name + "' is not a value the pipeline runner provides");
       continue;
     }
     auto it = kept_.find({in.name, mb});
@@ -247,6 +242,10 @@ llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb
   }
   const std::vector<Message> &sends = st.send[forward ? 0 : 1];
   for (const BindingInfo &out : ex.outputs()) {
+    if (collect && !isTransfer(out.name)) {
+      if (llvm::Error e = (*collect)(out, mb)) return fail(what + ": output '" + out.name + "': " + llvm::toString(std::move(e)));
+      continue;
+    }
     if (out.name == "loss") {
       float v = 0;
       device_->copyToHost(&v, out.tensor.data, sizeof v);
@@ -264,7 +263,32 @@ llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb
 }
 
 llvm::Expected<double> PipelineRunner::runMicrobatches(const TokenData &data, int64_t step, DType tokensDType) {
+  const plan::TrainConfig &tc = plan_->plan.train();
+  const int64_t rows = tc.global_batch() / (microbatches_ * dpSize_), T = tc.seq_len();
+  // The tokens and labels of microbatch mb, filled once per program run that reads them.
+  Feed feed = [&](Executor &ex, const BindingInfo &in, uint32_t mb) -> llvm::Expected<bool> {
+    const bool tokens = in.name == tc.tokens_input();
+    if (!tokens && in.name != tc.labels_input()) return false;
+    const int64_t firstRow = dpRank_ * (tc.global_batch() / dpSize_) + mb * rows;
+    data.fillRows(step, tc.global_batch(), firstRow, rows, tokensDType, tokens_.data(), labels_.data());
+    if (llvm::Error e = ex.setInput(in.name, tokens ? tokensDType : DType::I64, {rows, T},
+                                    tokens ? static_cast<const void *>(tokens_.data()) : labels_.data()))
+      return std::move(e);
+    return true;
+  };
   double lossSum = 0;
+  if (llvm::Error e = runActions(feed, nullptr, lossSum)) return std::move(e);
+  double total = 0;
+  if (llvm::Error e = pp_->allReduce(&lossSum, &total, 1, DType::F64, ReduceOp::Sum)) return std::move(e);
+  return total;
+}
+
+llvm::Error PipelineRunner::runForward(const Feed &feed, const Collect &collect) {
+  double unused = 0;
+  return runActions(feed, &collect, unused);
+}
+
+llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect, double &lossSum) {
   saved_ = peakSaved_ = 0;
   using Action = plan::Pipeline::Action;
   events_.clear();
@@ -278,15 +302,15 @@ llvm::Expected<double> PipelineRunner::runMicrobatches(const TokenData &data, in
     const double start = record_ ? now() : 0;
     llvm::Error e = llvm::Error::success();
     switch (a.kind()) {
-    case Action::FORWARD: e = runProgram(s, true, mb, data, step, tokensDType, lossSum); break;
-    case Action::BACKWARD: e = runProgram(s, false, mb, data, step, tokensDType, lossSum); break;
+    case Action::FORWARD: e = runProgram(s, true, mb, feed, collect, lossSum); break;
+    case Action::BACKWARD: e = runProgram(s, false, mb, feed, collect, lossSum); break;
     case Action::RECV_FORWARD: e = receive(s, true, mb); break;
     case Action::RECV_BACKWARD: e = receive(s, false, mb); break;
     case Action::SEND_FORWARD: e = send(s, true, mb); break;
     case Action::SEND_BACKWARD: e = send(s, false, mb); break;
     default: e = fail("stage " + llvm::Twine(s) + ": unknown pipeline action kind " + llvm::Twine(int(a.kind())));
     }
-    if (e) return std::move(e);
+    if (e) return e;
     if (record_) {
       int64_t bytes = 0;
       const bool isSend = a.kind() == Action::SEND_FORWARD || a.kind() == Action::SEND_BACKWARD;
@@ -300,14 +324,12 @@ llvm::Expected<double> PipelineRunner::runMicrobatches(const TokenData &data, in
     }
     ++index;
   }
-  if (llvm::Error e = pp_->waitSends()) return std::move(e);
+  if (llvm::Error e = pp_->waitSends()) return e;
   inFlightSends_.clear();
   if (!kept_.empty() || !outbox_.empty())
     return fail("pipeline rank " + llvm::Twine(rank_) + ": the schedule left " + llvm::Twine(kept_.size() + outbox_.size()) +
                 " values unread (its actions do not match the stage programs)");
-  double total = 0;
-  if (llvm::Error e = pp_->allReduce(&lossSum, &total, 1, DType::F64, ReduceOp::Sum)) return std::move(e);
-  return total;
+  return llvm::Error::success();
 }
 
 llvm::Expected<double> PipelineRunner::runOptimizer(float lr, int64_t stepNumber) {

@@ -1,6 +1,6 @@
 //===- Trainer.cpp - The training loop of `colossal-run M.cplan train` -----------------------===//
 #include "colossal/runtime/Trainer.h"
-#include "train/PipelineRunner.h"
+#include "colossal/runtime/PipelineRunner.h"
 
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"

@@ -211,7 +211,7 @@ def case_errors(args):
     expect(BASE_SPEC + "  grad_accum: 4\nmesh: {dp: 4}\n",
            r"mesh dp=4 with train.grad_accum 4: the batch \(dim 0 of input 'input_ids', 8\) must be divisible "
            r"by dp x grad_accum = 16", "dp4a4")
-    expect(BASE_SPEC + "mesh: {dp: 2, pp: 2}\n", r"mesh axis 'pp' of size 2: pipeline parallelism is not supported yet", "pp2")
+    expect(BASE_SPEC + "mesh: {dp: 2, pp: 2}\nzero: {stage: 2}\n", r"mesh pp=2 together with zero.stage 2 is not supported yet", "pp2_zero")
     expect(BASE_SPEC + "mesh: {dp: 0}\n", r"a mesh axis size must be a positive integer", "dp0")
     dp2 = s.compile("dp2", dp_spec(s, "dp2", 2))
     cmd = [s.run_bin, dp2, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", "1",

@@ -21,6 +21,8 @@
           grad_accum 4 (the same sums), and within 1e-6 of one rank; a checkpoint saved at step 10
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
+  inference  `mode: inference` under pp=2 (m=4) and pp=4 (m=8): the logits of the GPT-2 preset, the
+          Llama example and (when present) the shared aidreams260K within 1e-5 of one rank's.
   errors  a hand-written schedule that deadlocks or names an unknown action, grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
           node, more stages than ops, interleaved with m not a multiple of P or without virtual_stages, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
@@ -204,6 +206,47 @@ def case_mesh(args):
     return ok
 
 
+def case_inference(args):
+    """Inference under pp (gpipe over microbatches of the batch): the outputs equal one rank's."""
+    s = t.Setup(args, need_shared=False)
+    if not d.mpirun_cmd(2):
+        print("skipped: no mpirun")
+        sys.exit(u.SKIP)
+    import numpy as np
+    ok = True
+    models = [("gpt2", s.model)]
+    llama = os.path.join(s.work, "llama")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
+           "--quiet"], "export.py --arch llama", timeout=600)
+    models.append(("llama", os.path.join(llama, "model.onnx")))
+    shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
+    if os.path.isfile(shared):
+        models.append(("aidreams260K", shared))
+    rng = np.random.default_rng(0)
+    ids = os.path.join(s.work, "input_ids.npy")
+    np.save(ids, rng.integers(0, 256, size=(8, 64), dtype=np.int64))
+    for label, model in models:
+        outs = {}
+        for pp, m in ((1, 1), (2, 4), (4, 8)):
+            name = f"infer_{label}_pp{pp}"
+            text = "mode: inference\ninputs: {input_ids: [8, 64]}\n"
+            if pp > 1:
+                text += f"mesh: {{pp: {pp}}}\nparallel:\n  pipeline: {{microbatches: {m}}}\n"
+            plan = os.path.join(s.work, name + ".cplan")
+            u.run([s.opt, model, "--spec", s.spec(name, text), "-o", plan], f"colossal-opt {name}")
+            out_dir = os.path.join(s.work, name)
+            d.run_mpi(pp, [s.run_bin, plan, "--input", f"input_ids={ids}", "--output-dir", out_dir, "--threads", "1"],
+                      f"colossal-run {name}")
+            outs[pp] = np.load(os.path.join(out_dir, "logits.npy"))
+        for pp in (2, 4):
+            err = float(np.abs(outs[pp] - outs[1]).max() / max(1e-30, float(np.abs(outs[1]).max())))
+            good = outs[pp].shape == outs[1].shape and err <= 1e-5
+            print(f"  {label} inference pp={pp}: max |diff| / max |one rank| = {err:.2e}" + ("" if good else "  MISMATCH"))
+            ok &= good
+    return ok
+
+
 def case_errors(args):
     s = t.Setup(args, need_shared=False)
     ok = True
@@ -255,4 +298,5 @@ def case_errors(args):
 
 
 if __name__ == "__main__":
-    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "errors": case_errors}, steps=10)
+    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "inference": case_inference,
+                             "errors": case_errors}, steps=10)

@@ -60,7 +60,7 @@ TEST_F(ColossalRunTest, RepeatPrintsTimings) {
 TEST_F(ColossalRunTest, Errors) {
   std::string out;
   EXPECT_EQ(run(planPath + " --output-dir " + path("o"), out), 1);
-  EXPECT_EQ(out, "error: missing input 'x' (f32 [4, 8]); pass --input x=FILE.npy\n");
+  EXPECT_EQ(out, "error: missing input 'x' (f32 [4, 8]); pass --input x=FILE.npy (or --zero-inputs)\n");
   EXPECT_FALSE(llvm::sys::fs::exists(path("o")));
 
   EXPECT_EQ(run(planPath + " --input y=" + path("x.npy"), out), 1);

@@ -45,6 +45,7 @@
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TensorFileName.h"
 #include "colossal/runtime/Trainer.h"
+#include "colossal/runtime/PipelineRunner.h"
 
 #include "Parallel.h"
 
@@ -423,6 +424,118 @@ llvm::Error writeOutput(llvm::StringRef path, const TensorRef &t, Device &device
   return writeNpy(path, DType::F32, t.shape, f.data());
 }
 
+/// Inference under pipeline parallelism (docs/parallelism.md "Pipeline parallelism"): the
+/// --input arrays hold the whole batch; microbatch k of the schedule takes rows k·R .. (k+1)·R − 1
+/// (R = the stage programs' rows); each model output is gathered on the rank of the stage that
+/// computes it, sent to rank 0 and written there.
+int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
+  const KernelRegistry &registry = KernelRegistry::cpu();
+  ExecutorOptions options;
+  options.comm = &comm;
+  auto runner = PipelineRunner::create(plan, registry, device, comm, options, 0, 1);
+  if (!runner) return fail(runner.takeError());
+  const uint32_t m = plan.plan.pipeline().microbatches();
+  // The model's inputs and outputs: the stage programs' bindings that are not transfers.
+  struct Array {
+    DType dtype;
+    std::vector<int64_t> shape;  // the whole batch's
+    AlignedBuffer bytes;
+    uint32_t stage = 0;
+  };
+  std::map<std::string, Array> in, out;
+  for (const colossal::plan::Program &prog : plan.plan.programs()) {
+    if (prog.role() != colossal::plan::Program::STAGE_FORWARD) continue;
+    auto add = [&](const colossal::plan::Binding &b, std::map<std::string, Array> &to) {
+      if (llvm::StringRef(b.name()).starts_with("pp.")) return;
+      const colossal::plan::Buffer &buf = prog.buffers(static_cast<int>(b.buffer()));
+      Array a{static_cast<DType>(buf.dtype()), std::vector<int64_t>(buf.shape().begin(), buf.shape().end()),
+              AlignedBuffer(), static_cast<uint32_t>(prog.stage())};
+      if (!a.shape.empty()) a.shape[0] *= m;
+      to.try_emplace(b.name(), std::move(a));
+    };
+    for (const colossal::plan::Binding &b : prog.inputs()) add(b, in);
+    for (const colossal::plan::Binding &b : prog.outputs()) add(b, out);
+  }
+  llvm::StringSet<> given;
+  for (const std::string &arg : inputArgs) {
+    auto [name, file] = llvm::StringRef(arg).split('=');
+    if (name.empty() || file.empty()) return fail("--input expects NAME=FILE.npy, got '" + arg + "'");
+    auto it = in.find(name.str());
+    if (it == in.end()) {
+      std::string known;
+      for (auto &[n, a] : in) known += (known.empty() ? "" : ", ") + n;
+      return fail("unknown input '" + name + "' (the plan's inputs: " + known + ")");
+    }
+    auto arr = readNpy(file);
+    if (!arr) return fail(arr.takeError());
+    if (arr->dtype != it->second.dtype || llvm::ArrayRef<int64_t>(arr->shape) != llvm::ArrayRef<int64_t>(it->second.shape))
+      return fail("input '" + name + "' (" + file + "): expected " + dtypeName(it->second.dtype) + " " +
+                  shapeToString(it->second.shape) + ", got " + dtypeName(arr->dtype) + " " + shapeToString(arr->shape));
+    it->second.bytes = std::move(arr->data);
+    given.insert(name);
+  }
+  for (auto &[name, a] : in)
+    if (!given.contains(name))
+      return fail("missing input '" + name + "' (" + dtypeName(a.dtype) + " " + shapeToString(a.shape) +
+                  "); pass --input " + name + "=FILE.npy");
+  for (auto &[name, a] : out) a.bytes = AlignedBuffer(static_cast<size_t>(numElements(a.shape)) * dtypeSize(a.dtype));
+  auto rowsBytes = [](const Array &a) { return a.bytes.size() / static_cast<size_t>(a.shape.empty() ? 1 : a.shape[0]); };
+  PipelineRunner::Feed feed = [&](Executor &ex, const BindingInfo &b, uint32_t mb) -> llvm::Expected<bool> {
+    auto it = in.find(b.name);
+    if (it == in.end()) return false;
+    const size_t chunk = b.tensor.bytes();
+    if (llvm::Error e = ex.setInput(b.name, b.tensor.dtype, b.tensor.shape,
+                                    static_cast<const char *>(it->second.bytes.data()) + mb * chunk))
+      return std::move(e);
+    (void)rowsBytes;
+    return true;
+  };
+  PipelineRunner::Collect collect = [&](const BindingInfo &b, uint32_t mb) -> llvm::Error {
+    auto it = out.find(b.name);
+    if (it == out.end()) return llvm::createStringError(llvm::inconvertibleErrorCode(), "not a model output");
+    device.copyToHost(static_cast<char *>(it->second.bytes.data()) + mb * b.tensor.bytes(), b.tensor.data,
+                      b.tensor.bytes());
+    return llvm::Error::success();
+  };
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (llvm::Error e = (*runner)->runForward(feed, collect)) abortOnRankError(comm, std::move(e));
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if ((repeat > 1 || warmup > 0) && comm.rank() == 0) {
+    std::sort(ms.begin(), ms.end());
+    llvm::errs() << llvm::format("pipeline forward: median %.3f ms, min %.3f ms over %d runs\n", ms[ms.size() / 2],
+                                 ms.front(), repeat.getValue());
+  }
+  // Each output to rank 0 from the rank of its stage (pipeline rank = stage: one stage per rank).
+  Communicator &group = (*runner)->group();
+  for (auto &[name, a] : out) {
+    const int owner = static_cast<int>(a.stage % static_cast<uint32_t>(group.size()));
+    if (owner == 0) continue;
+    const int64_t count = numElements(a.shape);
+    llvm::Error e = group.rank() == owner ? group.send(a.bytes.data(), count, a.dtype, 0)
+                    : group.rank() == 0   ? group.recv(a.bytes.data(), count, a.dtype, owner)
+                                          : llvm::Error::success();
+    if (e) abortOnRankError(comm, std::move(e));
+  }
+  if (outputDir.empty() || comm.rank() != 0) return 0;
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail(outputDir + ": cannot create output directory: " + ec.message());
+  std::vector<std::string> names;
+  for (auto &[name, a] : out) names.push_back(name);
+  auto files = tensorFileNames(names, ".npy", "outputs");
+  if (!files) return fail(outputDir + ": " + llvm::toString(files.takeError()));
+  size_t i = 0;
+  for (auto &[name, a] : out) {
+    llvm::SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, (*files)[i++]);
+    if (llvm::Error e = writeNpy(path, a.dtype, a.shape, a.bytes.data())) return fail(std::move(e));
+    llvm::outs() << "output '" << name << "' -> " << path << "\n";
+  }
+  return 0;
+}
+
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
@@ -487,6 +600,8 @@ int runMain(int argc, char **argv) {
   };
   if (mode == "train") return trainMain(**loaded, *device, **comm);
   if (mode == "sample") return sampleMain(**loaded, *device, **comm);
+  if ((*loaded)->plan.has_pipeline() && (*loaded)->plan.pipeline().forward_only() && programName.getNumOccurrences() == 0)
+    return pipelineRunMain(**loaded, *device, **comm);
 
   std::unique_ptr<StateStore> states;
   if (!(*loaded)->plan.states().empty() || !checkpointDir.empty() || !dumpStatesDir.empty()) {

@@ -153,6 +153,7 @@ protected:
 
 private:
   void maybeStall();
+  llvm::Error checkPointToPoint(const char *what, int64_t count, int peer, int tag) const;
   int rank_, size_;
   std::string axes_;
   AlignedBuffer scratch_[4];

@@ -875,7 +875,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     funcs.push_back(func);
   }
   // Pipeline parallelism: the stage programs, by stage, each stage forward, backward, optimizer.
-  if (out.train) {
+  {
     std::vector<std::tuple<int64_t, int, func::FuncOp>> staged;
     for (func::FuncOp f : moduleOp.getOps<func::FuncOp>()) {
       std::optional<ProgramRole> role = programRole(f);

@@ -808,6 +808,8 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
   p->set_schedule(record.getAs<StringAttr>("schedule").getValue().str());
   auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
   p->set_virtual_stages(static_cast<uint32_t>(virtualStages ? virtualStages.getInt() : 1));
+  p->set_forward_only(std::none_of(planMsg.programs().begin(), planMsg.programs().end(),
+                                   [](const plan::Program &prog) { return prog.role() == plan::Program::STAGE_BACKWARD; }));
   // Saved per microbatch: what a stage's backward reads that some stage's forward computed (kept
   // from its own forward, or received for it), as the runtime's runner counts it.
   std::set<std::string> forwardOutputs;

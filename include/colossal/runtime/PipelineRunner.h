@@ -8,8 +8,8 @@
 // forward until the backward of the same microbatch (the saved activations, counted for the
 // metrics). The loss is the last stage's; every rank learns it.
 //===------------------------------------------------------------------------------------===//
-#ifndef COLOSSAL_RUNTIME_TRAIN_PIPELINERUNNER_H
-#define COLOSSAL_RUNTIME_TRAIN_PIPELINERUNNER_H
+#ifndef COLOSSAL_RUNTIME_PIPELINERUNNER_H
+#define COLOSSAL_RUNTIME_PIPELINERUNNER_H
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Executor.h"
@@ -20,6 +20,7 @@
 #include "llvm/Support/Error.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,14 @@ public:
   /// d·B/D + k·R of the step's batch, as one rank with grad_accum m·D takes microbatch d·m + k.
   /// Errors name the stage, the action and the program.
   llvm::Expected<double> runMicrobatches(const TokenData &data, int64_t step, DType tokensDType);
+
+  /// Inference (a forward-only pipeline): sets each model input of a stage program for
+  /// microbatch `mb` (returns false for a name it does not know), and receives each model output
+  /// a stage program computed for `mb` (on the rank that runs that stage).
+  using Feed = std::function<llvm::Expected<bool>(Executor &ex, const BindingInfo &input, uint32_t mb)>;
+  using Collect = std::function<llvm::Error(const BindingInfo &output, uint32_t mb)>;
+  /// Runs this rank's actions of a forward-only pipeline with `feed` and `collect`.
+  llvm::Error runForward(const Feed &feed, const Collect &collect);
 
   /// Runs the stage's optimizer program with `lr` and `stepNumber`; returns grad_norm (the
   /// norm over all stages).
@@ -100,8 +109,10 @@ private:
     return static_cast<int>((mb * stages_ + stage) * 2 + (forward ? 0 : 1));
   }
   void keep(const std::string &name, uint32_t mb, std::vector<char> bytes);
-  llvm::Error runProgram(uint32_t stage, bool forward, uint32_t mb, const TokenData &data, int64_t step,
-                         DType tokensDType, double &lossSum);
+  llvm::Error runProgram(uint32_t stage, bool forward, uint32_t mb, const Feed &feed, const Collect *collect,
+                         double &lossSum);
+  /// Runs this rank's action list; `collect` (inference) receives the model outputs.
+  llvm::Error runActions(const Feed &feed, const Collect *collect, double &lossSum);
   llvm::Error receive(uint32_t stage, bool forward, uint32_t mb);
   llvm::Error send(uint32_t stage, bool forward, uint32_t mb);
 
