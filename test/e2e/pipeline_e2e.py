@@ -19,6 +19,10 @@
           grad_accum 4 (the same sums), and within 1e-6 of one rank; a checkpoint saved at step 10
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
+  kill    `colossal-run --nproc 2 ... train` of a pp=2 1f1b plan (m=4, a million steps); once rank 0
+          has written a metrics line, rank 1 gets SIGKILL mid-pipeline (dp_e2e's
+          kill_rank_mid_training): the job ends within 30 s, non-zero, with a message naming
+          rank 1, and no process of the job is left.
   errors  grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
           node, more stages than ops, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
@@ -182,6 +186,13 @@ def case_mesh(args):
     return ok
 
 
+def case_kill(args):
+    s = t.Setup(args, need_shared=False)
+    d.mpirun_cmd(2)  # skips without mpirun
+    plan, _ = compile_plan(s, "pp2_kill", pipeline_spec(s, "pp2_kill", 2, "1f1b", 4))
+    return d.kill_rank_mid_training(s, plan, "pp_kill")
+
+
 def case_errors(args):
     s = t.Setup(args, need_shared=False)
     ok = True
@@ -213,4 +224,5 @@ def case_errors(args):
 
 
 if __name__ == "__main__":
-    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "errors": case_errors}, steps=10)
+    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "kill": case_kill,
+                "errors": case_errors}, steps=10)
