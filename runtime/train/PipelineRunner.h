@@ -19,6 +19,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -64,6 +65,17 @@ public:
   /// The events of the last runMicrobatches() (recorded only after recordEvents(true)).
   const std::vector<Event> &events() const { return events_; }
   void recordEvents(bool on) { record_ = on; }
+  /// The clock the events' times count from (the runner's creation).
+  std::chrono::steady_clock::time_point epoch() const { return epoch_; }
+  /// The stages this rank's sends of one direction reach (the next stage; a tied parameter's
+  /// gradient also its owner), ascending.
+  std::vector<uint32_t> sendPeers(bool forward) const {
+    std::vector<uint32_t> out;
+    for (const Message &m : send_[forward ? 0 : 1])
+      if (std::find(out.begin(), out.end(), m.peer) == out.end()) out.push_back(m.peer);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
 
   uint32_t stage() const { return stage_; }
   /// The pipeline axis's communicator (group rank = stage).

@@ -2,7 +2,7 @@
 """Pipeline parallelism (docs/parallelism.md "Pipeline parallelism"): `mesh: {pp: P}` with
 `parallel.pipeline: {schedule, microbatches, stages}` against one rank.
 
-    pipeline_e2e.py --case train|llama|errors --workdir W [--opt PATH --run PATH] [--steps N]
+    pipeline_e2e.py --case train|llama|mesh|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
           gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip, and
@@ -19,6 +19,18 @@
           grad_accum 4 (the same sums), and within 1e-6 of one rank; a checkpoint saved at step 10
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
+  trace   `train --trace T.json` (docs/parallelism.md "Traces") under pp=2 1f1b and gpipe (m=4), pp=4
+          1f1b (m=8) and pp=2 x dp=2 1f1b (m=2), 3 steps: the file loads with json.load and
+          examples/train/show_trace.py finds no problem in it (every X event has step, stage,
+          microbatch and chunk; slices of a rank never overlap; every flow has one start inside a
+          send and one end inside the matching receive, not before it); per rank and step the
+          traced actions are --dump-schedule's list for that rank, F and B once per microbatch;
+          (P-1)·m·2 flows per pipeline group and step; each rank's saved-activation counter peaks
+          at the metrics' pipeline_saved_peak_bytes of its stage; the bubble replayed from the
+          trace in logical time (F 1, B 2) is exactly (P-1)/(m+P-1); the measured clock offsets
+          are within half their round trip. A one-rank plan with grad_accum 2 traces two
+          train_step and one optimizer_step per step. --trace naming the --metrics file is an
+          error. Prints the measured wall-time bubble per rank.
   kill    `colossal-run --nproc 2 ... train` of a pp=2 1f1b plan (m=4, a million steps); once rank 0
           has written a metrics line, rank 1 gets SIGKILL mid-pipeline (dp_e2e's
           kill_rank_mid_training): the job ends within 30 s, non-zero, with a message naming
@@ -29,6 +41,8 @@
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -186,6 +200,107 @@ def case_mesh(args):
     return ok
 
 
+def show_trace():
+    """examples/train/show_trace.py as a module."""
+    path = os.path.join(u.REPO, "examples", "train", "show_trace.py")
+    spec = importlib.util.spec_from_file_location("show_trace", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def dumped_schedule(report):
+    """--dump-schedule's action names per pipeline rank."""
+    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^rank (\d+) \(stage \d+\): (.*)$", report, re.M)}
+
+
+def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
+    ok = True
+
+    def bad(msg):
+        nonlocal ok
+        print(f"  {name}: {msg}  MISMATCH")
+        ok = False
+
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, mesh, schedule, m))
+    want_actions = dumped_schedule(report)
+    path = os.path.join(s.work, name + ".trace.json")
+    rows = d.train(s, pp * dp, plan, os.path.join(s.work, name + ".jsonl"), steps, ["--trace", path])
+    with open(path) as f:
+        trace = json.load(f)
+    for p in st.problems(trace)[:10]:
+        bad(p)
+    xs = st.slices(trace)
+    stage_of = {}
+    for e in xs:
+        stage_of[e["pid"]] = e["args"]["stage"]
+    if sorted(stage_of) != list(range(pp * dp)):
+        bad(f"ranks in the trace: {sorted(stage_of)}")
+    for step, by_rank in st.rank_steps(trace).items():
+        for pid, evs in by_rank.items():
+            names = [e["name"] for e in evs]
+            if names != want_actions.get(stage_of[pid]):
+                bad(f"step {step} rank {pid}: traced {' '.join(names)}; the schedule lists "
+                    f"{' '.join(want_actions.get(stage_of[pid], []))}")
+    compute = [e for e in xs if st.kind(e) in ("F", "B")]
+    if len(compute) != steps * pp * dp * 2 * m:
+        bad(f"{len(compute)} F/B events, expected {steps * pp * dp * 2 * m}")
+    flows = [e for e in trace["traceEvents"] if e.get("ph") == "s"]
+    if len(flows) != steps * dp * (pp - 1) * m * 2:
+        bad(f"{len(flows)} flows, expected {steps * dp * (pp - 1) * m * 2}")
+    peaks = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "C":
+            peaks[e["pid"]] = max(peaks.get(e["pid"], 0), e["args"]["bytes"])
+    want_peak = [max(r["memory"]["pipeline_saved_peak_bytes"][k] for r in rows) for k in range(pp)]
+    got_peak = [peaks.get(pid) for pid in sorted(stage_of)]
+    if got_peak != [want_peak[stage_of[pid]] for pid in sorted(stage_of)]:
+        bad(f"counter peaks {got_peak}, metrics' pipeline_saved_peak_bytes {want_peak}")
+    other = trace["otherData"]
+    for r, (off, rtt) in enumerate(zip(other["clock_measured_offset_ns"], other["clock_round_trip_ns"])):
+        if abs(off) > rtt / 2 + 1000:
+            bad(f"rank {r}: measured clock offset {off} ns is more than half the round trip {rtt} ns")
+    per_step, mean, _ = st.analyse(trace, skip=1)
+    want_bubble = (pp - 1) / (m + pp - 1)
+    logical = [r["logical_bubble"] for r in per_step]
+    if any(abs(b - want_bubble) > 1e-12 for b in logical):
+        bad(f"logical bubble per step {logical}, expected (P-1)/(m+P-1) = {want_bubble:.4f}")
+    idle = ", ".join(f"rank {pid} {v:.1%}" for pid, v in sorted(mean["idle"].items()))
+    print(f"  {name}: {len(xs)} slices, {len(flows)} flows; logical bubble {logical[0]:.4f} (expected "
+          f"{want_bubble:.4f}); wall time: makespan {mean['makespan_us'] / 1e3:.1f} ms, bubble {mean['bubble']:.3f} "
+          f"(predicted from the stage medians {mean.get('predicted_bubble', float('nan')):.3f}), idle {idle}")
+    return ok
+
+
+def case_trace(args):
+    s = t.Setup(args, need_shared=False)
+    d.mpirun_cmd(2)  # skips without mpirun
+    st = show_trace()
+    steps = max(args.steps, 3)
+    ok = check_trace(s, st, "trace_pp2_1f1b", 2, "1f1b", 4, 2, 1, steps)
+    ok &= check_trace(s, st, "trace_pp2_gpipe", 2, "gpipe", 4, 2, 1, steps)
+    ok &= check_trace(s, st, "trace_pp4_1f1b", 4, "1f1b", 8, 4, 1, steps)
+    ok &= check_trace(s, st, "trace_pp2_dp2", "2, dp: 2", "1f1b", 2, 2, 2, steps)
+    # A plan without a pipeline: train_step per microbatch and optimizer_step.
+    plan = s.compile("trace_one", accum_spec(s, "trace_one", 2))
+    path = os.path.join(s.work, "trace_one.trace.json")
+    d.train(s, 1, plan, os.path.join(s.work, "trace_one.jsonl"), steps, ["--trace", path])
+    with open(path) as f:
+        trace = json.load(f)
+    names = [e["name"] for e in st.slices(trace)]
+    problems = st.problems(trace)
+    good = names == ["train_step", "train_step", "optimizer_step"] * steps and not problems
+    print(f"  one rank, grad_accum 2: {len(names)} slices {sorted(set(names))}, problems {problems[:3]}"
+          + ("" if good else "  MISMATCH"))
+    ok &= good
+    metrics = os.path.join(s.work, "trace_same.jsonl")
+    p = d.run_mpi(1, [s.run_bin, plan, "train", "--data", s.data, "--steps", "1", "--metrics", metrics,
+                      "--trace", metrics], "--trace = --metrics", expect_fail=True)
+    good = p.returncode != 0 and "--trace " + metrics + " is the --metrics file" in p.stderr
+    print(f"  --trace naming the metrics file: {p.stderr.strip()}" + ("" if good else "  MISMATCH"))
+    return ok and good
+
+
 def case_kill(args):
     s = t.Setup(args, need_shared=False)
     d.mpirun_cmd(2)  # skips without mpirun
@@ -224,5 +339,6 @@ def case_errors(args):
 
 
 if __name__ == "__main__":
-    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "kill": case_kill,
+    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "trace": case_trace,
+                "kill": case_kill,
                 "errors": case_errors}, steps=10)

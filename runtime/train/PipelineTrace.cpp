@@ -1,0 +1,369 @@
+//===- PipelineTrace.cpp - the job's Chrome trace (PipelineTrace.h) -------------------------===//
+#include "train/PipelineTrace.h"
+#include "train/PipelineRunner.h"
+
+#include "colossal/runtime/Mesh.h"
+
+#include "llvm/Support/Format.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace colossal::runtime {
+
+namespace {
+
+using Kind = TraceEvent::Kind;
+using Action = plan::Pipeline::Action;
+
+/// Tags of the world's point-to-point messages of tracing (nothing else sends on the world).
+constexpr int kClockTag = 31000, kGatherTag = 31001;
+/// Round trips per rank when measuring its clock offset.
+constexpr int kClockRounds = 16;
+/// Bytes of a host name as compared (the rest is cut).
+constexpr int kHostBytes = 256;
+/// Doubles per event when sent to rank 0.
+constexpr size_t kEventFields = 8;
+
+Kind kindOf(Action::Kind k) {
+  switch (k) {
+  case Action::FORWARD: return Kind::Forward;
+  case Action::BACKWARD: return Kind::Backward;
+  case Action::SEND_FORWARD: return Kind::SendForward;
+  case Action::RECV_FORWARD: return Kind::RecvForward;
+  case Action::SEND_BACKWARD: return Kind::SendBackward;
+  case Action::RECV_BACKWARD: return Kind::RecvBackward;
+  default: return Kind::Forward;  // the runner refuses other kinds before recording them
+  }
+}
+
+bool isSend(Kind k) { return k == Kind::SendForward || k == Kind::SendBackward; }
+bool isRecv(Kind k) { return k == Kind::RecvForward || k == Kind::RecvBackward; }
+bool isForwardMessage(Kind k) { return k == Kind::SendForward || k == Kind::RecvForward; }
+
+const char *category(Kind k) {
+  if (isSend(k) || isRecv(k)) return "comm";
+  return k == Kind::OptimizerStep ? "optimizer" : "compute";
+}
+
+/// Every rank's blob: [events, peers forward, peers backward, the peers..., then kEventFields
+/// doubles per event]. Integers up to 2^53 are exact in a double.
+std::vector<double> pack(const RankTrace &t) {
+  std::vector<double> out = {double(t.events.size()), double(t.sendPeers[0].size()), double(t.sendPeers[1].size())};
+  for (int d = 0; d < 2; ++d)
+    for (uint32_t s : t.sendPeers[d]) out.push_back(s);
+  for (const TraceEvent &e : t.events) {
+    const double fields[kEventFields] = {double(e.kind), double(e.step), double(e.microbatch), double(e.stage),
+                                         e.start, e.end, double(e.bytes), double(e.savedBytes)};
+    out.insert(out.end(), fields, fields + kEventFields);
+  }
+  return out;
+}
+
+llvm::Error unpack(const std::vector<double> &in, RankTrace &t) {
+  auto bad = [&] {
+    return llvm::createStringError("trace: rank " + std::to_string(t.rank) + " sent a malformed event list");
+  };
+  if (in.size() < 3) return bad();
+  const size_t n = size_t(in[0]), peers[2] = {size_t(in[1]), size_t(in[2])};
+  if (in.size() != 3 + peers[0] + peers[1] + n * kEventFields) return bad();
+  size_t i = 3;
+  for (int d = 0; d < 2; ++d)
+    for (size_t k = 0; k < peers[d]; ++k) t.sendPeers[d].push_back(uint32_t(in[i++]));
+  for (size_t k = 0; k < n; ++k, i += kEventFields) {
+    const double *f = &in[i];
+    t.events.push_back({Kind(int(f[0])), int64_t(f[1]), int64_t(f[2]), int64_t(f[3]), f[4], f[5], int64_t(f[6]),
+                        int64_t(f[7])});
+  }
+  return llvm::Error::success();
+}
+
+/// Microseconds, rounded to nanoseconds, for the trace's `ts`.
+double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
+
+/// Writes the events of one trace, one JSON object per line.
+class TraceWriter {
+public:
+  explicit TraceWriter(llvm::raw_ostream &os) : os_(os) { os_ << "{\"traceEvents\":[\n"; }
+  /// One event: `body` writes its attributes inside the object.
+  void event(llvm::function_ref<void(llvm::json::OStream &)> body) {
+    if (!first_) os_ << ",\n";
+    first_ = false;
+    llvm::json::OStream j(os_);
+    j.object([&] { body(j); });
+  }
+  void end(const llvm::json::Object &otherData) {
+    os_ << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
+    llvm::json::OStream j(os_);
+    j.value(llvm::json::Value(llvm::json::Object(otherData)));
+    os_ << "}\n";
+  }
+  static void number(llvm::json::OStream &j, llvm::StringRef key, double us) {
+    j.attributeBegin(key);
+    j.rawValue([&](llvm::raw_ostream &os) { os << llvm::format("%.3f", us); });
+    j.attributeEnd();
+  }
+
+private:
+  llvm::raw_ostream &os_;
+  bool first_ = true;
+};
+
+} // namespace
+
+std::string traceEventName(const TraceEvent &e) {
+  const std::string mb = std::to_string(e.microbatch);
+  switch (e.kind) {
+  case Kind::Forward: return "F" + mb;
+  case Kind::Backward: return "B" + mb;
+  case Kind::SendForward: return "sendF" + mb;
+  case Kind::RecvForward: return "recvF" + mb;
+  case Kind::SendBackward: return "sendB" + mb;
+  case Kind::RecvBackward: return "recvB" + mb;
+  case Kind::TrainStep: return "train_step";
+  case Kind::OptimizerStep: return "optimizer_step";
+  }
+  return "?";
+}
+
+void writeChromeTrace(llvm::raw_ostream &os, const std::vector<RankTrace> &ranks, int64_t pipelineRanks,
+                      double origin, const llvm::json::Object &otherData) {
+  TraceWriter w(os);
+  // Start and end of an event on the common clock, in µs; the duration is taken between the
+  // rounded ends so that consecutive events never overlap.
+  auto span = [&](const RankTrace &r, const TraceEvent &e) {
+    return std::make_pair(micros(e.start - r.clockOffset - origin), micros(e.end - r.clockOffset - origin));
+  };
+  for (const RankTrace &r : ranks) {
+    w.event([&](llvm::json::OStream &j) {
+      j.attribute("ph", "M"); j.attribute("name", "process_name"); j.attribute("pid", r.rank);
+      j.attributeObject("args", [&] { j.attribute("name", r.label); });
+    });
+    w.event([&](llvm::json::OStream &j) {
+      j.attribute("ph", "M"); j.attribute("name", "process_sort_index"); j.attribute("pid", r.rank);
+      j.attributeObject("args", [&] { j.attribute("sort_index", r.rank); });
+    });
+    w.event([&](llvm::json::OStream &j) {
+      j.attribute("ph", "M"); j.attribute("name", "thread_name"); j.attribute("pid", r.rank); j.attribute("tid", 0);
+      j.attributeObject("args", [&] { j.attribute("name", "actions"); });
+    });
+  }
+  // Complete events, and the saved-activation counter where it changes.
+  for (const RankTrace &r : ranks) {
+    int64_t saved = -1;
+    for (const TraceEvent &e : r.events) {
+      auto [ts, te] = span(r, e);
+      if (e.savedBytes >= 0 && saved < 0) {
+        saved = 0;
+        w.event([&](llvm::json::OStream &j) {
+          j.attribute("ph", "C"); j.attribute("name", "saved activation bytes"); j.attribute("pid", r.rank);
+          TraceWriter::number(j, "ts", ts);
+          j.attributeObject("args", [&] { j.attribute("bytes", 0); });
+        });
+      }
+      w.event([&](llvm::json::OStream &j) {
+        j.attribute("ph", "X"); j.attribute("name", traceEventName(e)); j.attribute("cat", category(e.kind));
+        j.attribute("pid", r.rank); j.attribute("tid", 0);
+        TraceWriter::number(j, "ts", ts);
+        TraceWriter::number(j, "dur", te - ts);
+        j.attributeObject("args", [&] {
+          j.attribute("step", e.step);
+          j.attribute("stage", e.stage);
+          if (e.microbatch >= 0) {
+            j.attribute("microbatch", e.microbatch);
+            j.attribute("chunk", e.stage / std::max<int64_t>(1, pipelineRanks));
+          } else {
+            j.attribute("microbatch", nullptr);
+            j.attribute("chunk", nullptr);
+          }
+          if (isSend(e.kind) || isRecv(e.kind)) j.attribute("bytes", e.bytes);
+        });
+      });
+      if (e.savedBytes >= 0 && e.savedBytes != saved) {
+        saved = e.savedBytes;
+        w.event([&](llvm::json::OStream &j) {
+          j.attribute("ph", "C"); j.attribute("name", "saved activation bytes"); j.attribute("pid", r.rank);
+          TraceWriter::number(j, "ts", te);
+          j.attributeObject("args", [&] { j.attribute("bytes", saved); });
+        });
+      }
+    }
+  }
+  // Flows: each send to the receive of the same direction, microbatch and step on every stage
+  // its values reach, in the same pipeline group.
+  using Key = std::tuple<int64_t, int64_t, bool, int64_t, int64_t>;  // group, stage, forward, step, mb
+  std::map<Key, std::pair<const RankTrace *, const TraceEvent *>> receives;
+  for (const RankTrace &r : ranks)
+    for (const TraceEvent &e : r.events)
+      if (isRecv(e.kind)) receives[{r.group, e.stage, isForwardMessage(e.kind), e.step, e.microbatch}] = {&r, &e};
+  int64_t id = 0;
+  for (const RankTrace &r : ranks)
+    for (const TraceEvent &e : r.events) {
+      if (!isSend(e.kind)) continue;
+      const bool fwd = isForwardMessage(e.kind);
+      for (uint32_t peer : r.sendPeers[fwd ? 0 : 1]) {
+        auto it = receives.find({r.group, int64_t(peer), fwd, e.step, e.microbatch});
+        if (it == receives.end()) continue;
+        const auto [rr, re] = it->second;
+        auto [ss, se] = span(r, e);
+        auto [rs, rend] = span(*rr, *re);
+        const double from = (ss + se) / 2;
+        // Inside the receive, after the send where the receive was still waiting for it.
+        const double to = std::round((std::clamp(from, rs, rend) + rend) / 2 * 1e3) / 1e3;
+        const std::string name = (fwd ? "F" : "B") + std::to_string(e.microbatch);
+        ++id;
+        for (bool start : {true, false})
+          w.event([&](llvm::json::OStream &j) {
+            j.attribute("ph", start ? "s" : "f");
+            if (!start) j.attribute("bp", "e");
+            j.attribute("id", id); j.attribute("name", name); j.attribute("cat", "message");
+            j.attribute("pid", start ? r.rank : rr->rank); j.attribute("tid", 0);
+            TraceWriter::number(j, "ts", start ? from : to);
+          });
+      }
+    }
+  w.end(otherData);
+}
+
+double PipelineTrace::now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+llvm::Expected<std::unique_ptr<PipelineTrace>> PipelineTrace::start(const LoadedPlan &plan, CommContext *comm) {
+  std::unique_ptr<PipelineTrace> t(new PipelineTrace());
+  t->plan_ = &plan;
+  t->comm_ = comm;
+  Communicator *world = comm ? &comm->world() : nullptr;
+  const int n = world ? world->size() : 1, me = world ? world->rank() : 0;
+  t->local_.rank = me;
+  t->offsets_.assign(n, 0);
+  t->rtts_.assign(n, 0);
+  t->sameHost_.assign(n, true);
+  // Ranks on rank 0's machine share its steady clock (CLOCK_MONOTONIC is system-wide): offset 0.
+  // Elsewhere Cristian's method: rank 0 asks, rank r answers with its clock, whose reading is
+  // taken as simultaneous with the middle of rank 0's round trip. Both run everywhere (the round
+  // trips are reported in the trace either way).
+  char host[kHostBytes] = {};
+  gethostname(host, sizeof host - 1);
+  for (int r = 1; r < n; ++r) {
+    if (me != 0 && me != r) continue;
+    char theirHost[kHostBytes] = {};
+    if (me == 0) {
+      if (llvm::Error e = world->recv(theirHost, kHostBytes, DType::U8, r, kClockTag)) return std::move(e);
+    } else if (llvm::Error e = world->send(host, kHostBytes, DType::U8, 0, kClockTag)) {
+      return std::move(e);
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < kClockRounds; ++k) {
+      if (me == 0) {
+        double t0 = now(), theirs = 0;
+        if (llvm::Error e = world->send(&t0, 1, DType::F64, r, kClockTag)) return std::move(e);
+        if (llvm::Error e = world->recv(&theirs, 1, DType::F64, r, kClockTag)) return std::move(e);
+        const double t1 = now();
+        if (t1 - t0 < best) {
+          best = t1 - t0;
+          t->offsets_[r] = theirs - (t0 + t1) / 2;
+          t->rtts_[r] = best;
+        }
+      } else {
+        double ask = 0;
+        if (llvm::Error e = world->recv(&ask, 1, DType::F64, 0, kClockTag)) return std::move(e);
+        const double mine = now();
+        if (llvm::Error e = world->send(&mine, 1, DType::F64, 0, kClockTag)) return std::move(e);
+      }
+    }
+    if (me == 0) t->sameHost_[r] = std::strncmp(host, theirHost, kHostBytes) == 0;
+  }
+  if (world && n > 1)
+    if (llvm::Error e = world->barrier()) return std::move(e);
+  t->origin_ = now();
+  return t;
+}
+
+void PipelineTrace::addPipelineStep(const PipelineRunner &runner, int64_t step) {
+  const double epoch = std::chrono::duration<double>(runner.epoch().time_since_epoch()).count();
+  local_.sendPeers[0] = runner.sendPeers(true);
+  local_.sendPeers[1] = runner.sendPeers(false);
+  for (const PipelineRunner::Event &e : runner.events())
+    local_.events.push_back({kindOf(e.kind), step, int64_t(e.microbatch), int64_t(e.stage), epoch + e.start,
+                             epoch + e.end, e.bytes, e.savedBytes});
+}
+
+llvm::Error PipelineTrace::finish(llvm::raw_ostream &os) {
+  Communicator *world = comm_ ? &comm_->world() : nullptr;
+  const int n = world ? world->size() : 1, me = world ? world->rank() : 0;
+  if (me != 0) {
+    std::vector<double> blob = pack(local_);
+    int64_t count = static_cast<int64_t>(blob.size());
+    if (llvm::Error e = world->send(&count, 1, DType::I64, 0, kGatherTag)) return e;
+    return world->send(blob.data(), count, DType::F64, 0, kGatherTag);
+  }
+  std::vector<RankTrace> ranks(n);
+  ranks[0] = std::move(local_);
+  for (int r = 1; r < n; ++r) {
+    int64_t count = 0;
+    if (llvm::Error e = world->recv(&count, 1, DType::I64, r, kGatherTag)) return e;
+    std::vector<double> blob(static_cast<size_t>(count));
+    if (llvm::Error e = world->recv(blob.data(), count, DType::F64, r, kGatherTag)) return e;
+    ranks[r].rank = r;
+    if (llvm::Error e = unpack(blob, ranks[r])) return e;
+  }
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(plan_->plan, plan_->path);
+  if (!mesh) return mesh.takeError();
+  int ppAxis = -1;
+  for (int i = 0; i < plan_->plan.mesh_size(); ++i)
+    if (plan_->plan.mesh(i).role() == plan::MeshAxis::PIPELINE) ppAxis = i;
+  for (RankTrace &r : ranks) {
+    r.clockOffset = sameHost_[r.rank] ? 0 : offsets_[r.rank];
+    llvm::SmallVector<int64_t, 4> coords = mesh->coords(r.rank);
+    std::string where;
+    for (size_t i = 0; i < mesh->axes().size(); ++i) {
+      if (int(i) == ppAxis || mesh->axes()[i].size <= 1) continue;
+      where += ", " + mesh->axes()[i].name + " " + std::to_string(coords[i]);
+    }
+    if (ppAxis >= 0) {
+      r.stage = coords[ppAxis];
+      r.group = mesh->groupId(r.rank, {ppAxis});
+      r.label = "rank " + std::to_string(r.rank) + " (stage " + std::to_string(r.stage) + where + ")";
+    } else {
+      r.group = r.rank;
+      r.label = "rank " + std::to_string(r.rank) + (where.empty() ? "" : " (" + where.substr(2) + ")");
+    }
+  }
+  llvm::json::Object other;
+  other["plan"] = plan_->path;
+  other["clock"] = "the steady clock of rank 0; a rank on another machine is moved onto it by an offset measured "
+                   "at the start (Cristian's method, the shortest of 16 round trips: error at most half of it); ts 0 "
+                   "is when tracing started on rank 0";
+  llvm::json::Array applied, offsets, rtts, hosts;
+  for (int r = 0; r < n; ++r) {
+    applied.push_back(int64_t(std::llround(ranks[r].clockOffset * 1e9)));
+    offsets.push_back(int64_t(std::llround(offsets_[r] * 1e9)));
+    rtts.push_back(int64_t(std::llround(rtts_[r] * 1e9)));
+    hosts.push_back(bool(sameHost_[r]));
+  }
+  other["clock_offset_ns"] = std::move(applied);
+  other["clock_measured_offset_ns"] = std::move(offsets);
+  other["clock_round_trip_ns"] = std::move(rtts);
+  other["same_host_as_rank_0"] = std::move(hosts);
+  int64_t pipelineRanks = 1;
+  if (plan_->plan.has_pipeline()) {
+    const plan::Pipeline &p = plan_->plan.pipeline();
+    other["schedule"] = p.schedule();
+    other["stages"] = int64_t(p.stages());
+    other["microbatches"] = int64_t(p.microbatches());
+    pipelineRanks = ppAxis >= 0 ? mesh->axes()[ppAxis].size : 1;
+  }
+  writeChromeTrace(os, ranks, pipelineRanks, origin_, other);
+  os.flush();
+  return llvm::Error::success();
+}
+
+} // namespace colossal::runtime
