@@ -34,7 +34,9 @@
   kill    `colossal-run --nproc 2 ... train` of a pp=2 1f1b plan (m=4, a million steps); once rank 0
           has written a metrics line, rank 1 gets SIGKILL mid-pipeline (dp_e2e's
           kill_rank_mid_training): the job ends within 30 s, non-zero, with a message naming
-          rank 1, and no process of the job is left.
+          rank 1, and no process of the job is left. And a stage that stops answering (rank 1
+          stalled by COLOSSAL_TEST_STALL_RANK) ends the job under --comm-timeout 3: rank 0 names
+          the receive on axis 'pp', within 30 s, nothing left.
   errors  grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
           node, more stages than ops, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
@@ -45,8 +47,10 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
@@ -305,7 +309,34 @@ def case_kill(args):
     s = t.Setup(args, need_shared=False)
     d.mpirun_cmd(2)  # skips without mpirun
     plan, _ = compile_plan(s, "pp2_kill", pipeline_spec(s, "pp2_kill", 2, "1f1b", 4))
-    return d.kill_rank_mid_training(s, plan, "pp_kill")
+    ok = d.kill_rank_mid_training(s, plan, "pp_kill")
+    # A stage that stops answering without dying: rank 1 sleeps before its first message
+    # (COLOSSAL_TEST_STALL_RANK); rank 0's receive is watched like a collective.
+    marker = ("COLOSSAL_PP_STALL_TEST", f"{os.getpid()}.{time.time_ns()}")
+    env = dict(d.mpi_env(), COLOSSAL_TEST_STALL_RANK="1", COLOSSAL_TEST_STALL_SECONDS="3600",
+               **{marker[0]: marker[1]})
+    cmd = [s.run_bin, plan, "train", "--data", s.data, "--steps", "3", "--metrics",
+           os.path.join(s.work, "pp_stall.jsonl"), "--threads", "1", "--nproc", "2", "--comm-timeout", "3"]
+    print("$ COLOSSAL_TEST_STALL_RANK=1 " + " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, err = None, str(e.stderr or "")
+    seconds = time.monotonic() - t0
+    settle = time.monotonic() + 5
+    while d.processes_with(f"{marker[0]}={marker[1]}") and time.monotonic() < settle:
+        time.sleep(0.05)
+    left = d.processes_with(f"{marker[0]}={marker[1]}")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    good = rc not in (None, 0) and seconds < 30 and not left and \
+        re.search(r"error: rank 0: recv on axis 'pp' did not complete within 3 s", err)
+    print(f"  stalled stage: exit {rc} after {seconds:.1f} s, {len(left)} process(es) left; "
+          f"{next((l for l in err.splitlines() if l.startswith('error:')), '(no error line)')}"
+          + ("" if good else "  MISMATCH"))
+    return ok and bool(good)
 
 
 def case_errors(args):
