@@ -214,8 +214,10 @@ void writeChromeTrace(llvm::raw_ostream &os, const std::vector<RankTrace> &ranks
         const auto [rr, re] = it->second;
         auto [ss, se] = span(r, e);
         auto [rs, rend] = span(*rr, *re);
-        const double from = (ss + se) / 2;
-        // Inside the receive, after the send where the receive was still waiting for it.
+        // From where the send starts (1 ns in, so that no slice ending there claims it: the send
+        // may return after its receive completed, so its middle could be later than the arrival)
+        // to inside the receive, after the send where the receive was still waiting for it.
+        const double from = ss + std::min(0.001, (se - ss) / 2);
         const double to = std::round((std::clamp(from, rs, rend) + rend) / 2 * 1e3) / 1e3;
         const std::string name = (fwd ? "F" : "B") + std::to_string(e.microbatch);
         ++id;

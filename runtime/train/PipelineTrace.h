@@ -9,11 +9,11 @@
 //   - one process per rank (pid = world rank, named "rank R (stage s)"), one thread (tid 0);
 //   - a complete event (ph "X") per action, train_step or optimizer_step, with args step, stage,
 //     microbatch and chunk (null for optimizer_step) and bytes for sends and receives;
-//   - flow events (ph "s" on the send, ph "f" with bp "e" on the matching receive, one id per
-//     pair) from each send to its receive: sendF of microbatch k on stage s to recvF of k on each
-//     stage its values reach (s + 1), sendB to recvB likewise (s − 1; a tied parameter's gradient
-//     also reaches its owner), within one pipeline group (the ranks that share every other mesh
-//     coordinate);
+//   - flow events from each send to its receive (ph "s" where the send starts, ph "f" with bp "e"
+//     inside the receive, after the send began; one id per pair): sendF of microbatch k on stage s
+//     to recvF of k on each stage its values reach (s + 1), sendB to recvB likewise (s − 1; a tied
+//     parameter's gradient also reaches its owner), within one pipeline group (the ranks that
+//     share every other mesh coordinate);
 //   - a counter (ph "C", "saved activation bytes") per pipeline rank: the live saved-activation
 //     bytes after each action that changed them.
 // Clocks: ranks on rank 0's machine share its steady clock (CLOCK_MONOTONIC is system-wide) and
