@@ -88,16 +88,73 @@ llvm::Error unpack(const std::vector<double> &in, RankTrace &t) {
 /// Microseconds, rounded to nanoseconds, for the trace's `ts`.
 double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
-/// Writes the events of one trace, one JSON object per line.
+/// Writes a trace's events, one JSON object per line.
 class TraceWriter {
 public:
-  explicit TraceWriter(llvm::raw_ostream &os) : os_(os) { os_ << "{\"traceEvents\":[\n"; }
-  /// One event: `body` writes its attributes inside the object.
-  void event(llvm::function_ref<void(llvm::json::OStream &)> body) {
-    if (!first_) os_ << ",\n";
-    first_ = false;
-    llvm::json::OStream j(os_);
-    j.object([&] { body(j); });
+  TraceWriter(llvm::raw_ostream &os, double origin, int64_t pipelineRanks)
+      : os_(os), origin_(origin), pipelineRanks_(std::max<int64_t>(1, pipelineRanks)) {
+    os_ << "{\"traceEvents\":[\n";
+  }
+  /// Start and end of `e` on the common clock, in µs; the duration is taken between the rounded
+  /// ends so that consecutive events never overlap.
+  std::pair<double, double> span(const RankTrace &r, const TraceEvent &e) const {
+    return {micros(e.start - r.clockOffset - origin_), micros(e.end - r.clockOffset - origin_)};
+  }
+  /// The rank's name, order and thread name.
+  void metadata(const RankTrace &r) {
+    event([&](llvm::json::OStream &j) {
+      header(j, "M", r.rank, false);
+      j.attribute("name", "process_name");
+      j.attributeObject("args", [&] { j.attribute("name", r.label); });
+    });
+    event([&](llvm::json::OStream &j) {
+      header(j, "M", r.rank, false);
+      j.attribute("name", "process_sort_index");
+      j.attributeObject("args", [&] { j.attribute("sort_index", r.rank); });
+    });
+    event([&](llvm::json::OStream &j) {
+      header(j, "M", r.rank, true);
+      j.attribute("name", "thread_name");
+      j.attributeObject("args", [&] { j.attribute("name", "actions"); });
+    });
+  }
+  void slice(const RankTrace &r, const TraceEvent &e) {
+    auto [ts, te] = span(r, e);
+    event([&](llvm::json::OStream &j) {
+      header(j, "X", r.rank, true);
+      j.attribute("name", traceEventName(e));
+      j.attribute("cat", category(e.kind));
+      number(j, "ts", ts);
+      number(j, "dur", te - ts);
+      j.attributeObject("args", [&] {
+        j.attribute("step", e.step);
+        j.attribute("stage", e.stage);
+        const bool none = e.microbatch < 0;
+        j.attribute("microbatch", none ? llvm::json::Value(nullptr) : llvm::json::Value(e.microbatch));
+        j.attribute("chunk", none ? llvm::json::Value(nullptr) : llvm::json::Value(e.stage / pipelineRanks_));
+        if (isSend(e.kind) || isRecv(e.kind)) j.attribute("bytes", e.bytes);
+      });
+    });
+  }
+  void counter(int64_t pid, double ts, int64_t bytes) {
+    event([&](llvm::json::OStream &j) {
+      header(j, "C", pid, false);
+      j.attribute("name", "saved activation bytes");
+      number(j, "ts", ts);
+      j.attributeObject("args", [&] { j.attribute("bytes", bytes); });
+    });
+  }
+  /// A flow `name` from (fromPid, fromTs) to (toPid, toTs).
+  void flow(int64_t id, const std::string &name, int64_t fromPid, double fromTs, int64_t toPid, double toTs) {
+    for (bool start : {true, false})
+      event([&](llvm::json::OStream &j) {
+        header(j, start ? "s" : "f", start ? fromPid : toPid, true);
+        if (!start) j.attribute("bp", "e");
+        j.attribute("id", id);
+        j.attribute("name", name);
+        j.attribute("cat", "message");
+        number(j, "ts", start ? fromTs : toTs);
+      });
   }
   void end(const llvm::json::Object &otherData) {
     os_ << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
@@ -105,16 +162,69 @@ public:
     j.value(llvm::json::Value(llvm::json::Object(otherData)));
     os_ << "}\n";
   }
+
+private:
+  void event(llvm::function_ref<void(llvm::json::OStream &)> body) {
+    if (!first_) os_ << ",\n";
+    first_ = false;
+    llvm::json::OStream j(os_);
+    j.object([&] { body(j); });
+  }
+  static void header(llvm::json::OStream &j, const char *ph, int64_t pid, bool thread) {
+    j.attribute("ph", ph);
+    j.attribute("pid", pid);
+    if (thread) j.attribute("tid", 0);
+  }
   static void number(llvm::json::OStream &j, llvm::StringRef key, double us) {
     j.attributeBegin(key);
     j.rawValue([&](llvm::raw_ostream &os) { os << llvm::format("%.3f", us); });
     j.attributeEnd();
   }
-
-private:
   llvm::raw_ostream &os_;
+  double origin_;
+  int64_t pipelineRanks_;
   bool first_ = true;
 };
+
+/// The slices of `r`, and its saved-activation counter (from 0) where it changes.
+void writeRank(TraceWriter &w, const RankTrace &r) {
+  int64_t saved = -1;
+  for (const TraceEvent &e : r.events) {
+    auto [ts, te] = w.span(r, e);
+    if (e.savedBytes >= 0 && saved < 0) w.counter(r.rank, ts, saved = 0);
+    w.slice(r, e);
+    if (e.savedBytes >= 0 && e.savedBytes != saved) w.counter(r.rank, te, saved = e.savedBytes);
+  }
+}
+
+/// Each send to the receive of the same direction, microbatch and step on every stage its values
+/// reach, in the same pipeline group.
+void writeFlows(TraceWriter &w, const std::vector<RankTrace> &ranks) {
+  using Key = std::tuple<int64_t, int64_t, bool, int64_t, int64_t>;  // group, stage, forward, step, mb
+  std::map<Key, std::pair<const RankTrace *, const TraceEvent *>> receives;
+  for (const RankTrace &r : ranks)
+    for (const TraceEvent &e : r.events)
+      if (isRecv(e.kind)) receives[{r.group, e.stage, isForwardMessage(e.kind), e.step, e.microbatch}] = {&r, &e};
+  int64_t id = 0;
+  for (const RankTrace &r : ranks)
+    for (const TraceEvent &e : r.events) {
+      if (!isSend(e.kind)) continue;
+      const bool fwd = isForwardMessage(e.kind);
+      for (uint32_t peer : r.sendPeers[fwd ? 0 : 1]) {
+        auto it = receives.find({r.group, int64_t(peer), fwd, e.step, e.microbatch});
+        if (it == receives.end()) continue;
+        const auto [rr, re] = it->second;
+        auto [ss, se] = w.span(r, e);
+        auto [rs, rend] = w.span(*rr, *re);
+        // From where the send starts (1 ns in, so that no slice ending there claims it: the send
+        // may return after its receive completed, so its middle could be later than the arrival)
+        // to inside the receive, after the send where the receive was still waiting for it.
+        const double from = ss + std::min(0.001, (se - ss) / 2);
+        const double to = std::round((std::clamp(from, rs, rend) + rend) / 2 * 1e3) / 1e3;
+        w.flow(++id, (fwd ? "F" : "B") + std::to_string(e.microbatch), r.rank, from, rr->rank, to);
+      }
+    }
+}
 
 } // namespace
 
@@ -135,102 +245,10 @@ std::string traceEventName(const TraceEvent &e) {
 
 void writeChromeTrace(llvm::raw_ostream &os, const std::vector<RankTrace> &ranks, int64_t pipelineRanks,
                       double origin, const llvm::json::Object &otherData) {
-  TraceWriter w(os);
-  // Start and end of an event on the common clock, in µs; the duration is taken between the
-  // rounded ends so that consecutive events never overlap.
-  auto span = [&](const RankTrace &r, const TraceEvent &e) {
-    return std::make_pair(micros(e.start - r.clockOffset - origin), micros(e.end - r.clockOffset - origin));
-  };
-  for (const RankTrace &r : ranks) {
-    w.event([&](llvm::json::OStream &j) {
-      j.attribute("ph", "M"); j.attribute("name", "process_name"); j.attribute("pid", r.rank);
-      j.attributeObject("args", [&] { j.attribute("name", r.label); });
-    });
-    w.event([&](llvm::json::OStream &j) {
-      j.attribute("ph", "M"); j.attribute("name", "process_sort_index"); j.attribute("pid", r.rank);
-      j.attributeObject("args", [&] { j.attribute("sort_index", r.rank); });
-    });
-    w.event([&](llvm::json::OStream &j) {
-      j.attribute("ph", "M"); j.attribute("name", "thread_name"); j.attribute("pid", r.rank); j.attribute("tid", 0);
-      j.attributeObject("args", [&] { j.attribute("name", "actions"); });
-    });
-  }
-  // Complete events, and the saved-activation counter where it changes.
-  for (const RankTrace &r : ranks) {
-    int64_t saved = -1;
-    for (const TraceEvent &e : r.events) {
-      auto [ts, te] = span(r, e);
-      if (e.savedBytes >= 0 && saved < 0) {
-        saved = 0;
-        w.event([&](llvm::json::OStream &j) {
-          j.attribute("ph", "C"); j.attribute("name", "saved activation bytes"); j.attribute("pid", r.rank);
-          TraceWriter::number(j, "ts", ts);
-          j.attributeObject("args", [&] { j.attribute("bytes", 0); });
-        });
-      }
-      w.event([&](llvm::json::OStream &j) {
-        j.attribute("ph", "X"); j.attribute("name", traceEventName(e)); j.attribute("cat", category(e.kind));
-        j.attribute("pid", r.rank); j.attribute("tid", 0);
-        TraceWriter::number(j, "ts", ts);
-        TraceWriter::number(j, "dur", te - ts);
-        j.attributeObject("args", [&] {
-          j.attribute("step", e.step);
-          j.attribute("stage", e.stage);
-          if (e.microbatch >= 0) {
-            j.attribute("microbatch", e.microbatch);
-            j.attribute("chunk", e.stage / std::max<int64_t>(1, pipelineRanks));
-          } else {
-            j.attribute("microbatch", nullptr);
-            j.attribute("chunk", nullptr);
-          }
-          if (isSend(e.kind) || isRecv(e.kind)) j.attribute("bytes", e.bytes);
-        });
-      });
-      if (e.savedBytes >= 0 && e.savedBytes != saved) {
-        saved = e.savedBytes;
-        w.event([&](llvm::json::OStream &j) {
-          j.attribute("ph", "C"); j.attribute("name", "saved activation bytes"); j.attribute("pid", r.rank);
-          TraceWriter::number(j, "ts", te);
-          j.attributeObject("args", [&] { j.attribute("bytes", saved); });
-        });
-      }
-    }
-  }
-  // Flows: each send to the receive of the same direction, microbatch and step on every stage
-  // its values reach, in the same pipeline group.
-  using Key = std::tuple<int64_t, int64_t, bool, int64_t, int64_t>;  // group, stage, forward, step, mb
-  std::map<Key, std::pair<const RankTrace *, const TraceEvent *>> receives;
-  for (const RankTrace &r : ranks)
-    for (const TraceEvent &e : r.events)
-      if (isRecv(e.kind)) receives[{r.group, e.stage, isForwardMessage(e.kind), e.step, e.microbatch}] = {&r, &e};
-  int64_t id = 0;
-  for (const RankTrace &r : ranks)
-    for (const TraceEvent &e : r.events) {
-      if (!isSend(e.kind)) continue;
-      const bool fwd = isForwardMessage(e.kind);
-      for (uint32_t peer : r.sendPeers[fwd ? 0 : 1]) {
-        auto it = receives.find({r.group, int64_t(peer), fwd, e.step, e.microbatch});
-        if (it == receives.end()) continue;
-        const auto [rr, re] = it->second;
-        auto [ss, se] = span(r, e);
-        auto [rs, rend] = span(*rr, *re);
-        // From where the send starts (1 ns in, so that no slice ending there claims it: the send
-        // may return after its receive completed, so its middle could be later than the arrival)
-        // to inside the receive, after the send where the receive was still waiting for it.
-        const double from = ss + std::min(0.001, (se - ss) / 2);
-        const double to = std::round((std::clamp(from, rs, rend) + rend) / 2 * 1e3) / 1e3;
-        const std::string name = (fwd ? "F" : "B") + std::to_string(e.microbatch);
-        ++id;
-        for (bool start : {true, false})
-          w.event([&](llvm::json::OStream &j) {
-            j.attribute("ph", start ? "s" : "f");
-            if (!start) j.attribute("bp", "e");
-            j.attribute("id", id); j.attribute("name", name); j.attribute("cat", "message");
-            j.attribute("pid", start ? r.rank : rr->rank); j.attribute("tid", 0);
-            TraceWriter::number(j, "ts", start ? from : to);
-          });
-      }
-    }
+  TraceWriter w(os, origin, pipelineRanks);
+  for (const RankTrace &r : ranks) w.metadata(r);
+  for (const RankTrace &r : ranks) writeRank(w, r);
+  writeFlows(w, ranks);
   w.end(otherData);
 }
 
