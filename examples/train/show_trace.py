@@ -35,8 +35,9 @@ def slices(trace):
 
 
 def kind(e):
-    """F, B, sendF, recvF, sendB, recvB, train_step, optimizer_step."""
-    return e["name"].rstrip("0123456789")
+    """F, B, sendF, recvF, sendB, recvB, train_step, optimizer_step (a name is kind, microbatch and,
+    when a rank runs several stages, ".stage": "F3", "sendB0.2")."""
+    return e["name"].split(".")[0].rstrip("0123456789")
 
 
 def problems(trace):
@@ -57,7 +58,7 @@ def problems(trace):
         if e["pid"] not in names:
             out.append(f"pid {e['pid']} has no process_name")
         if a.get("microbatch") is not None and kind(e) in ("F", "B", "sendF", "recvF", "sendB", "recvB") \
-                and e["name"] != kind(e) + str(a["microbatch"]):
+                and e["name"].split(".")[0] != kind(e) + str(a["microbatch"]):
             out.append(f"{e['name']}: args.microbatch is {a['microbatch']}")
         if e["dur"] < 0:
             out.append(f"{e['name']} on pid {e['pid']} has a negative duration")

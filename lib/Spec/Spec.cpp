@@ -42,6 +42,7 @@ struct PipelineParallel {
   int64_t microbatches = 1;
   int64_t virtualStages = 1;
   Stages stages;
+  std::string scheduleFile;
 };
 struct Parallel {
   std::optional<TensorParallel> tensor;
@@ -476,6 +477,7 @@ template <> struct MappingTraits<PipelineParallel> {
     io.mapOptional("microbatches", p.microbatches);
     io.mapOptional("virtual_stages", p.virtualStages);
     io.mapOptional("stages", p.stages);
+    io.mapOptional("schedule_file", p.scheduleFile);
   }
   static std::string validate(IO &, PipelineParallel &p) {
     if (p.schedule == "zero-bubble")
@@ -492,12 +494,15 @@ template <> struct MappingTraits<PipelineParallel> {
     if (p.stages.scalar != "auto" && p.stages.cuts.empty())
       return "parallel.pipeline.stages must be auto or a list of cut points (node names or "
              "regexes); got '" + p.stages.scalar + "'";
-    if (p.schedule != "gpipe" && p.schedule != "1f1b")
+    if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
       return "parallel.pipeline.schedule " + p.schedule +
-             " is not supported yet (implemented: gpipe, 1f1b)";
-    if (p.virtualStages != 1)
-      return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) +
-             " is not supported yet (one chunk per rank: gpipe, 1f1b)";
+             " is not supported yet (implemented: gpipe, 1f1b, interleaved)";
+    if (p.schedule == "interleaved" && p.virtualStages < 2)
+      return "parallel.pipeline.schedule interleaved needs virtual_stages >= 2 (chunks per rank), got " +
+             std::to_string(p.virtualStages);
+    if (p.schedule != "interleaved" && p.virtualStages != 1)
+      return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) + " applies to schedule "
+             "interleaved (" + p.schedule + " runs one chunk per rank)";
     for (const std::string &cut : p.stages.cuts) {
       std::string err;
       if (!llvm::Regex(cut).isValid(err))
@@ -775,7 +780,15 @@ Expected<Spec> parseSpecFile(StringRef path) {
   }
   if (raw.parallel && raw.parallel->pipeline) {
     const PipelineParallel &p = *raw.parallel->pipeline;
-    spec.pipeline = Spec::Pipeline{p.schedule, p.microbatches, p.virtualStages, p.stages.cuts};
+    spec.pipeline = Spec::Pipeline{p.schedule, p.microbatches, p.virtualStages, p.stages.cuts, ""};
+    if (!p.scheduleFile.empty()) {
+      SmallString<256> full(p.scheduleFile);
+      if (!sys::path::is_absolute(full) && !dir.empty()) {
+        full = dir;
+        sys::path::append(full, p.scheduleFile);
+      }
+      spec.pipeline->scheduleFile = std::string(full);
+    }
   }
   if (const int64_t pp = spec.pipelineParallel(); pp > 1 || spec.pipeline) {
     auto fail = [&](const Twine &msg) {
@@ -926,6 +939,12 @@ Expected<Spec> parseSpecFile(StringRef path) {
   // the spec gives (a batch the model fixes is checked by colossal-split-batch).
   const int64_t dp = spec.dataParallel();
   const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  if (spec.pipeline && spec.pipeline->schedule == "interleaved" &&
+      spec.pipeline->microbatches % spec.pipelineParallel() != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": parallel.pipeline.schedule interleaved: microbatches " +
+                                 Twine(spec.pipeline->microbatches) + " must be a multiple of mesh pp=" +
+                                 Twine(spec.pipelineParallel()) + " (Megatron's interleaved 1F1B)");
   if (spec.pipeline)
     for (auto &[name, shape] : spec.inputs)
       if (!shape.empty() && shape[0] % (dp * spec.pipeline->microbatches) != 0)

@@ -68,7 +68,8 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   // them (docs/parallelism.md "Pipeline parallelism").
   if (spec.pipeline) {
     AssignPipelineStagesOptions stages;
-    stages.stages = spec.pipelineParallel();
+    stages.stages = spec.pipelineParallel() * spec.pipeline->virtualStages;
+    stages.virtualStages = spec.pipeline->virtualStages;
     stages.microbatches = spec.pipeline->microbatches;
     stages.schedule = spec.pipeline->schedule;
     stages.cuts.assign(spec.pipeline->cuts.begin(), spec.pipeline->cuts.end());

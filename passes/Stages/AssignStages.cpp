@@ -39,6 +39,30 @@ std::string nodeName(Location loc) {
   return "";
 }
 
+/// Bytes an op moves per FLOP's worth of time: one core does ~50 GFLOP/s in a contraction and
+/// streams ~10 GB/s, so a byte costs about 5 FLOPs.
+constexpr uint64_t kFlopsPerByte = 5;
+
+/// The cost model's time of one forward op with its backward, in FLOP units: 3 × its FLOPs
+/// (forward, input gradient, weight gradient) plus kFlopsPerByte × the bytes it and its backward
+/// move: its operands and results twice (read in the forward, again in the backward with their
+/// cotangents), and for each parameter operand its gradient written and accumulated. The bytes
+/// are what makes a wide embedding (a gather of few FLOPs whose gradient is the whole table)
+/// and a large-vocabulary loss cost what they do.
+uint64_t opCost(Operation *op) {
+  uint64_t bytes = 0;
+  for (Value r : op->getResults())
+    bytes += 2 * numBytes(r.getType());
+  for (Value v : op->getOperands()) {
+    bytes += 2 * numBytes(v.getType());
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+      if (auto f = llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+        if (f.getArgAttr(arg.getArgNumber(), kParamAttr))
+          bytes += 2 * numBytes(v.getType());
+  }
+  return 3 * opFlops(op) + kFlopsPerByte * bytes;
+}
+
 /// The ends (exclusive) of `stages` contiguous runs of `cost` minimising the largest run's sum,
 /// every run non-empty (cost.size() >= stages). Binary search over the largest sum, then a
 /// greedy packing that cuts early only to leave one op per remaining stage.
@@ -96,16 +120,18 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     if (!step)
       return module.emitError("colossal-assign-pipeline-stages needs @train_step (run "
                               "colossal-append-loss first)");
-    if (stages < 2)
-      return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2, got "
-                                << int64_t(stages);
+    if (stages < 2 || virtualStages < 1 || stages % virtualStages != 0)
+      return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2 and a "
+                                   "multiple of virtual-stages, got "
+                                << int64_t(stages) << " and " << int64_t(virtualStages);
     Block &body = step.getBody().front();
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
       if (!op.hasTrait<OpTrait::ConstantLike>())
         ops.push_back(&op);
     if (static_cast<int64_t>(ops.size()) < stages)
-      return module.emitError() << "mesh pp=" << int64_t(stages)
+      return module.emitError() << "mesh pp=" << int64_t(stages / virtualStages)
+                                << (virtualStages > 1 ? " x virtual_stages " + std::to_string(virtualStages) : std::string())
                                 << ": more stages than the training step can be cut into (it "
                                    "has " << ops.size() << " ops)";
 
@@ -113,12 +139,13 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     if (cuts.empty()) {
       SmallVector<uint64_t> cost;
       for (Operation *op : ops)
-        cost.push_back(3 * std::max<uint64_t>(1, opFlops(op)));
+        cost.push_back(std::max<uint64_t>(1, opCost(op)));
       ends = minMaxSplit(cost, stages);
     } else {
       if (static_cast<int64_t>(cuts.size()) != stages - 1)
         return module.emitError() << "parallel.pipeline.stages lists " << cuts.size()
-                                  << " cut points; mesh pp=" << int64_t(stages) << " needs "
+                                  << " cut points; " << int64_t(stages) << " stages (mesh pp"
+                                  << (virtualStages > 1 ? " x virtual_stages" : "") << ") need "
                                   << int64_t(stages) - 1;
       for (const std::string &pattern : cuts) {
         llvm::Regex re("^(" + pattern + ")$");
@@ -155,7 +182,7 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
         ops[i]->setAttr(kStageAttr, b.getI64IntegerAttr(s));
         stageOf[ops[i]] = s;
         ++stageOps[s];
-        stageFlops[s] += static_cast<int64_t>(3 * opFlops(ops[i]));
+        stageFlops[s] += static_cast<int64_t>(opCost(ops[i]));
       }
       begin = ends[s];
     }
@@ -172,10 +199,11 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     module->setAttr(kPipelineAttr,
                     b.getDictionaryAttr({
                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
                         b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
                         b.getNamedAttr("stage_ops", b.getDenseI64ArrayAttr(stageOps)),
-                        b.getNamedAttr("stage_flops", b.getDenseI64ArrayAttr(stageFlops)),
+                        b.getNamedAttr("stage_cost", b.getDenseI64ArrayAttr(stageFlops)),
                         b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
                     }));
     return success();

@@ -283,12 +283,15 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
 
     // The one-rank step keeps no stage tags.
     step.walk([](Operation *op) { op->removeAttr(kStageAttr); });
-    return splitOptimizer(module, optimizer, stages, owner);
+    auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
+    const int64_t ranks = stages / (virtualStages ? virtualStages.getInt() : 1);
+    return splitOptimizer(module, optimizer, ranks, owner);
   }
 
-  /// `@stage<s>_optimizer`: @optimizer_step without the other stages' updates, its global norm
-  /// summed over the stages.
-  LogicalResult splitOptimizer(ModuleOp module, func::FuncOp optimizer, int64_t stages,
+  /// `@stage<r>_optimizer` for each of the `ranks` pipeline ranks: @optimizer_step without the
+  /// updates of other ranks' stages (stage s runs on rank s mod ranks), its global norm summed
+  /// over the ranks.
+  LogicalResult splitOptimizer(ModuleOp module, func::FuncOp optimizer, int64_t ranks,
                                const std::map<std::string, int64_t> &owner) {
     std::string axis;
     for (auto mesh : module.getOps<MeshOp>())
@@ -306,7 +309,7 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         name = training::argMarker(fn, i, kStateAttr);
       while (!name.empty()) {
         if (auto it = owner.find(name.str()); it != owner.end())
-          return it->second;
+          return it->second % ranks;
         size_t dot = name.rfind('.');
         if (dot == StringRef::npos)
           break;
@@ -315,7 +318,7 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       return -1;
     };
     OpBuilder b(module.getContext());
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = 0; s < ranks; ++s) {
       b.setInsertionPointToEnd(module.getBody());
       auto fn = llvm::cast<func::FuncOp>(b.clone(*optimizer));
       fn.setSymName("stage" + std::to_string(s) + "_optimizer");

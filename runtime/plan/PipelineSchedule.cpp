@@ -1,10 +1,13 @@
 //===- PipelineSchedule.cpp - generate, simulate and print pipeline schedules ------------===//
 #include "colossal/runtime/PipelineSchedule.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -45,27 +48,108 @@ void addCompute(plan::Pipeline::RankSchedule &rank, bool forward, uint32_t mb, u
 } // namespace
 
 llvm::Error generateSchedule(plan::Pipeline &p) {
-  const uint32_t S = p.stages(), m = p.microbatches();
+  const uint32_t S = p.stages(), m = p.microbatches(), V = std::max<uint32_t>(1, p.virtual_stages());
   if (S < 1 || m < 1) return fail("pipeline schedule: stages and microbatches must be >= 1");
+  if (S % V != 0) return fail("pipeline schedule: " + llvm::Twine(S) + " stages are not " + llvm::Twine(V) + " per rank");
+  const uint32_t P = S / V;
   const std::string &kind = p.schedule();
-  if (kind != "gpipe" && kind != "1f1b")
-    return fail("pipeline schedule '" + kind + "' cannot be generated (implemented: gpipe, 1f1b)");
+  if (kind != "gpipe" && kind != "1f1b" && kind != "interleaved")
+    return fail("pipeline schedule '" + kind + "' cannot be generated (implemented: gpipe, 1f1b, interleaved)");
+  if ((kind == "interleaved") != (V > 1))
+    return fail("pipeline schedule '" + kind + "' with " + llvm::Twine(V) +
+                " stages per rank (interleaved needs >= 2, gpipe and 1f1b 1)");
+  if (kind == "interleaved" && m % P != 0)
+    return fail("pipeline schedule interleaved: microbatches " + llvm::Twine(m) + " must be a multiple of the " +
+                llvm::Twine(P) + " pipeline ranks");
   p.clear_ranks();
-  for (uint32_t r = 0; r < S; ++r) {
+  for (uint32_t r = 0; r < P; ++r) {
     plan::Pipeline::RankSchedule &rank = *p.add_ranks();
     if (kind == "gpipe") {
       for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
       for (uint32_t k = 0; k < m; ++k) addCompute(rank, false, k, r, S);
       continue;
     }
-    const uint32_t warmup = std::min(S - r - 1, m);
-    uint32_t f = 0, b = 0;
-    for (; f < warmup; ++f) addCompute(rank, true, f, r, S);
-    while (f < m) {
-      addCompute(rank, true, f++, r, S);
-      addCompute(rank, false, b++, r, S);
+    if (kind == "1f1b") {
+      const uint32_t warmup = std::min(S - r - 1, m);
+      uint32_t f = 0, b = 0;
+      for (; f < warmup; ++f) addCompute(rank, true, f, r, S);
+      while (f < m) {
+        addCompute(rank, true, f++, r, S);
+        addCompute(rank, false, b++, r, S);
+      }
+      while (b < m) addCompute(rank, false, b++, r, S);
+      continue;
     }
-    while (b < m) addCompute(rank, false, b++, r, S);
+    // Interleaved 1F1B (Narayanan et al. 2021, section 2.2): the k-th of the rank's m·V chunk
+    // passes is microbatch (k / PV)·P + k mod P of chunk (k mod PV) / P (the backward passes run
+    // the chunks in reverse); (P − r − 1)·2 + (V − 1)·P warm-up forwards, then one forward and one
+    // backward in turn. Chunk c of rank r is stage c·P + r.
+    const uint32_t total = m * V;
+    auto pass = [&](uint32_t k, bool forward, uint32_t &mb, uint32_t &stage) {
+      const uint32_t chunk = (k % (P * V)) / P;
+      mb = (k / (P * V)) * P + k % P;
+      stage = (forward ? chunk : V - 1 - chunk) * P + r;
+    };
+    const uint32_t warmup = std::min(total, (P - r - 1) * 2 + (V - 1) * P);
+    uint32_t mb, stage;
+    for (uint32_t k = 0; k < warmup; ++k) {
+      pass(k, true, mb, stage);
+      addCompute(rank, true, mb, stage, S);
+    }
+    for (uint32_t k = 0; k + warmup < total; ++k) {
+      pass(k + warmup, true, mb, stage);
+      addCompute(rank, true, mb, stage, S);
+      pass(k, false, mb, stage);
+      addCompute(rank, false, mb, stage, S);
+    }
+    for (uint32_t k = total - warmup; k < total; ++k) {
+      pass(k, false, mb, stage);
+      addCompute(rank, false, mb, stage, S);
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipeline &p) {
+  const uint32_t S = p.stages(), V = std::max<uint32_t>(1, p.virtual_stages()), P = S / std::max<uint32_t>(1, V);
+  std::vector<std::optional<plan::Pipeline::RankSchedule>> ranks(P);
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  text.split(lines, '\n');
+  for (size_t n = 0; n < lines.size(); ++n) {
+    llvm::StringRef line = lines[n].trim();
+    if (!line.consume_front("rank ")) continue;
+    const std::string at = what.str() + ":" + std::to_string(n + 1);
+    uint32_t r = 0;
+    size_t colon = line.find(':');
+    if (colon == llvm::StringRef::npos || line.take_while([](char c) { return c >= '0' && c <= '9'; }).getAsInteger(10, r))
+      return fail(at + ": expected 'rank R (...): ACTIONS'");
+    if (r >= P) return fail(at + ": rank " + llvm::Twine(r) + " out of range (the pipeline has " + llvm::Twine(P) + " ranks)");
+    if (ranks[r]) return fail(at + ": rank " + llvm::Twine(r) + " is listed twice");
+    ranks[r].emplace();
+    llvm::SmallVector<llvm::StringRef, 64> tokens;
+    line.drop_front(colon + 1).split(tokens, ' ', -1, false);
+    for (llvm::StringRef tok : tokens) {
+      static const std::pair<const char *, Action::Kind> kinds[] = {
+          {"sendF", Action::SEND_FORWARD}, {"recvF", Action::RECV_FORWARD}, {"sendB", Action::SEND_BACKWARD},
+          {"recvB", Action::RECV_BACKWARD}, {"F", Action::FORWARD},         {"B", Action::BACKWARD}};
+      llvm::StringRef rest = tok;
+      std::optional<Action::Kind> kind;
+      for (auto &[prefix, k] : kinds)
+        if (rest.consume_front(prefix)) {
+          kind = k;
+          break;
+        }
+      auto [mbText, stageText] = rest.split('.');
+      uint32_t mb = 0, stage = r;
+      if (!kind || mbText.getAsInteger(10, mb) || (!stageText.empty() && stageText.getAsInteger(10, stage)))
+        return fail(at + ": '" + tok + "' is not an action (F3, B3, sendF3, recvF3, sendB3, recvB3; F3.2 names stage 2)");
+      *ranks[r]->add_actions() = make(*kind, mb, stage);
+    }
+  }
+  p.clear_ranks();
+  for (uint32_t r = 0; r < P; ++r) {
+    if (!ranks[r]) return fail(what + ": no line for rank " + llvm::Twine(r) + " ('rank " + llvm::Twine(r) + ": ...')");
+    *p.add_ranks() = *ranks[r];
   }
   return llvm::Error::success();
 }
@@ -84,15 +168,21 @@ std::string actionName(const Action &a) {
 }
 
 llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
-  const uint32_t S = p.stages(), m = p.microbatches();
-  if (p.ranks_size() != static_cast<int>(S))
+  const uint32_t S = p.stages(), m = p.microbatches(), V = std::max<uint32_t>(1, p.virtual_stages());
+  const uint32_t P = S / V;
+  if (S % V != 0 || p.ranks_size() != static_cast<int>(P))
     return fail("pipeline schedule: " + llvm::Twine(p.ranks_size()) + " rank lists for " + llvm::Twine(S) +
-                " stages");
+                " stages, " + llvm::Twine(V) + " per rank");
   ScheduleStats stats;
   stats.peakInFlight.assign(S, 0);
-  stats.busy.assign(S, 0);
-  std::vector<double> clock(S, 0);
-  std::vector<int> next(S, 0);
+  stats.busy.assign(P, 0);
+  stats.peakSavedBytes.assign(P, 0);
+  std::vector<uint64_t> liveSaved(P, 0);
+  auto savedOf = [&](uint32_t s) -> uint64_t {
+    return s < static_cast<uint32_t>(p.saved_bytes_size()) ? p.saved_bytes(s) : 0;
+  };
+  std::vector<double> clock(P, 0);
+  std::vector<int> next(P, 0);
   std::vector<uint32_t> inFlight(S, 0);
   // (kind of the send: SEND_FORWARD / SEND_BACKWARD, microbatch, sending stage) -> time sent.
   std::map<std::tuple<int, uint32_t, uint32_t>, double> sent;
@@ -100,19 +190,21 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   // (stage, microbatch) -> done: forwards, backwards, and the receives each waits for.
   std::set<std::pair<uint32_t, uint32_t>> forwarded, backwarded, gotF, gotB;
   auto where = [&](uint32_t r, int i) {
-    return "rank " + std::to_string(r) + " (stage " + std::to_string(r) + "), action #" + std::to_string(i) +
-           " " + actionName(p.ranks(r).actions(i));
+    return "rank " + std::to_string(r) + " (stage " + std::to_string(p.ranks(r).actions(i).stage()) +
+           "), action #" + std::to_string(i) + " " + actionName(p.ranks(r).actions(i));
   };
   bool progress = true;
   while (progress) {
     progress = false;
-    for (uint32_t r = 0; r < S; ++r) {
+    for (uint32_t r = 0; r < P; ++r) {
       const auto &list = p.ranks(r).actions();
       while (next[r] < list.size()) {
         const int i = next[r];
         const Action &a = list[i];
         const uint32_t mb = a.microbatch(), s = a.stage();
-        if (s != r) return fail("pipeline schedule: " + where(r, i) + " names stage " + llvm::Twine(s));
+        if (s >= S || s % P != r)
+          return fail("pipeline schedule: " + where(r, i) + " names stage " + llvm::Twine(s) + ", which is not on rank " +
+                      llvm::Twine(r));
         if (mb >= m) return fail("pipeline schedule: " + where(r, i) + ": microbatch out of range");
         const bool first = s == 0, last = s + 1 == S;
         auto key = std::make_pair(s, mb);
@@ -135,9 +227,11 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
           if (fwd) {
             forwarded.insert(key);
             stats.peakInFlight[s] = std::max(stats.peakInFlight[s], ++inFlight[s]);
+            stats.peakSavedBytes[r] = std::max(stats.peakSavedBytes[r], liveSaved[r] += savedOf(s));
           } else {
             backwarded.insert(key);
             --inFlight[s];
+            liveSaved[r] -= savedOf(s);
           }
         } else if (a.kind() == Action::SEND_FORWARD || a.kind() == Action::SEND_BACKWARD) {
           const bool fwd = a.kind() == Action::SEND_FORWARD;
@@ -168,7 +262,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
       }
     }
   }
-  for (uint32_t r = 0; r < S; ++r)
+  for (uint32_t r = 0; r < P; ++r)
     if (next[r] < p.ranks(r).actions_size()) {
       const Action &a = p.ranks(r).actions(next[r]);
       const bool fwd = a.kind() == Action::RECV_FORWARD;
@@ -189,7 +283,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   stats.makespan = *std::max_element(clock.begin(), clock.end());
   double busy = 0;
   for (double b : stats.busy) busy += b;
-  stats.bubble = stats.makespan > 0 ? 1.0 - busy / (S * stats.makespan) : 0;
+  stats.bubble = stats.makespan > 0 ? 1.0 - busy / (P * stats.makespan) : 0;
   return stats;
 }
 
@@ -197,9 +291,14 @@ std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) 
   std::ostringstream os;
   os << "pipeline schedule " << p.schedule() << ": " << p.stages() << " stages, " << p.microbatches()
      << " microbatches\n";
+  const uint32_t P = static_cast<uint32_t>(std::max(1, p.ranks_size()));
+  const bool chunks = p.stages() > P;
   for (int r = 0; r < p.ranks_size(); ++r) {
-    os << "rank " << r << " (stage " << r << "):";
-    for (const Action &a : p.ranks(r).actions()) os << " " << actionName(a);
+    os << "rank " << r << " (stage" << (chunks ? "s" : "");
+    for (uint32_t s = r; s < p.stages(); s += P) os << (s == static_cast<uint32_t>(r) ? " " : ", ") << s;
+    os << "):";
+    for (const Action &a : p.ranks(r).actions())
+      os << " " << actionName(a) << (chunks ? "." + std::to_string(a.stage()) : std::string());
     os << "\n";
   }
   os.setf(std::ios::fixed);

@@ -241,7 +241,8 @@ llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const
   int64_t axisSize = 0;
   for (const plan::MeshAxis &a : p.mesh())
     if (a.role() == plan::MeshAxis::PIPELINE) axisSize = a.size();
-  if (pl.stages() < 2 || axisSize != static_cast<int64_t>(pl.stages()) || pl.virtual_stages() != 1)
+  const uint32_t V = std::max<uint32_t>(1, pl.virtual_stages());
+  if (pl.stages() < 2 || pl.stages() % V != 0 || axisSize != static_cast<int64_t>(pl.stages() / V))
     return fail(file + "pipeline of " + llvm::Twine(pl.stages()) + " stages (" + llvm::Twine(pl.virtual_stages()) +
                 " per rank) on a pipeline axis of " + llvm::Twine(axisSize) + " ranks (" + mesh.toString() + ")");
   auto dims = [](const plan::Buffer &b) { return std::vector<int64_t>(b.shape().begin(), b.shape().end()); };
@@ -249,6 +250,7 @@ llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const
   for (uint32_t s = 0; s < pl.stages(); ++s)
     for (plan::Program::Role role :
          {plan::Program::STAGE_FORWARD, plan::Program::STAGE_BACKWARD, plan::Program::STAGE_OPTIMIZER}) {
+      if (role == plan::Program::STAGE_OPTIMIZER && s >= pl.stages() / V) continue;  // one per rank
       const plan::Program *prog = findStageProgram(p, role, s);
       if (!prog)
         return fail(file + "pipeline stage " + llvm::Twine(s) + " has no " + programRoleName(role) + " program");

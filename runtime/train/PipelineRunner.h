@@ -67,54 +67,69 @@ public:
   void recordEvents(bool on) { record_ = on; }
   /// The clock the events' times count from (the runner's creation).
   std::chrono::steady_clock::time_point epoch() const { return epoch_; }
-  /// The stages this rank's sends of one direction reach (the next stage; a tied parameter's
-  /// gradient also its owner), ascending.
-  std::vector<uint32_t> sendPeers(bool forward) const {
+  /// The stages whose receives take the sends of `stage` (one of this rank's) in one direction
+  /// (the next stage; a tied parameter's gradient also its owner's), ascending.
+  std::vector<uint32_t> sendPeers(uint32_t stage, bool forward) const {
     std::vector<uint32_t> out;
-    for (const Message &m : send_[forward ? 0 : 1])
-      if (std::find(out.begin(), out.end(), m.peer) == out.end()) out.push_back(m.peer);
+    auto it = local_.find(stage);
+    if (it != local_.end())
+      for (const Message &m : it->second.send[forward ? 0 : 1]) out.push_back(m.tagStage);
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
 
-  uint32_t stage() const { return stage_; }
-  /// The pipeline axis's communicator (group rank = stage).
+  /// This rank's coordinate on the pipeline axis; it runs stages rank, rank + P, ... (P ranks).
+  uint32_t rank() const { return rank_; }
+  /// The pipeline axis's communicator (group rank = pipeline coordinate).
   Communicator &group() { return *pp_; }
-  /// The most bytes of saved activations (values the backward of a microbatch reads, kept
+  /// The most bytes of saved activations (forward values a backward of this rank reads, kept
   /// from its forward or received for it) held at once during the last step.
   int64_t peakSavedBytes() const { return peakSaved_; }
 
 private:
   PipelineRunner() = default;
-  /// A value this stage receives or sends: its name, peer stage, element count and dtype.
+  /// A value received or sent: its name, the peer rank, element count and dtype, and the stage
+  /// whose receive action takes it (with the microbatch and direction, the message's tag).
   struct Message {
     std::string name;
     uint32_t peer;
     int64_t count;
     DType dtype;
+    uint32_t tagStage;
   };
-  /// A value kept for a microbatch: its bytes and whether the backward still needs it.
+  /// One of this rank's stages: its programs and the messages around its actions, per
+  /// direction (0 forward, 1 backward), in message order.
+  struct Stage {
+    std::unique_ptr<Executor> forward, backward;
+    std::vector<Message> recv[2], send[2];
+  };
+  /// A value kept for a microbatch until the last of this rank's programs that read it ran.
   struct Kept {
     std::vector<char> bytes;
-    bool forBackward = false;
-    bool counted = false;  // a saved activation (forward value) in saved_
+    int readers = 0;
+    bool counted = false;  // a saved activation (a forward value a backward reads), in saved_
   };
-  llvm::Error runProgram(Executor &ex, bool forward, uint32_t mb, const TokenData &data, int64_t step,
+  int tagOf(uint32_t mb, uint32_t stage, bool forward) const {
+    return static_cast<int>((mb * stages_ + stage) * 2 + (forward ? 0 : 1));
+  }
+  void keep(const std::string &name, uint32_t mb, std::vector<char> bytes);
+  llvm::Error runProgram(uint32_t stage, bool forward, uint32_t mb, const TokenData &data, int64_t step,
                          DType tokensDType, double &lossSum);
-  llvm::Error receive(bool forward, uint32_t mb);
-  llvm::Error send(bool forward, uint32_t mb);
+  llvm::Error receive(uint32_t stage, bool forward, uint32_t mb);
+  llvm::Error send(uint32_t stage, bool forward, uint32_t mb);
 
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   Communicator *pp_ = nullptr;
-  uint32_t stage_ = 0, stages_ = 0, microbatches_ = 0;
+  uint32_t rank_ = 0, ranks_ = 1, stages_ = 0, microbatches_ = 0;
   int64_t dpRank_ = 0, dpSize_ = 1;
-  std::unique_ptr<Executor> forward_, backward_, optimizer_;
-  /// Per direction (0 forward, 1 backward): what this stage receives before, and sends after,
-  /// its compute action, in message order.
-  std::vector<Message> recv_[2], send_[2];
-  /// Names the backward reads (kept from the forward or received for it).
-  std::map<std::string, bool> backwardReads_;
+  std::map<uint32_t, Stage> local_;
+  std::unique_ptr<Executor> optimizer_;
+  /// Per transferred name: how many of this rank's programs read it, and whether it is a
+  /// saved activation here (produced by a forward, read by one of this rank's backwards).
+  std::map<std::string, int> localReaders_;
+  std::map<std::string, bool> savedHere_;
   /// (name, microbatch) -> kept value; outgoing copies until the step's sends complete.
   std::map<std::pair<std::string, uint32_t>, Kept> kept_;
   std::map<std::pair<std::string, uint32_t>, std::vector<char>> outbox_;
@@ -125,8 +140,8 @@ private:
   std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
-  /// State name -> the stage that updates it (else the first that reads it); the parameters
-  /// read on several stages (tied), sent from their owner after each update.
+  /// State name -> the pipeline rank that updates it (else the first that reads it); the
+  /// parameters read on several ranks (tied), sent from their owner after each update.
   std::map<std::string, uint32_t> owner_;
   std::vector<std::string> tied_;
   const StateStore *states_ = nullptr;

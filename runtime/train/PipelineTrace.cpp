@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace colossal::runtime {
@@ -53,12 +54,15 @@ const char *category(Kind k) {
   return k == Kind::OptimizerStep ? "optimizer" : "compute";
 }
 
-/// Every rank's blob: [events, peers forward, peers backward, the peers..., then kEventFields
-/// doubles per event]. Integers up to 2^53 are exact in a double.
+/// Every rank's blob: [events, peer entries, then (direction, sending stage, receiving stage) per
+/// entry, then kEventFields doubles per event]. Integers up to 2^53 are exact in a double.
 std::vector<double> pack(const RankTrace &t) {
-  std::vector<double> out = {double(t.events.size()), double(t.sendPeers[0].size()), double(t.sendPeers[1].size())};
+  std::vector<double> peers;
   for (int d = 0; d < 2; ++d)
-    for (uint32_t s : t.sendPeers[d]) out.push_back(s);
+    for (const auto &[from, to] : t.sendPeers[d])
+      for (uint32_t s : to) peers.insert(peers.end(), {double(d), double(from), double(s)});
+  std::vector<double> out = {double(t.events.size()), double(peers.size() / 3)};
+  out.insert(out.end(), peers.begin(), peers.end());
   for (const TraceEvent &e : t.events) {
     const double fields[kEventFields] = {double(e.kind), double(e.step), double(e.microbatch), double(e.stage),
                                          e.start, e.end, double(e.bytes), double(e.savedBytes)};
@@ -71,12 +75,14 @@ llvm::Error unpack(const std::vector<double> &in, RankTrace &t) {
   auto bad = [&] {
     return llvm::createStringError("trace: rank " + std::to_string(t.rank) + " sent a malformed event list");
   };
-  if (in.size() < 3) return bad();
-  const size_t n = size_t(in[0]), peers[2] = {size_t(in[1]), size_t(in[2])};
-  if (in.size() != 3 + peers[0] + peers[1] + n * kEventFields) return bad();
-  size_t i = 3;
-  for (int d = 0; d < 2; ++d)
-    for (size_t k = 0; k < peers[d]; ++k) t.sendPeers[d].push_back(uint32_t(in[i++]));
+  if (in.size() < 2) return bad();
+  const size_t n = size_t(in[0]), peers = size_t(in[1]);
+  if (in.size() != 2 + 3 * peers + n * kEventFields) return bad();
+  size_t i = 2;
+  for (size_t k = 0; k < peers; ++k, i += 3) {
+    if (in[i] != 0 && in[i] != 1) return bad();
+    t.sendPeers[int(in[i])][int64_t(in[i + 1])].push_back(uint32_t(in[i + 2]));
+  }
   for (size_t k = 0; k < n; ++k, i += kEventFields) {
     const double *f = &in[i];
     t.events.push_back({Kind(int(f[0])), int64_t(f[1]), int64_t(f[2]), int64_t(f[3]), f[4], f[5], int64_t(f[6]),
@@ -91,8 +97,8 @@ double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 /// Writes a trace's events, one JSON object per line.
 class TraceWriter {
 public:
-  TraceWriter(llvm::raw_ostream &os, double origin, int64_t pipelineRanks)
-      : os_(os), origin_(origin), pipelineRanks_(std::max<int64_t>(1, pipelineRanks)) {
+  TraceWriter(llvm::raw_ostream &os, double origin, int64_t pipelineRanks, bool chunked)
+      : os_(os), origin_(origin), pipelineRanks_(std::max<int64_t>(1, pipelineRanks)), chunked_(chunked) {
     os_ << "{\"traceEvents\":[\n";
   }
   /// Start and end of `e` on the common clock, in µs; the duration is taken between the rounded
@@ -122,7 +128,7 @@ public:
     auto [ts, te] = span(r, e);
     event([&](llvm::json::OStream &j) {
       header(j, "X", r.rank, true);
-      j.attribute("name", traceEventName(e));
+      j.attribute("name", traceEventName(e, chunked_));
       j.attribute("cat", category(e.kind));
       number(j, "ts", ts);
       number(j, "dur", te - ts);
@@ -183,6 +189,7 @@ private:
   llvm::raw_ostream &os_;
   double origin_;
   int64_t pipelineRanks_;
+  bool chunked_;
   bool first_ = true;
 };
 
@@ -210,7 +217,9 @@ void writeFlows(TraceWriter &w, const std::vector<RankTrace> &ranks) {
     for (const TraceEvent &e : r.events) {
       if (!isSend(e.kind)) continue;
       const bool fwd = isForwardMessage(e.kind);
-      for (uint32_t peer : r.sendPeers[fwd ? 0 : 1]) {
+      auto peers = r.sendPeers[fwd ? 0 : 1].find(e.stage);
+      if (peers == r.sendPeers[fwd ? 0 : 1].end()) continue;
+      for (uint32_t peer : peers->second) {
         auto it = receives.find({r.group, int64_t(peer), fwd, e.step, e.microbatch});
         if (it == receives.end()) continue;
         const auto [rr, re] = it->second;
@@ -228,8 +237,8 @@ void writeFlows(TraceWriter &w, const std::vector<RankTrace> &ranks) {
 
 } // namespace
 
-std::string traceEventName(const TraceEvent &e) {
-  const std::string mb = std::to_string(e.microbatch);
+std::string traceEventName(const TraceEvent &e, bool chunked) {
+  const std::string mb = std::to_string(e.microbatch) + (chunked ? "." + std::to_string(e.stage) : "");
   switch (e.kind) {
   case Kind::Forward: return "F" + mb;
   case Kind::Backward: return "B" + mb;
@@ -245,7 +254,10 @@ std::string traceEventName(const TraceEvent &e) {
 
 void writeChromeTrace(llvm::raw_ostream &os, const std::vector<RankTrace> &ranks, int64_t pipelineRanks,
                       double origin, const llvm::json::Object &otherData) {
-  TraceWriter w(os, origin, pipelineRanks);
+  bool chunked = false;
+  for (const RankTrace &r : ranks)
+    for (const TraceEvent &e : r.events) chunked |= e.microbatch >= 0 && e.stage >= pipelineRanks;
+  TraceWriter w(os, origin, pipelineRanks, chunked);
   for (const RankTrace &r : ranks) w.metadata(r);
   for (const RankTrace &r : ranks) writeRank(w, r);
   writeFlows(w, ranks);
@@ -309,11 +321,12 @@ llvm::Expected<std::unique_ptr<PipelineTrace>> PipelineTrace::start(const Loaded
 
 void PipelineTrace::addPipelineStep(const PipelineRunner &runner, int64_t step) {
   const double epoch = std::chrono::duration<double>(runner.epoch().time_since_epoch()).count();
-  local_.sendPeers[0] = runner.sendPeers(true);
-  local_.sendPeers[1] = runner.sendPeers(false);
-  for (const PipelineRunner::Event &e : runner.events())
+  for (const PipelineRunner::Event &e : runner.events()) {
+    for (int d = 0; d < 2; ++d)
+      if (!local_.sendPeers[d].count(e.stage)) local_.sendPeers[d][e.stage] = runner.sendPeers(e.stage, d == 0);
     local_.events.push_back({kindOf(e.kind), step, int64_t(e.microbatch), int64_t(e.stage), epoch + e.start,
                              epoch + e.end, e.bytes, e.savedBytes});
+  }
 }
 
 llvm::Error PipelineTrace::finish(llvm::raw_ostream &os) {
@@ -351,7 +364,13 @@ llvm::Error PipelineTrace::finish(llvm::raw_ostream &os) {
     if (ppAxis >= 0) {
       r.stage = coords[ppAxis];
       r.group = mesh->groupId(r.rank, {ppAxis});
-      r.label = "rank " + std::to_string(r.rank) + " (stage " + std::to_string(r.stage) + where + ")";
+      std::set<int64_t> stages;
+      for (const TraceEvent &e : r.events)
+        if (e.microbatch >= 0) stages.insert(e.stage);
+      std::string list;
+      for (int64_t s : stages) list += (list.empty() ? "" : ", ") + std::to_string(s);
+      if (stages.empty()) list = std::to_string(r.stage);
+      r.label = "rank " + std::to_string(r.rank) + " (stage" + (stages.size() > 1 ? "s " : " ") + list + where + ")";
     } else {
       r.group = r.rank;
       r.label = "rank " + std::to_string(r.rank) + (where.empty() ? "" : " (" + where.substr(2) + ")");

@@ -6,7 +6,8 @@
 // them to rank 0 over the world communicator (point to point, once), and rank 0 writes one Chrome
 // trace event file (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU)
 // that Perfetto and chrome://tracing load:
-//   - one process per rank (pid = world rank, named "rank R (stage s)"), one thread (tid 0);
+//   - one process per rank (pid = world rank, named "rank R (stage s)" or, when a rank runs several
+//     stages, "rank R (stages s, s + P)"), one thread (tid 0);
 //   - a complete event (ph "X") per action, train_step or optimizer_step, with args step, stage,
 //     microbatch and chunk (null for optimizer_step) and bytes for sends and receives;
 //   - flow events from each send to its receive (ph "s" where the send starts, ph "f" with bp "e"
@@ -35,6 +36,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,7 +60,8 @@ struct TraceEvent {
   Kind kind = Kind::Forward;
   int64_t step = 0;
   int64_t microbatch = -1;  // -1: none (OptimizerStep)
-  int64_t stage = 0;        // pipeline stage (0 without a pipeline)
+  int64_t stage = 0;        // pipeline stage (0 without a pipeline; OptimizerStep: the rank's
+                            // pipeline coordinate)
   double start = 0, end = 0;  // seconds on this process's steady clock (since its epoch)
   int64_t bytes = 0;          // sends and receives: the bytes moved
   int64_t savedBytes = -1;    // live saved-activation bytes after it; -1: not counted
@@ -68,10 +71,12 @@ struct TraceEvent {
 struct RankTrace {
   int64_t rank = 0;
   std::string label;        // "rank 1 (stage 1)", "rank 3 (stage 1, dp 1)"
-  int64_t stage = 0;        // coordinate on the pipeline axis (0 without one)
+  int64_t stage = 0;        // coordinate on the pipeline axis (0 without one); it runs stages
+                            // stage, stage + P, ... (the events say which)
   int64_t group = 0;        // which pipeline group (Mesh::groupId over the pipeline axis)
   double clockOffset = 0;   // seconds: this rank's clock minus rank 0's
-  std::vector<uint32_t> sendPeers[2];  // stages its sendF ([0]) and sendB ([1]) reach
+  /// Per direction (0 sendF, 1 sendB) and sending stage: the stages whose receives take them.
+  std::map<int64_t, std::vector<uint32_t>> sendPeers[2];
   std::vector<TraceEvent> events;
 };
 
@@ -82,9 +87,10 @@ struct RankTrace {
 void writeChromeTrace(llvm::raw_ostream &os, const std::vector<RankTrace> &ranks, int64_t pipelineRanks,
                       double origin, const llvm::json::Object &otherData);
 
-/// "F3", "sendB0", "train_step", "optimizer_step": an event's name in the trace (as
-/// --dump-schedule prints actions).
-std::string traceEventName(const TraceEvent &e);
+/// "F3", "sendB0", "train_step", "optimizer_step": an event's name in the trace, as
+/// --dump-schedule prints actions: with `chunked` (a rank runs several stages) the stage follows,
+/// "F3.2".
+std::string traceEventName(const TraceEvent &e, bool chunked);
 
 class PipelineTrace {
 public:

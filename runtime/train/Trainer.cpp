@@ -475,7 +475,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
       if (!gn) return gn.takeError();
     }
     if (trace_)
-      trace_->add({TraceEvent::Kind::OptimizerStep, step, -1, pipeline_ ? int64_t(pipeline_->stage()) : 0, start,
+      trace_->add({TraceEvent::Kind::OptimizerStep, step, -1, pipeline_ ? int64_t(pipeline_->rank()) : 0, start,
                    PipelineTrace::now()});
     r.gradNorm = *gn;
     // grad_norm is replicated by construction (global_norm), so the updates skipped on every rank
@@ -561,7 +561,7 @@ llvm::Error Trainer::syncStates() {
 
 llvm::Error Trainer::gatherPipelineMemory(StepResult &r) {
   const double mine = static_cast<double>(pipeline_->peakSavedBytes());
-  std::vector<double> all(plan_->plan.pipeline().stages(), 0.0);
+  std::vector<double> all(static_cast<size_t>(pipeline_->group().size()), 0.0);
   if (llvm::Error e = pipeline_->group().allGather(&mine, all.data(), {1}, 0, DType::F64)) return e;
   for (double v : all) r.memory.pipelineSavedPeak.push_back(static_cast<int64_t>(v));
   return llvm::Error::success();

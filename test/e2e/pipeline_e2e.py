@@ -5,11 +5,13 @@
     pipeline_e2e.py --case train|llama|mesh|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
-          gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip, and
-          with the user's cut point: per-step losses bit-equal to one rank with grad_accum = m (the
-          same summation order) and within 1e-6 relative of grad_accum 1. --dump-schedule's bubble
-          is exactly (P-1)/(m+P-1); each stage's peak of saved activation bytes, counted by the
-          runtime, equals the --report prediction (saved bytes per microbatch x in-flight).
+          gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip,
+          interleaved with V=2 stages per rank, a hand-written schedule file (GPipe's order), and
+          with the user's cut point: per-step losses
+          bit-equal to one rank with grad_accum = m (the same summation order) and within 1e-6
+          relative of grad_accum 1. --dump-schedule's bubble is exactly (P-1)/(V*m+P-1); each
+          rank's peak of saved activation bytes, counted by the runtime, equals the --report
+          prediction (one stage per rank: its saved bytes per microbatch x in-flight).
           The same model exported with a fixed batch trains like the dynamic one.
   llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b and pp=4 gpipe, the shared
           pretrained aidreams260K (when ../shared is present) under pp=2, and a GPT-2 whose LM head
@@ -20,14 +22,14 @@
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
   trace   `train --trace T.json` (docs/parallelism.md "Traces") under pp=2 1f1b and gpipe (m=4), pp=4
-          1f1b (m=8) and pp=2 x dp=2 1f1b (m=2), 3 steps: the file loads with json.load and
+          1f1b (m=8), pp=2 x dp=2 1f1b (m=2) and pp=2 interleaved (V=2, m=4), 3+ steps: the file loads with json.load and
           examples/train/show_trace.py finds no problem in it (every X event has step, stage,
           microbatch and chunk; slices of a rank never overlap; every flow has one start inside a
           send and one end inside the matching receive, not before it); per rank and step the
           traced actions are --dump-schedule's list for that rank, F and B once per microbatch;
-          (P-1)·m·2 flows per pipeline group and step; each rank's saved-activation counter peaks
+          (P·V-1)·m·2 flows per pipeline group and step; each rank's saved-activation counter peaks
           at the metrics' pipeline_saved_peak_bytes of its stage; the bubble replayed from the
-          trace in logical time (F 1, B 2) is exactly (P-1)/(m+P-1); the measured clock offsets
+          trace in logical time (F 1, B 2) is exactly (P-1)/(V·m+P-1); the measured clock offsets
           are within half their round trip. A one-rank plan with grad_accum 2 traces two
           train_step and one optimizer_step per step. --trace naming the --metrics file is an
           error. Prints the measured wall-time bubble per rank.
@@ -37,8 +39,8 @@
           rank 1, and no process of the job is left. And a stage that stops answering (rank 1
           stalled by COLOSSAL_TEST_STALL_RANK) ends the job under --comm-timeout 3: rank 0 names
           the receive on axis 'pp', within 30 s, nothing left.
-  errors  grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
-          node, more stages than ops, pp with ZeRO (not supported yet): one clear error each, before
+  errors  a hand-written schedule that deadlocks or names an unknown action, grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
+          node, more stages than ops, interleaved with m not a multiple of P or without virtual_stages, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
@@ -58,9 +60,11 @@ import train_e2e as t  # noqa: E402
 import dp_e2e as d  # noqa: E402
 
 
-def pipeline_spec(s, name, pp, schedule, m, extra="", cuts=None):
+def pipeline_spec(s, name, pp, schedule, m, extra="", cuts=None, chunks=1):
     """`pp` may carry more mesh axes: "2, dp: 2"."""
     text = d.BASE_SPEC + extra + f"mesh: {{pp: {pp}}}\nparallel:\n  pipeline: {{schedule: {schedule}, microbatches: {m}"
+    if chunks > 1:
+        text += f", virtual_stages: {chunks}"
     if cuts:
         text += ", stages: [" + ", ".join(f"'{c}'" for c in cuts) + "]"
     return s.spec(name, text + "}\n")
@@ -86,7 +90,8 @@ def predicted(report):
         if m:
             rows[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
     bubble = re.search(r"bubble \(forward 1, backward 2\): ([\d.]+)", report)
-    return rows, float(bubble.group(1)) if bubble else None
+    peaks = re.search(r"peak saved activation bytes per pipeline rank \(the schedule's\):((?: \d+)+)", report)
+    return rows, float(bubble.group(1)) if bubble else None, [int(x) for x in peaks.group(1).split()] if peaks else None
 
 
 def close_losses(label, rows, ref, tol):
@@ -96,13 +101,14 @@ def close_losses(label, rows, ref, tol):
     return ok
 
 
-def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=None, ref1=None):
+def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=None, ref1=None, chunks=1):
     ok = True
-    plan, report = compile_plan(s, name, pipeline_spec(s, name, pp, schedule, m, extra, cuts), model)
-    stages, bubble = predicted(report)
-    want = (pp - 1) / (m + pp - 1)
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, pp, schedule, m, extra, cuts, chunks), model)
+    stages, bubble, peaks = predicted(report)
+    chunks = len(stages) // pp
+    want = (pp - 1) / (chunks * m + pp - 1)
     if bubble is None or abs(bubble - want) > 5e-5:
-        print(f"  {name}: schedule bubble {bubble}, expected (P-1)/(m+P-1) = {want:.4f}  MISMATCH")
+        print(f"  {name}: schedule bubble {bubble}, expected (P-1)/(V*m+P-1) = {want:.4f}  MISMATCH")
         ok = False
     ref_plan = s.compile(name + "_ref", accum_spec(s, name + "_ref", m, extra)) if not model else \
         compile_plan(s, name + "_ref", accum_spec(s, name + "_ref", m, extra), model, pipeline=False)[0]
@@ -112,10 +118,12 @@ def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=N
     if ref1 is not None:
         ok &= close_losses(f"{name} vs grad_accum 1", rows, ref1, 1e-6)
     measured = rows[-1]["memory"].get("pipeline_saved_peak_bytes")
-    expect = [stages[k][2] for k in sorted(stages)]
-    print(f"  saved activations per stage: measured peak {measured}, predicted {expect}; bubble {bubble:.4f}")
-    if measured != expect or len(expect) != pp:
+    print(f"  saved activations per pipeline rank: measured peak {measured}, predicted {peaks}; bubble {bubble:.4f}")
+    if measured != peaks or len(peaks or []) != pp:
         print("  measured peak saved bytes differ from the report's prediction  MISMATCH")
+        ok = False
+    if chunks == 1 and peaks != [stages[k][2] for k in sorted(stages)]:
+        print("  one stage per rank: the rank's peak must be the stage's saved x in-flight  MISMATCH")
         ok = False
     return ok
 
@@ -134,6 +142,20 @@ def case_train(args):
             if clip and (pp, m) not in [(2, 4), (4, 4)]:
                 continue
             ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, clip, ref1=ref1)
+    # Interleaved 1F1B: V = 2 stages per rank.
+    ok &= check_pipeline(s, "pp2_interleaved_m4", 2, "interleaved", 4, args.steps, chunks=2)
+    ok &= check_pipeline(s, "pp4_interleaved_m8", 4, "interleaved", 8, args.steps, chunks=2)
+    # GPipe's order written by hand as a schedule file: the same losses as the generated gpipe.
+    hand = os.path.join(s.work, "gpipe_by_hand.sched")
+    with open(hand, "w") as f:
+        f.write("# written by hand\nrank 0: F0 sendF0 F1 sendF1 recvB0 B0 recvB1 B1\n"
+                "rank 1: recvF0 F0 recvF1 F1 B0 sendB0 B1 sendB1\n")
+    plan, _ = compile_plan(s, "pp2_file", s.spec("pp2_file", d.BASE_SPEC +
+                           f"mesh: {{pp: 2}}\nparallel:\n  pipeline: {{microbatches: 2, schedule_file: {hand}}}\n"))
+    gen = d.train(s, 2, os.path.join(s.work, "pp2_gpipe_m2_noclip.cplan"), os.path.join(s.work, "pp2_gpipe_again.jsonl"),
+                  args.steps)
+    rows = d.train(s, 2, plan, os.path.join(s.work, "pp2_file.jsonl"), args.steps)
+    ok &= t.same_losses("pp=2 schedule file (GPipe by hand) vs generated gpipe", rows, gen)
     # A cut point given by the user: after the first block's last node.
     ok &= check_pipeline(s, "pp2_cut", 2, "1f1b", 4, args.steps, cuts=["/h.0/.*"])
     # A fixed-batch export trains like the dynamic one.
@@ -215,10 +237,11 @@ def show_trace():
 
 def dumped_schedule(report):
     """--dump-schedule's action names per pipeline rank."""
-    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^rank (\d+) \(stage \d+\): (.*)$", report, re.M)}
+    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^rank (\d+) \(stages? [\d, ]+\): (.*)$",
+                                                                     report, re.M)}
 
 
-def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
+def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     ok = True
 
     def bad(msg):
@@ -226,7 +249,7 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
         print(f"  {name}: {msg}  MISMATCH")
         ok = False
 
-    plan, report = compile_plan(s, name, pipeline_spec(s, name, mesh, schedule, m))
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, mesh, schedule, m, chunks=chunks))
     want_actions = dumped_schedule(report)
     path = os.path.join(s.work, name + ".trace.json")
     rows = d.train(s, pp * dp, plan, os.path.join(s.work, name + ".jsonl"), steps, ["--trace", path])
@@ -235,9 +258,10 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
     for p in st.problems(trace)[:10]:
         bad(p)
     xs = st.slices(trace)
-    stage_of = {}
+    stage_of = {}  # pid -> its coordinate on the pipeline axis
     for e in xs:
-        stage_of[e["pid"]] = e["args"]["stage"]
+        if e["args"]["microbatch"] is not None:
+            stage_of[e["pid"]] = e["args"]["stage"] % pp
     if sorted(stage_of) != list(range(pp * dp)):
         bad(f"ranks in the trace: {sorted(stage_of)}")
     for step, by_rank in st.rank_steps(trace).items():
@@ -247,11 +271,11 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
                 bad(f"step {step} rank {pid}: traced {' '.join(names)}; the schedule lists "
                     f"{' '.join(want_actions.get(stage_of[pid], []))}")
     compute = [e for e in xs if st.kind(e) in ("F", "B")]
-    if len(compute) != steps * pp * dp * 2 * m:
-        bad(f"{len(compute)} F/B events, expected {steps * pp * dp * 2 * m}")
+    if len(compute) != steps * pp * chunks * dp * 2 * m:
+        bad(f"{len(compute)} F/B events, expected {steps * pp * chunks * dp * 2 * m}")
     flows = [e for e in trace["traceEvents"] if e.get("ph") == "s"]
-    if len(flows) != steps * dp * (pp - 1) * m * 2:
-        bad(f"{len(flows)} flows, expected {steps * dp * (pp - 1) * m * 2}")
+    if len(flows) != steps * dp * (pp * chunks - 1) * m * 2:
+        bad(f"{len(flows)} flows, expected {steps * dp * (pp * chunks - 1) * m * 2}")
     peaks = {}
     for e in trace["traceEvents"]:
         if e.get("ph") == "C":
@@ -265,7 +289,7 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps):
         if abs(off) > rtt / 2 + 1000:
             bad(f"rank {r}: measured clock offset {off} ns is more than half the round trip {rtt} ns")
     per_step, mean, _ = st.analyse(trace, skip=1)
-    want_bubble = (pp - 1) / (m + pp - 1)
+    want_bubble = (pp - 1) / (chunks * m + pp - 1)
     logical = [r["logical_bubble"] for r in per_step]
     if any(abs(b - want_bubble) > 1e-12 for b in logical):
         bad(f"logical bubble per step {logical}, expected (P-1)/(m+P-1) = {want_bubble:.4f}")
@@ -285,6 +309,7 @@ def case_trace(args):
     ok &= check_trace(s, st, "trace_pp2_gpipe", 2, "gpipe", 4, 2, 1, steps)
     ok &= check_trace(s, st, "trace_pp4_1f1b", 4, "1f1b", 8, 4, 1, steps)
     ok &= check_trace(s, st, "trace_pp2_dp2", "2, dp: 2", "1f1b", 2, 2, 2, steps)
+    ok &= check_trace(s, st, "trace_pp2_interleaved", 2, "interleaved", 4, 2, 1, steps, chunks=2)
     # A plan without a pipeline: train_step per microbatch and optimizer_step.
     plan = s.compile("trace_one", accum_spec(s, "trace_one", 2))
     path = os.path.join(s.work, "trace_one.trace.json")
@@ -361,9 +386,29 @@ def case_errors(args):
     expect("cut", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/nowhere/.*']"),
            r"cut point '/nowhere/\.\*' matches no node")
     expect("cuts", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/h.0/.*', '/h.1/.*']"),
-           r"stages lists 2 cut points; mesh pp=2 needs 1")
+           r"stages lists 2 cut points; 2 stages \(mesh pp\) need 1")
     expect("stages", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 4096").replace("microbatches: 4", "microbatches: 1"),
            r"mesh pp=4096: more stages than the training step can be cut into")
+    expect("interleaved_m", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 4").replace(
+        "schedule: 1f1b, microbatches: 4", "schedule: interleaved, microbatches: 6, virtual_stages: 2").replace(
+        "inputs: {input_ids: [8, 64]}", "inputs: {input_ids: [12, 64]}"),
+           r"schedule interleaved: microbatches 6 must be a multiple of mesh pp=4")
+    expect("interleaved_v", d.BASE_SPEC + pipe.replace("schedule: 1f1b", "schedule: interleaved"),
+           r"schedule interleaved needs virtual_stages >= 2")
+    # A hand-written schedule: one that deadlocks (stage 0 waits for a gradient before sending
+    # the forward that produces it) is refused naming the rank, stage and action; GPipe's order
+    # written by hand compiles and its plan trains like the generated gpipe plan.
+    dead = os.path.join(s.work, "dead.sched")
+    with open(dead, "w") as f:
+        f.write("rank 0 (stage 0): recvB0 F0 sendF0 F1 sendF1 B0 recvB1 B1\n"
+                "rank 1 (stage 1): recvF0 F0 B0 sendB0 recvF1 F1 B1 sendB1\n")
+    expect("deadlock", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 2, schedule_file: {dead}"),
+           r"dead\.sched: pipeline schedule deadlocks: rank 0 \(stage 0\), action #0 recvB0 waits for stage 1's sendB0")
+    bad = os.path.join(s.work, "bad.sched")
+    with open(bad, "w") as f:
+        f.write("rank 0 (stage 0): F0 sendF0 X1\n")
+    expect("badaction", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 2, schedule_file: {bad}"),
+           r"bad\.sched:1: 'X1' is not an action")
     expect("zero", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 2, dp: 2") + "zero: {stage: 1}\n",
            r"mesh pp=2 together with zero.stage 1 is not supported yet")
     return ok

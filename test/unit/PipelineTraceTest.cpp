@@ -39,8 +39,8 @@ RankTrace rank(int64_t r, int64_t stage, int64_t group, std::vector<uint32_t> fw
   t.stage = stage;
   t.group = group;
   t.label = "rank " + std::to_string(r);
-  t.sendPeers[0] = std::move(fwd);
-  t.sendPeers[1] = std::move(bwd);
+  if (!fwd.empty()) t.sendPeers[0][stage] = std::move(fwd);
+  if (!bwd.empty()) t.sendPeers[1][stage] = std::move(bwd);
   t.events = std::move(events);
   t.clockOffset = offset;
   return t;

@@ -206,6 +206,8 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   planOptions.mode = spec.mode;
   planOptions.reportFormat = reportFormat;
   planOptions.dumpSchedule = dumpSchedule;
+  if (spec.pipeline)
+    planOptions.scheduleFile = spec.pipeline->scheduleFile;
   planOptions.memoryBudgetBytes = spec.memory.budgetBytes.value_or(0);
   planOptions.minimumBudgetBytes = fit.minimumBytes;
   planOptions.offloadMode = fit.offloadMode;

@@ -90,6 +90,9 @@ struct Spec {
     int64_t microbatches = 1;
     int64_t virtualStages = 1;
     std::vector<std::string> cuts;
+    /// `schedule_file`: a schedule written by hand (the --dump-schedule format) that replaces
+    /// the generated one; absolute, or resolved against the spec's folder. Empty: generated.
+    std::string scheduleFile;
   };
   std::optional<Pipeline> pipeline;
 

@@ -28,6 +28,9 @@ struct PlanOptions {
   /// `--dump-schedule`: print the pipeline schedule (actions per stage) and the simulator's
   /// figures on stdout.
   bool dumpSchedule = false;
+  /// `parallel.pipeline.schedule_file`: the hand-written schedule that replaces the generated
+  /// one (checked by the simulator like any other). Empty: generated.
+  std::string scheduleFile;
 };
 
 /// What one rank of a plan of `module` keeps in memory, as emitPlan's report counts it: the

@@ -2,9 +2,10 @@
 //
 // docs/parallelism.md "Pipeline parallelism". A schedule is plan::Pipeline's per-rank action
 // lists. generateSchedule() writes GPipe's (all forwards, then all backwards; Huang et al. 2019)
-// or 1F1B's (PipeDream-Flush, Narayanan et al. 2021: P − r − 1 warm-up forwards on rank r, then
-// one forward and one backward alternately, then the remaining backwards), with the sends and
-// receives around each compute action. simulateSchedule() runs any schedule in logical time
+// 1F1B's (PipeDream-Flush, Narayanan et al. 2021: P − r − 1 warm-up forwards on rank r, then
+// one forward and one backward alternately, then the remaining backwards) or interleaved 1F1B's
+// (the same paper, V stages per rank: stage s on rank s mod P), with the sends and receives around
+// each compute action. simulateSchedule() runs any schedule in logical time
 // (forward 1, backward 2, messages free) and rejects what cannot run: a receive without its send,
 // a backward before its forward, an action twice or missing, a deadlock (naming the rank and the
 // action it waits on). Shared by colossal-opt and the runtime (no MLIR).
@@ -25,12 +26,22 @@ namespace colossal::runtime {
 /// `p.microbatches`. Errors: an unknown schedule, stages < 1, microbatches < 1.
 llvm::Error generateSchedule(plan::Pipeline &p);
 
+/// Fills `p.ranks` from `text` in formatSchedule()'s form: each line "rank R ...: A A ..." lists
+/// rank R's actions (F3, B3, sendF3, recvF3, sendB3, recvB3; with several stages per rank the
+/// stage after a dot, F3.2); every other line (the header, the figures, blank, `#` comments) is
+/// ignored. Errors (naming `what`, the line and the token): an unknown action, a rank out of
+/// range or listed twice, a rank without a line.
+llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipeline &p);
+
 /// What the simulator measured.
 struct ScheduleStats {
   double makespan = 0;                  // logical time units
   double bubble = 0;                    // idle / (ranks · makespan)
   std::vector<uint32_t> peakInFlight;   // per stage: most microbatches forwarded, not yet backwarded
   std::vector<double> busy;             // per rank: compute time units
+  /// Per rank: the most saved activation bytes live at once (Σ over its stages of in-flight ×
+  /// Pipeline.saved_bytes); zeros when the plan gives no saved_bytes.
+  std::vector<uint64_t> peakSavedBytes;
   /// Per action, as run: rank, index in the rank's list, start and end times.
   struct Event {
     uint32_t rank, index;

@@ -85,9 +85,9 @@ struct StepResult {
     /// The process's resident set when the trainer started, before states and arena: the
     /// executable, its libraries, the loaded plan (what no budget counts), bytes.
     int64_t baselineRss = -1;
-    /// Pipeline parallelism: per stage, the most bytes of saved activations (what a
-    /// microbatch's backward reads, kept from its forward or received for it) held at once
-    /// this step, counted by the runner. Empty without a pipeline.
+    /// Pipeline parallelism: per pipeline rank (its stages together), the most bytes of saved
+    /// activations (forward values a microbatch's backward reads, kept from its forward or
+    /// received for it) held at once this step, counted by the runner. Empty without a pipeline.
     std::vector<int64_t> pipelineSavedPeak;
   } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank

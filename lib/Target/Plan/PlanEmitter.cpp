@@ -36,6 +36,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -736,10 +737,11 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &op
 /// keeps for its backward (the outputs of STAGE_FORWARD that STAGE_BACKWARD of the same stage
 /// reads). A pipeline axis of size > 1 without stage programs is an error.
 /// `--report`'s pipeline section (docs/parallelism.md "Pipeline parallelism"): per stage its
-/// ops, trainable parameters, FLOPs per microbatch (forward + backward, the cost model's),
+/// ops, trainable parameters, cost per microbatch (forward + backward, in the cost model's FLOP units),
 /// predicted time relative to the slowest stage, the bytes its cut sends forward per microbatch
 /// (their gradients come back at the same size), the bytes its forward saves for its backward
-/// per microbatch and the schedule's peak of them; then the schedule's bubble.
+/// per microbatch and the schedule's peak of them; then each pipeline rank's peak of saved
+/// bytes under the schedule (its stages together) and the schedule's bubble.
 static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm::raw_ostream &os) {
   const plan::Pipeline &p = planMsg.pipeline();
   auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
@@ -747,7 +749,7 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
     auto a = record ? record.getAs<DenseI64ArrayAttr>(key) : DenseI64ArrayAttr();
     return a ? a.asArrayRef() : llvm::ArrayRef<int64_t>();
   };
-  llvm::ArrayRef<int64_t> ops = array("stage_ops"), flops = array("stage_flops"), cuts = array("cut_bytes");
+  llvm::ArrayRef<int64_t> ops = array("stage_ops"), flops = array("stage_cost"), cuts = array("cut_bytes");
   int64_t slowest = 1;
   for (int64_t f : flops)
     slowest = std::max(slowest, f);
@@ -762,7 +764,7 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
   os << "\nPipeline: schedule " << p.schedule() << ", " << p.stages() << " stages, " << p.microbatches()
      << " microbatches per step\n";
   os << llvm::formatv("  {0,-6} {1,6} {2,12} {3,14} {4,9} {5,12} {6,12} {7,9} {8,12}\n", "stage", "ops",
-                      "parameters", "flops/mb", "time", "cut bytes", "saved/mb", "in-flight", "activations");
+                      "parameters", "cost/mb", "time", "cut bytes", "saved/mb", "in-flight", "activations");
   for (uint32_t s = 0; s < p.stages(); ++s) {
     std::set<std::string> params;
     for (const plan::Program &prog : planMsg.programs())
@@ -781,10 +783,14 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
                         s < cuts.size() ? std::to_string(cuts[s]) : std::string("-"), saved, inFlight,
                         saved * inFlight);
   }
+  os << "  peak saved activation bytes per pipeline rank (the schedule's):";
+  for (uint64_t bytes : p.peak_saved_bytes())
+    os << " " << bytes;
+  os << "\n";
   os << llvm::formatv("  predicted bubble (forward 1, backward 2 time units): {0:F4}\n", p.bubble());
 }
 
-static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
+static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const PlanOptions &options) {
   auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   if (!record) {
     if (MeshOp mesh = lookupMesh(module))
@@ -800,15 +806,8 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
   p->set_stages(static_cast<uint32_t>(record.getAs<IntegerAttr>("stages").getInt()));
   p->set_microbatches(static_cast<uint32_t>(record.getAs<IntegerAttr>("microbatches").getInt()));
   p->set_schedule(record.getAs<StringAttr>("schedule").getValue().str());
-  p->set_virtual_stages(1);
-  if (llvm::Error e = runtime::generateSchedule(*p))
-    return module.emitError() << llvm::toString(std::move(e));
-  llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
-  if (!stats)
-    return module.emitError() << llvm::toString(stats.takeError());
-  p->set_bubble(stats->bubble);
-  for (uint32_t n : stats->peakInFlight)
-    p->add_peak_in_flight(n);
+  auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
+  p->set_virtual_stages(static_cast<uint32_t>(virtualStages ? virtualStages.getInt() : 1));
   // Saved per microbatch: what a stage's backward reads that some stage's forward computed (kept
   // from its own forward, or received for it), as the runtime's runner counts it.
   std::set<std::string> forwardOutputs;
@@ -824,6 +823,27 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg) {
           saved[b.stage()] += b.buffers(static_cast<int>(in.buffer())).size_bytes();
   for (uint64_t bytes : saved)
     p->add_saved_bytes(bytes);
+  if (options.scheduleFile.empty()) {
+    if (llvm::Error e = runtime::generateSchedule(*p))
+      return module.emitError() << llvm::toString(std::move(e));
+  } else {
+    auto text = llvm::MemoryBuffer::getFile(options.scheduleFile);
+    if (!text)
+      return module.emitError() << options.scheduleFile << ": cannot read the schedule file: "
+                                << text.getError().message();
+    if (llvm::Error e = runtime::parseSchedule((*text)->getBuffer(), options.scheduleFile, *p))
+      return module.emitError() << llvm::toString(std::move(e));
+    p->set_schedule("file");
+  }
+  llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
+  if (!stats)
+    return module.emitError() << (options.scheduleFile.empty() ? "" : options.scheduleFile + ": ")
+                              << llvm::toString(stats.takeError());
+  p->set_bubble(stats->bubble);
+  for (uint32_t n : stats->peakInFlight)
+    p->add_peak_in_flight(n);
+  for (uint64_t bytes : stats->peakSavedBytes)
+    p->add_peak_saved_bytes(bytes);
   return success();
 }
 
@@ -874,7 +894,7 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       for (const plan::Program::TierAction &a : offload.actions[p])
         *planMsg.mutable_programs(static_cast<int>(p))->add_tier_actions() = a;
   }
-  if (failed(emitPipeline(module, planMsg)))
+  if (failed(emitPipeline(module, planMsg, options)))
     return failure();
   emitMesh(module, planMsg);
   if (collected.train) {
