@@ -18,9 +18,12 @@ Per configuration, from the steps >= --warmup of every round:
                last B's end), and the bubble 1 − Σ busy / (2 · makespan), busy = the rank's F and B;
   predicted    the traced action order replayed by the simulator's rules (examples/train/
                show_trace.py: compute actions take their cost, a send is free, a receive waits for
-               its send) with each stage's median F and B as the costs: the makespan and bubble those
-               stage times predict; "meas/pred" = measured makespan / predicted (issue 12 item 2:
-               within 15%).
+               its send) with each stage's F and B costs: the makespan and bubble those stage times
+               predict; "meas/pred" = measured makespan / predicted (issue 12 item 2: within 15%).
+               Two sets of costs: the traced medians (F and B as they ran in the pipeline, with the
+               runner's copies) and each stage program timed alone (colossal-run --program
+               stage<s>_forward|backward --zero-inputs --threads 1, median of --repeat runs, one
+               process at a time).
 --png draws one step of the gpipe and 1f1b traces at the middle m as a two-panel timeline.
 """
 import argparse
@@ -28,6 +31,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -75,12 +79,28 @@ def train(runner, plan, work, name, steps, ranks, threads, trace):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def time_alone(runner, plan, stages, repeat):
+    """{(stage, 'F'|'B'): µs}: each stage program run alone on one thread (colossal-run --program
+    stage<s>_forward|backward --zero-inputs; the median of `repeat` runs after 3 untimed)."""
+    out = {}
+    for s in range(stages):
+        for phase, k in (("forward", "F"), ("backward", "B")):
+            p = run([runner, plan, "--program", f"stage{s}_{phase}", "--zero-inputs", "--threads", "1", "--warmup", "3",
+                     "--repeat", str(repeat)])
+            m = re.search(r"median ([\d.]+) ms", p.stderr)
+            if not m:
+                sys.exit(f"no median in colossal-run's output for stage{s}_{phase}:\n{p.stderr}")
+            out[(s, k)] = float(m.group(1)) * 1e3
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5, help="steps of each run left out")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--microbatches", default="2,4,8")
+    ap.add_argument("--repeat", type=int, default=20, help="runs of each stage program timed alone")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--work", default="/tmp/colossal-ppbench")
     ap.add_argument("--png", help="write a two-panel timeline (gpipe, 1f1b) of one step here")
@@ -106,6 +126,10 @@ def main():
             plan = compile_plan(opt, model, a.work, f"pp2_{schedule}_m{m}",
                                 f"mesh: {{pp: 2}}\nparallel:\n  pipeline: {{schedule: {schedule}, microbatches: {m}}}\n")
             configs.append((f"pp=2 {schedule}, m={m}", m, plan, 2, 1, True))
+    alone = {}  # label -> stage programs timed alone
+    for label, m, plan, ranks, threads, traced in configs:
+        if traced:
+            alone[label] = time_alone(runner, plan, 2, a.repeat)
     step_ms = {c[0]: [] for c in configs}
     analyses = {c[0]: [] for c in configs}
     traces = {}
@@ -122,16 +146,16 @@ def main():
                 bad = st.problems(t)
                 if bad:
                     sys.exit(f"{trace}: " + "; ".join(bad[:5]))
-                per_step, _, _ = st.analyse(t, skip=a.warmup)
+                per_step, _, _ = st.analyse(t, skip=a.warmup, alone=alone[label])
                 analyses[label] += [row for row in per_step if row["step"] >= a.warmup]
                 traces[label] = (trace, t)
         print(f"round {r + 1}/{a.rounds} done, load {os.getloadavg()[0]:.2f}", flush=True)
     print(f"load (1 min) at the start of each round: {' / '.join(map(str, loads))}; at the end "
           f"{tuple(round(x, 2) for x in os.getloadavg())}")
     print()
-    print("| run | step ms | vs 1 rank, 1 thread | pipeline makespan ms | bubble measured | predicted makespan ms "
-          "| bubble predicted | meas/pred | logical bubble |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| run | step ms | vs 1 rank, 1 thread | makespan ms | bubble | predicted (traced stage times): "
+          "makespan ms | bubble | meas/pred | predicted (stages alone): makespan ms | bubble | meas/pred | logical bubble |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m in ms:
         base = statistics.median(step_ms[f"1 rank, 1 thread, grad_accum {m}"])
         for label, cm, *_ in configs:
@@ -143,18 +167,21 @@ def main():
             if rows:
                 meas = statistics.median(r["makespan_us"] for r in rows) / 1e3
                 pred = statistics.median(r["predicted_makespan_us"] for r in rows) / 1e3
+                lone = statistics.median(r["alone_makespan_us"] for r in rows) / 1e3
                 cells += [f"{meas:.1f}", f"{statistics.median(r['bubble'] for r in rows):.3f}", f"{pred:.1f}",
                           f"{statistics.median(r['predicted_bubble'] for r in rows):.3f}", f"{meas / pred:.2f}",
-                          f"{rows[0]['logical_bubble']:.3f}"]
+                          f"{lone:.1f}", f"{statistics.median(r['alone_bubble'] for r in rows):.3f}",
+                          f"{meas / lone:.2f}", f"{rows[0]['logical_bubble']:.3f}"]
             else:
-                cells += ["–"] * 6
+                cells += ["–"] * 9
             print("| " + " | ".join(cells) + " |")
     print()
     print("Stage times (median over the traced steps of every round, ms): F and B per stage")
     for label in analyses:
         if label in traces:
             med = st.stage_medians(traces[label][1], skip=a.warmup)
-            print(f"  {label}: " + ", ".join(f"stage {s} {k} {v / 1e3:.2f}" for (s, k), v in sorted(med.items())))
+            print(f"  {label}: traced " + ", ".join(f"stage {s} {k} {v / 1e3:.2f}" for (s, k), v in sorted(med.items()))
+                  + "; alone " + ", ".join(f"stage {s} {k} {v / 1e3:.2f}" for (s, k), v in sorted(alone[label].items())))
     if a.png:
         import matplotlib
         matplotlib.use("Agg")

@@ -184,8 +184,10 @@ def stage_medians(trace, skip=1):
     return {k: statistics.median(v) for k, v in d.items()}
 
 
-def analyse(trace, skip=1):
-    """Per step measured and predicted figures, and their means over the steps from `skip`."""
+def analyse(trace, skip=1, alone=None):
+    """Per step measured and predicted figures, and their means over the steps from `skip`.
+    `alone`: {(stage, 'F'|'B'): µs} measured some other way (each stage program timed alone),
+    replayed too ("alone_makespan_us", "alone_bubble")."""
     steps = rank_steps(trace)
     waits = flow_pairs(trace)
     med = stage_medians(trace, skip)
@@ -207,10 +209,15 @@ def analyse(trace, skip=1):
             pred = replay(evs, waits, lambda e: med.get((e["args"]["stage"], kind(e)), e["dur"]))
             row["predicted_makespan_us"] = pred[0]
             row["predicted_bubble"] = bubble_of(*pred)
+        if alone:
+            pred = replay(evs, waits, lambda e: alone[(e["args"]["stage"], kind(e))])
+            row["alone_makespan_us"] = pred[0]
+            row["alone_bubble"] = bubble_of(*pred)
         rows.append(row)
     kept = [r for r in rows if r["step"] >= skip] or rows
     mean = {k: statistics.mean(r[k] for r in kept) for k in
-            ("makespan_us", "bubble", "logical_bubble", "predicted_makespan_us", "predicted_bubble")
+            ("makespan_us", "bubble", "logical_bubble", "predicted_makespan_us", "predicted_bubble",
+             "alone_makespan_us", "alone_bubble")
             if all(k in r for r in kept)}
     pids = sorted(kept[0]["idle"]) if kept else []
     mean["idle"] = {pid: statistics.mean(r["idle"][pid] for r in kept) for pid in pids}
