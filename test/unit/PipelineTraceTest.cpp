@@ -4,7 +4,8 @@
 // third stage in group 0 whose backward also sends to stage 0 (a tied parameter's gradient): the
 // JSON parses; a flow joins each send to the receive of the same direction and microbatch on each
 // stage it reaches, within its group only; a rank's clock offset moves its times; the counter
-// follows savedBytes; a plan without a pipeline gives null microbatch and chunk to optimizer_step.
+// follows savedBytes; a plan without a pipeline gives null microbatch and chunk to optimizer_step;
+// ranks running several stages (interleaved) get "F0.2" names and flows matched by stage.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "train/PipelineTrace.h"
@@ -151,4 +152,44 @@ TEST(PipelineTrace, PlanWithoutPipeline) {
     }
   }
   EXPECT_EQ(names, (std::vector<std::string>{"train_step", "train_step", "optimizer_step"}));
+}
+
+TEST(PipelineTrace, RanksWithSeveralStages) {
+  // Interleaved, P = 2, V = 2: rank 0 runs stages 0 and 2, rank 1 stages 1 and 3; one microbatch's
+  // forward goes 0 -> 1 -> 2 -> 3, so rank 0 receives from and sends to rank 1 for stage 2.
+  RankTrace r0 = rank(0, 0, 0, {}, {},
+                      {ev(Kind::Forward, 0, 0, 100.0, 100.1), ev(Kind::SendForward, 0, 0, 100.1, 100.11),
+                       ev(Kind::RecvForward, 0, 2, 100.11, 100.3), ev(Kind::Forward, 0, 2, 100.3, 100.4),
+                       ev(Kind::SendForward, 0, 2, 100.4, 100.41)});
+  r0.sendPeers[0] = {{0, {1}}, {2, {3}}};
+  RankTrace r1 = rank(1, 1, 0, {}, {},
+                      {ev(Kind::RecvForward, 0, 1, 100.0, 100.12), ev(Kind::Forward, 0, 1, 100.12, 100.2),
+                       ev(Kind::SendForward, 0, 1, 100.2, 100.21), ev(Kind::RecvForward, 0, 3, 100.21, 100.42),
+                       ev(Kind::Forward, 0, 3, 100.42, 100.5)});
+  r1.sendPeers[0] = {{1, {2}}};
+  llvm::json::Array all = events(write({r0, r1}, 2));
+  std::vector<std::string> names;
+  std::map<int64_t, std::vector<std::pair<int64_t, double>>> flows;  // id -> (pid, ts) of s, f
+  for (const llvm::json::Value &v : all) {
+    const llvm::json::Object &e = *v.getAsObject();
+    const std::string ph = e.getString("ph")->str();
+    if (ph == "X" && *e.getInteger("pid") == 0) names.push_back(e.getString("name")->str());
+    if (ph == "s" || ph == "f") flows[*e.getInteger("id")].push_back({*e.getInteger("pid"), *e.getNumber("ts")});
+    if (ph == "X" && e.getString("name")->str() == "F0.3")
+      EXPECT_EQ(*e.getObject("args")->getInteger("chunk"), 1);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"F0.0", "sendF0.0", "recvF0.2", "F0.2", "sendF0.2"}));
+  ASSERT_EQ(flows.size(), 3u);
+  // Written rank by rank: 0 -> 1 (stage 0 into recvF0.1, which ends at 120 ms), 0 -> 1 (stage 2
+  // into recvF0.3), 1 -> 0 (stage 1 into recvF0.2).
+  std::vector<std::pair<int64_t, int64_t>> pids;
+  for (auto &[id, ends] : flows) {
+    ASSERT_EQ(ends.size(), 2u);
+    pids.push_back({ends[0].first, ends[1].first});
+    EXPECT_LE(ends[0].second, ends[1].second);
+  }
+  EXPECT_EQ(pids, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {0, 1}, {1, 0}}));
+  EXPECT_LT(flows[1][1].second, 120000.0);  // in recvF0.1
+  EXPECT_GT(flows[2][1].second, 300000.0);  // in recvF0.3, not in recvF0.1
+  EXPECT_GT(flows[3][1].second, 200000.0);  // in recvF0.2
 }
