@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The training loop of `colossal-run M.cplan train` -----------------------===//
 #include "colossal/runtime/Trainer.h"
 #include "colossal/runtime/PipelineRunner.h"
+#include "train/PipelineTrace.h"
 
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"
@@ -409,6 +410,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     llvm::Expected<double> pipelineLoss = pipeline_->runMicrobatches(data, step, tokensDType_);
     if (!pipelineLoss)
       return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(pipelineLoss.takeError()));
+    if (trace_) trace_->addPipelineStep(*pipeline_, step);
     allLosses = sumOverRanks(*pipelineLoss);
     if (!allLosses) return allLosses.takeError();
     if (llvm::Error e = gatherPipelineMemory(r)) return std::move(e);
@@ -416,9 +418,11 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
       if (scaling)
         if (llvm::Error e = trainStep_->setInput("loss_scale", DType::F32, {}, &scale)) return std::move(e);
+      const double start = trace_ ? PipelineTrace::now() : 0;
       llvm::Expected<double> loss = runLoss(*trainStep_, data, step, k * rows);
       if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
                              llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
+      if (trace_) trace_->add({TraceEvent::Kind::TrainStep, step, k, 0, start, PipelineTrace::now()});
       lossSum += *loss;
     }
     applyTestHook(step, lossSum);
@@ -458,6 +462,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
     float lr = static_cast<float>(r.lr);
     int64_t stepNumber = updates_ + 1;
     llvm::Expected<double> gn = 0.0;
+    const double start = trace_ ? PipelineTrace::now() : 0;
     if (pipeline_) {
       gn = pipeline_->runOptimizer(lr, stepNumber);
       if (!gn) return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(gn.takeError()));
@@ -469,6 +474,9 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
       gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
       if (!gn) return gn.takeError();
     }
+    if (trace_)
+      trace_->add({TraceEvent::Kind::OptimizerStep, step, -1, pipeline_ ? int64_t(pipeline_->rank()) : 0, start,
+                   PipelineTrace::now()});
     r.gradNorm = *gn;
     // grad_norm is replicated by construction (global_norm), so the updates skipped on every rank
     // alike; the agreement only guards the decision that follows.
@@ -540,6 +548,11 @@ llvm::Error Trainer::skipStep(StepResult &r, NonFiniteCause cause, const NonFini
   states_->zero(plan::StateTensor::GRAD);
   ++skipped_;
   return llvm::Error::success();
+}
+
+void Trainer::setTrace(PipelineTrace *trace) {
+  trace_ = trace;
+  if (pipeline_) pipeline_->recordEvents(trace != nullptr);
 }
 
 llvm::Error Trainer::syncStates() {
@@ -642,6 +655,20 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
                                o.resumeDir.empty() ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Append);
   if (ec) return fail(o.metricsPath + ": cannot open metrics file: " + ec.message());
 
+  // --trace: the clocks are measured here, every rank at the same point; rank 0 writes at the end.
+  std::unique_ptr<PipelineTrace> trace;
+  std::optional<llvm::raw_fd_ostream> traceOut;
+  if (!o.tracePath.empty()) {
+    if (writer) {
+      traceOut.emplace(o.tracePath, ec);
+      if (ec) return fail(o.tracePath + ": cannot open trace file: " + ec.message());
+    }
+    llvm::Expected<std::unique_ptr<PipelineTrace>> started = PipelineTrace::start(plan, o.comm);
+    if (!started) return started.takeError();
+    trace = std::move(*started);
+    tr.setTrace(trace.get());
+  }
+
   const double tokensPerStep = static_cast<double>(tc.global_batch() * tc.seq_len());
   double trainSeconds = 0;
   for (int64_t s = start; s < o.steps; ++s) {
@@ -702,6 +729,19 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     }
   }
   if (o.progressBar && start < o.steps) log << "\n";
+  if (trace) {
+    tr.setTrace(nullptr);
+    llvm::raw_null_ostream none;
+    if (llvm::Error e = trace->finish(traceOut ? static_cast<llvm::raw_ostream &>(*traceOut) : none)) return e;
+    if (traceOut) {
+      traceOut->close();
+      if (traceOut->has_error()) {
+        std::error_code werr = traceOut->error();
+        traceOut->clear_error();
+        return fail(o.tracePath + ": write failed: " + werr.message());
+      }
+    }
+  }
   if (writer && tr.skippedTotal() > 0)
     log << "note: " << tr.skippedTotal() << " of " << o.steps << " steps were skipped (non-finite loss or gradients)\n";
   return llvm::Error::success();

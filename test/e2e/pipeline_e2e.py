@@ -2,7 +2,7 @@
 """Pipeline parallelism (docs/parallelism.md "Pipeline parallelism"): `mesh: {pp: P}` with
 `parallel.pipeline: {schedule, microbatches, stages}` against one rank.
 
-    pipeline_e2e.py --case train|llama|errors --workdir W [--opt PATH --run PATH] [--steps N]
+    pipeline_e2e.py --case train|llama|mesh|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
           gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip,
@@ -23,16 +23,38 @@
           as an uninterrupted one-rank run (within 1e-6 per step).
   inference  `mode: inference` under pp=2 (m=4) and pp=4 (m=8): the logits of the GPT-2 preset, the
           Llama example and (when present) the shared aidreams260K within 1e-5 of one rank's.
+  trace   `train --trace T.json` (docs/parallelism.md "Traces") under pp=2 1f1b and gpipe (m=4), pp=4
+          1f1b (m=8), pp=2 x dp=2 1f1b (m=2) and pp=2 interleaved (V=2, m=4), 3+ steps: the file loads with json.load and
+          examples/train/show_trace.py finds no problem in it (every X event has step, stage,
+          microbatch and chunk; slices of a rank never overlap; every flow has one start inside a
+          send and one end inside the matching receive, not before it); per rank and step the
+          traced actions are --dump-schedule's list for that rank, F and B once per microbatch;
+          (P·V-1)·m·2 flows per pipeline group and step; each rank's saved-activation counter peaks
+          at the metrics' pipeline_saved_peak_bytes of its stage; the bubble replayed from the
+          trace in logical time (F 1, B 2) is exactly (P-1)/(V·m+P-1); the measured clock offsets
+          are within half their round trip. A one-rank plan with grad_accum 2 traces two
+          train_step and one optimizer_step per step. --trace naming the --metrics file is an
+          error. Prints the measured wall-time bubble per rank.
+  kill    `colossal-run --nproc 2 ... train` of a pp=2 1f1b plan (m=4, a million steps); once rank 0
+          has written a metrics line, rank 1 gets SIGKILL mid-pipeline (dp_e2e's
+          kill_rank_mid_training): the job ends within 30 s, non-zero, with a message naming
+          rank 1, and no process of the job is left. And a stage that stops answering (rank 1
+          stalled by COLOSSAL_TEST_STALL_RANK) ends the job under --comm-timeout 3: rank 0 names
+          the receive on axis 'pp', within 30 s, nothing left.
   errors  a hand-written schedule that deadlocks or names an unknown action, grad_accum with pp, microbatches that do not divide the batch, a cut point matching no
           node, more stages than ops, interleaved with m not a multiple of P or without virtual_stages, pp with ZeRO (not supported yet): one clear error each, before
           anything runs.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no mpirun).
 """
+import importlib.util
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
@@ -247,6 +269,144 @@ def case_inference(args):
     return ok
 
 
+def show_trace():
+    """examples/train/show_trace.py as a module."""
+    path = os.path.join(u.REPO, "examples", "train", "show_trace.py")
+    spec = importlib.util.spec_from_file_location("show_trace", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def dumped_schedule(report):
+    """--dump-schedule's action names per pipeline rank."""
+    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^rank (\d+) \(stages? [\d, ]+\): (.*)$",
+                                                                     report, re.M)}
+
+
+def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
+    ok = True
+
+    def bad(msg):
+        nonlocal ok
+        print(f"  {name}: {msg}  MISMATCH")
+        ok = False
+
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, mesh, schedule, m, chunks=chunks))
+    want_actions = dumped_schedule(report)
+    path = os.path.join(s.work, name + ".trace.json")
+    rows = d.train(s, pp * dp, plan, os.path.join(s.work, name + ".jsonl"), steps, ["--trace", path])
+    with open(path) as f:
+        trace = json.load(f)
+    for p in st.problems(trace)[:10]:
+        bad(p)
+    xs = st.slices(trace)
+    stage_of = {}  # pid -> its coordinate on the pipeline axis
+    for e in xs:
+        if e["args"]["microbatch"] is not None:
+            stage_of[e["pid"]] = e["args"]["stage"] % pp
+    if sorted(stage_of) != list(range(pp * dp)):
+        bad(f"ranks in the trace: {sorted(stage_of)}")
+    for step, by_rank in st.rank_steps(trace).items():
+        for pid, evs in by_rank.items():
+            names = [e["name"] for e in evs]
+            if names != want_actions.get(stage_of[pid]):
+                bad(f"step {step} rank {pid}: traced {' '.join(names)}; the schedule lists "
+                    f"{' '.join(want_actions.get(stage_of[pid], []))}")
+    compute = [e for e in xs if st.kind(e) in ("F", "B")]
+    if len(compute) != steps * pp * chunks * dp * 2 * m:
+        bad(f"{len(compute)} F/B events, expected {steps * pp * chunks * dp * 2 * m}")
+    flows = [e for e in trace["traceEvents"] if e.get("ph") == "s"]
+    if len(flows) != steps * dp * (pp * chunks - 1) * m * 2:
+        bad(f"{len(flows)} flows, expected {steps * dp * (pp * chunks - 1) * m * 2}")
+    peaks = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "C":
+            peaks[e["pid"]] = max(peaks.get(e["pid"], 0), e["args"]["bytes"])
+    want_peak = [max(r["memory"]["pipeline_saved_peak_bytes"][k] for r in rows) for k in range(pp)]
+    got_peak = [peaks.get(pid) for pid in sorted(stage_of)]
+    if got_peak != [want_peak[stage_of[pid]] for pid in sorted(stage_of)]:
+        bad(f"counter peaks {got_peak}, metrics' pipeline_saved_peak_bytes {want_peak}")
+    other = trace["otherData"]
+    for r, (off, rtt) in enumerate(zip(other["clock_measured_offset_ns"], other["clock_round_trip_ns"])):
+        if abs(off) > rtt / 2 + 1000:
+            bad(f"rank {r}: measured clock offset {off} ns is more than half the round trip {rtt} ns")
+    per_step, mean, _ = st.analyse(trace, skip=1)
+    want_bubble = (pp - 1) / (chunks * m + pp - 1)
+    logical = [r["logical_bubble"] for r in per_step]
+    if any(abs(b - want_bubble) > 1e-12 for b in logical):
+        bad(f"logical bubble per step {logical}, expected (P-1)/(m+P-1) = {want_bubble:.4f}")
+    idle = ", ".join(f"rank {pid} {v:.1%}" for pid, v in sorted(mean["idle"].items()))
+    print(f"  {name}: {len(xs)} slices, {len(flows)} flows; logical bubble {logical[0]:.4f} (expected "
+          f"{want_bubble:.4f}); wall time: makespan {mean['makespan_us'] / 1e3:.1f} ms, bubble {mean['bubble']:.3f} "
+          f"(predicted from the stage medians {mean.get('predicted_bubble', float('nan')):.3f}), idle {idle}")
+    return ok
+
+
+def case_trace(args):
+    s = t.Setup(args, need_shared=False)
+    d.mpirun_cmd(2)  # skips without mpirun
+    st = show_trace()
+    steps = max(args.steps, 3)
+    ok = check_trace(s, st, "trace_pp2_1f1b", 2, "1f1b", 4, 2, 1, steps)
+    ok &= check_trace(s, st, "trace_pp2_gpipe", 2, "gpipe", 4, 2, 1, steps)
+    ok &= check_trace(s, st, "trace_pp4_1f1b", 4, "1f1b", 8, 4, 1, steps)
+    ok &= check_trace(s, st, "trace_pp2_dp2", "2, dp: 2", "1f1b", 2, 2, 2, steps)
+    ok &= check_trace(s, st, "trace_pp2_interleaved", 2, "interleaved", 4, 2, 1, steps, chunks=2)
+    # A plan without a pipeline: train_step per microbatch and optimizer_step.
+    plan = s.compile("trace_one", accum_spec(s, "trace_one", 2))
+    path = os.path.join(s.work, "trace_one.trace.json")
+    d.train(s, 1, plan, os.path.join(s.work, "trace_one.jsonl"), steps, ["--trace", path])
+    with open(path) as f:
+        trace = json.load(f)
+    names = [e["name"] for e in st.slices(trace)]
+    problems = st.problems(trace)
+    good = names == ["train_step", "train_step", "optimizer_step"] * steps and not problems
+    print(f"  one rank, grad_accum 2: {len(names)} slices {sorted(set(names))}, problems {problems[:3]}"
+          + ("" if good else "  MISMATCH"))
+    ok &= good
+    metrics = os.path.join(s.work, "trace_same.jsonl")
+    p = d.run_mpi(1, [s.run_bin, plan, "train", "--data", s.data, "--steps", "1", "--metrics", metrics,
+                      "--trace", metrics], "--trace = --metrics", expect_fail=True)
+    good = p.returncode != 0 and "--trace " + metrics + " is the --metrics file" in p.stderr
+    print(f"  --trace naming the metrics file: {p.stderr.strip()}" + ("" if good else "  MISMATCH"))
+    return ok and good
+
+
+def case_kill(args):
+    s = t.Setup(args, need_shared=False)
+    d.mpirun_cmd(2)  # skips without mpirun
+    plan, _ = compile_plan(s, "pp2_kill", pipeline_spec(s, "pp2_kill", 2, "1f1b", 4))
+    ok = d.kill_rank_mid_training(s, plan, "pp_kill")
+    # A stage that stops answering without dying: rank 1 sleeps before its first message
+    # (COLOSSAL_TEST_STALL_RANK); rank 0's receive is watched like a collective.
+    marker = ("COLOSSAL_PP_STALL_TEST", f"{os.getpid()}.{time.time_ns()}")
+    env = dict(d.mpi_env(), COLOSSAL_TEST_STALL_RANK="1", COLOSSAL_TEST_STALL_SECONDS="3600",
+               **{marker[0]: marker[1]})
+    cmd = [s.run_bin, plan, "train", "--data", s.data, "--steps", "3", "--metrics",
+           os.path.join(s.work, "pp_stall.jsonl"), "--threads", "1", "--nproc", "2", "--comm-timeout", "3"]
+    print("$ COLOSSAL_TEST_STALL_RANK=1 " + " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, err = None, str(e.stderr or "")
+    seconds = time.monotonic() - t0
+    settle = time.monotonic() + 5
+    while d.processes_with(f"{marker[0]}={marker[1]}") and time.monotonic() < settle:
+        time.sleep(0.05)
+    left = d.processes_with(f"{marker[0]}={marker[1]}")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    good = rc not in (None, 0) and seconds < 30 and not left and \
+        re.search(r"error: rank 0: recv on axis 'pp' did not complete within 3 s", err)
+    print(f"  stalled stage: exit {rc} after {seconds:.1f} s, {len(left)} process(es) left; "
+          f"{next((l for l in err.splitlines() if l.startswith('error:')), '(no error line)')}"
+          + ("" if good else "  MISMATCH"))
+    return ok and bool(good)
+
+
 def case_errors(args):
     s = t.Setup(args, need_shared=False)
     ok = True
@@ -299,4 +459,4 @@ def case_errors(args):
 
 if __name__ == "__main__":
     u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "inference": case_inference,
-                             "errors": case_errors}, steps=10)
+                          "trace": case_trace, "kill": case_kill, "errors": case_errors}, steps=10)

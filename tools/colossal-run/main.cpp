@@ -4,7 +4,7 @@
 //                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
 //                [--nproc N] [--comm-timeout S] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan train --data TOKENS.bin [--token-dtype uint8|uint16] --steps N
-//                --metrics M.jsonl [--save DIR --save-every K] [--resume DIR]
+//                --metrics M.jsonl [--trace T.json] [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
 //                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
@@ -134,6 +134,10 @@ cl::opt<std::string> tokenDTypeName("token-dtype", cl::desc("uint8 (default) or 
 cl::opt<int64_t> steps("steps", cl::desc("Total optimizer steps"), cl::init(-1), cl::cat(trainCategory));
 cl::opt<std::string> metricsPath("metrics", cl::desc("Metrics, one JSON line per step"), cl::value_desc("FILE"),
                                  cl::cat(trainCategory));
+cl::opt<std::string> tracePath("trace",
+                               cl::desc("Chrome trace of the run's steps, all ranks in one file (Perfetto, "
+                                        "chrome://tracing)"),
+                               cl::value_desc("FILE.json"), cl::cat(trainCategory));
 cl::opt<std::string> saveDir("save", cl::desc("Checkpoint folder"), cl::value_desc("DIR"), cl::cat(trainCategory));
 cl::opt<int64_t> saveEvery("save-every", cl::desc("Save every K steps (and after the last)"), cl::init(0),
                            cl::cat(trainCategory));
@@ -189,7 +193,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&zeroInputs, {"run"}},
       {&checkpointDir, {"run", "sample", "export"}},
       {&dataPath, {"train"}},       {&tokenDTypeName, {"train"}},   {&steps, {"train"}},
-      {&metricsPath, {"train"}},    {&saveDir, {"train"}},          {&saveEvery, {"train"}},
+      {&metricsPath, {"train"}},    {&tracePath, {"train"}},        {&saveDir, {"train"}},          {&saveEvery, {"train"}},
       {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
       {&evalSteps, {"train"}},      {&seed, {"train", "sample"}},   {&prompt, {"sample"}},
       {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
@@ -229,23 +233,36 @@ bool isInside(llvm::StringRef path, llvm::StringRef dir) {
   return p == d || (llvm::StringRef(p).starts_with(d) && llvm::sys::path::is_separator(p[d.size()]));
 }
 
-/// The checks of train's files before any work: --metrics must not be (or lie in) an input or a
-/// checkpoint folder, since it is truncated when training starts; --save DIR is created and must be
-/// a writable folder (found now, not at the first save hours later); --resume must be a folder.
+/// The checks of train's files before any work: --metrics and --trace must not be (or lie in) an
+/// input or a checkpoint folder, nor be one file, since they are truncated when training starts;
+/// --save DIR is created and must be a writable folder (found now, not at the first save hours
+/// later); --resume must be a folder.
 llvm::Error checkTrainPaths(const LoadedPlan &plan) {
   auto err = [](const llvm::Twine &msg) { return llvm::createStringError(msg.str()); };
   std::vector<std::pair<std::string, std::string>> inputs = {{plan.path, "the plan"}};
   if (plan.weights) inputs.push_back({plan.weights->path(), "the plan's weights file"});
   inputs.push_back({dataPath, "the --data file"});
   if (!evalDataPath.empty()) inputs.push_back({evalDataPath, "the --eval-data file"});
-  for (const auto &[file, what] : inputs)
-    if (llvm::sys::fs::equivalent(metricsPath, file) || canonicalPath(metricsPath) == canonicalPath(file))
-      return err("--metrics " + metricsPath + " is " + what + " (" + file +
-                 "); the metrics file is overwritten, choose another path");
-  for (const auto &[dir, flag] : {std::pair<std::string, const char *>{saveDir, "--save"}, {resumeDir, "--resume"}})
-    if (!dir.empty() && isInside(metricsPath, dir))
-      return err("--metrics " + metricsPath + " lies in the " + flag + " folder " + dir +
-                 "; choose a path outside the checkpoint folder");
+  auto same = [](const std::string &a, const std::string &b) {
+    return llvm::sys::fs::equivalent(a, b) || canonicalPath(a) == canonicalPath(b);
+  };
+  struct Output {
+    const std::string &path;
+    const char *flag, *kind;
+  };
+  for (const Output &out : {Output{metricsPath, "--metrics", "metrics"}, Output{tracePath, "--trace", "trace"}}) {
+    if (out.path.empty()) continue;
+    for (const auto &[file, what] : inputs)
+      if (same(out.path, file))
+        return err(llvm::Twine(out.flag) + " " + out.path + " is " + what + " (" + file + "); the " + out.kind +
+                   " file is overwritten, choose another path");
+    for (const auto &[dir, flag] : {std::pair<std::string, const char *>{saveDir, "--save"}, {resumeDir, "--resume"}})
+      if (!dir.empty() && isInside(out.path, dir))
+        return err(llvm::Twine(out.flag) + " " + out.path + " lies in the " + flag + " folder " + dir +
+                   "; choose a path outside the checkpoint folder");
+  }
+  if (!tracePath.empty() && same(tracePath, metricsPath))
+    return err("--trace " + tracePath + " is the --metrics file; choose another path");
   if (!resumeDir.empty() && llvm::sys::fs::exists(resumeDir) && !llvm::sys::fs::is_directory(resumeDir))
     return err("--resume " + resumeDir + ": not a directory (expected a checkpoint folder DIR or DIR/step-N)");
   if (!saveDir.empty()) {
@@ -317,6 +334,7 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   o.allowNonFiniteCheckpoint = allowNonFiniteCheckpoint;
   o.progressBar = isatty(STDERR_FILENO) && comm.rank() == 0;
   o.comm = &comm;
+  o.tracePath = tracePath;
   LineTrackingStream log(llvm::errs());
   llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, log);
   log.closeLine();  // the progress bar's line ends before an error message or the shell prompt

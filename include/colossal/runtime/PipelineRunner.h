@@ -19,6 +19,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -73,6 +74,19 @@ public:
   /// The events of the last runMicrobatches() (recorded only after recordEvents(true)).
   const std::vector<Event> &events() const { return events_; }
   void recordEvents(bool on) { record_ = on; }
+  /// The clock the events' times count from (the runner's creation).
+  std::chrono::steady_clock::time_point epoch() const { return epoch_; }
+  /// The stages whose receives take the sends of `stage` (one of this rank's) in one direction
+  /// (the next stage; a tied parameter's gradient also its owner's), ascending.
+  std::vector<uint32_t> sendPeers(uint32_t stage, bool forward) const {
+    std::vector<uint32_t> out;
+    auto it = local_.find(stage);
+    if (it != local_.end())
+      for (const Message &m : it->second.send[forward ? 0 : 1]) out.push_back(m.tagStage);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
 
   /// This rank's coordinate on the pipeline axis; it runs stages rank, rank + P, ... (P ranks).
   uint32_t rank() const { return rank_; }

@@ -116,6 +116,7 @@ struct StepResult {
 };
 
 class PipelineRunner;
+class PipelineTrace;
 
 class Trainer {
 public:
@@ -155,6 +156,9 @@ public:
     growthTracker_ = tracker;
   }
   int64_t skippedTotal() const { return skipped_; }
+  /// --trace: from the next step on, records this rank's actions (a pipeline plan's), or each
+  /// microbatch's train_step, and each optimizer step into `trace` (null: stops).
+  void setTrace(PipelineTrace *trace);
 
   /// The mean loss of `eval` over the batches of steps 0..evalSteps−1 of `data` (each B rows in
   /// A microbatches: the mean of all evalSteps·A microbatch losses). Changes no state.
@@ -180,6 +184,7 @@ private:
   std::unique_ptr<Executor> trainStep_, optimizerStep_, eval_;
   /// Pipeline parallelism (Plan.pipeline): this rank's stage programs and schedule.
   std::unique_ptr<PipelineRunner> pipeline_;
+  PipelineTrace *trace_ = nullptr;
   DType tokensDType_ = DType::I64;
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
@@ -238,6 +243,7 @@ struct TrainOptions {
   NonFinitePolicy onNonFinite = NonFinitePolicy::Stop;  // --on-nonfinite
   bool allowNonFiniteCheckpoint = false;                // --allow-nonfinite-checkpoint (--resume)
   CommContext *comm = nullptr;   // several ranks: only rank 0 writes metrics and checkpoints
+  std::string tracePath;         // --trace: the run's Chrome trace, all ranks, written by rank 0
 };
 
 /// The whole `train` subcommand: opens the data (and eval data) against the plan's vocabulary and
