@@ -131,9 +131,19 @@ def AppendLoss : Pass<"colossal-append-loss", "mlir::ModuleOp"> {
     `labels` its int64 labels input; the model must have exactly two inputs (tokens, labels).
     `logits`, when given, names an output whose last dim is the vocabulary size.
 
+    `data-inputs` (the spec's `train.inputs`, docs/training.md "Data for models that are not
+    token models"): the inputs the training loop fills from `.npy` arrays or a seeded RNG instead
+    of `--data`'s tokens. Then every unbound input of the model must be one of them, and each of
+    them an input of the model or (cross_entropy) the labels input the pass creates; no token
+    input is chosen and the shape rules above do not apply. `kind=output` needs no `labels` and no
+    `logits` then (a model computing its own loss from, say, data, noise and a timestep).
+    `colossal.train` gets `data_inputs` (the names) and `global_batch` (dim 0 of each, which must
+    agree in @forward).
+
     Errors: no @forward, logits/output not an output of the model, a labels name that clashes with
     an input (cross_entropy) or names no input (output), any other number of unbound inputs,
-    shapes or element types that do not fit.
+    shapes or element types that do not fit; with `data-inputs`, a model input without a source
+    or a source naming no input.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
@@ -146,6 +156,8 @@ def AppendLoss : Pass<"colossal-append-loss", "mlir::ModuleOp"> {
            "kind=output: the model's scalar loss output">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value whose rows do not count (torch's ignore_index)">,
+    ListOption<"dataInputs", "data-inputs", "std::string",
+               "inputs fed from train.inputs (npy arrays, RNG draws) instead of token data">,
   ];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
 }

@@ -8,7 +8,7 @@ PKGS=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
-  python3-onnx python3-torch python3-numpy
+  python3-onnx python3-torch python3-numpy python3-sklearn  # sklearn: the digits data of e2e.data_inputs
   libonnx-testdata
   debootstrap docker.io slurm-wlm  # test/install: the Debian root, the container image, a one-node Slurm
 )

@@ -27,7 +27,9 @@
 #include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TokenData.h"
+#include "colossal/runtime/TrainInputs.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -123,6 +125,8 @@ public:
   ~Trainer();
 
   StateStore &states() { return *states_; }
+  /// train_step's input bindings (their dtypes and [B / grad_accum, ...] shapes).
+  llvm::ArrayRef<BindingInfo> trainStepInputs() const { return trainStep_->inputs(); }
   const plan::TrainConfig &config() const { return plan_->plan.train(); }
 
   /// Optimizer step `step` on `data` (header comment): `optimizer_step` gets `step` = the updates
@@ -130,6 +134,9 @@ public:
   /// result says so (StepResult::nonFinite). Errors: a kernel's data-dependent error (names the
   /// program and instruction); the collectives'.
   llvm::Expected<StepResult> step(const TokenData &data, int64_t step);
+  /// The same for a plan fed by train.inputs (TrainConfig.data_inputs): prepares step `step`'s
+  /// global batch of `inputs` and feeds each microbatch its rows.
+  llvm::Expected<StepResult> step(TrainInputs &inputs, int64_t step);
 
   /// Sets the counters a resumed run continues from: `updates` applied, `skipped` skipped.
   void setCounts(int64_t updates, int64_t skipped) {
@@ -152,9 +159,14 @@ public:
 
 private:
   Trainer() = default;
-  /// Fills the tokens/labels inputs of `ex` with `rows` rows of step `step` from `firstRow` and
-  /// runs it; returns its `loss`.
-  llvm::Expected<double> runLoss(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow);
+  /// Sets `rows` rows of the step's global batch from `firstRow` as the program's inputs.
+  using Feed = llvm::function_ref<llvm::Error(Executor &ex, int64_t firstRow, int64_t rows)>;
+  /// Fills the tokens/labels inputs of `ex` with `rows` rows of step `step` from `firstRow`.
+  llvm::Error feedTokens(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow, int64_t rows);
+  /// Feeds `ex` the B / grad_accum rows from `firstRow` and runs it; returns its `loss`.
+  llvm::Expected<double> runLoss(Executor &ex, Feed feed, int64_t firstRow);
+  /// One optimizer step (step()) whose microbatches `feed` fills.
+  llvm::Expected<StepResult> runStep(Feed feed, int64_t step);
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
@@ -219,7 +231,9 @@ struct TrainOptions {
   std::string evalDataPath;      // --eval-data
   int64_t evalEvery = 0;         // --eval-every
   int64_t evalSteps = 1;         // --eval-steps
-  uint64_t seed = 0;             // --seed (recorded in checkpoints)
+  uint64_t seed = 0;             // --seed (recorded in checkpoints; seeds train.inputs' RNG and --shuffle)
+  bool shuffle = false;          // --shuffle: train.inputs' npy rows in a per-epoch permutation
+  std::string dumpInputsDir;     // --dump-inputs: each step's train.inputs batch as .npy
   bool progressBar = false;      // draw a progress bar on `log` (a terminal)
   NonFinitePolicy onNonFinite = NonFinitePolicy::Stop;  // --on-nonfinite
   bool allowNonFiniteCheckpoint = false;                // --allow-nonfinite-checkpoint (--resume)
