@@ -7,10 +7,12 @@
 #include "passes/Passes.h"
 #include "passes/Training/TrainUtils.h"
 
+#include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
 #include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace colossal {
@@ -30,6 +32,23 @@ std::string outputNames(func::FuncOp fn) {
     if (auto s = fn.getResultAttrOfType<StringAttr>(i, kOutputAttr))
       names.push_back("'" + s.getValue().str() + "'");
   return llvm::join(names, ", ");
+}
+
+/// Erases the colossal.update_buffer ops of `fn` and the ops only they used.
+void eraseBufferUpdates(func::FuncOp fn) {
+  SmallVector<Operation *> worklist;
+  fn.walk([&](UpdateBufferOp op) { worklist.push_back(op); });
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    SmallVector<Operation *> defs;
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        defs.push_back(d);
+    op->erase();
+    for (Operation *d : defs)
+      if (isOpTriviallyDead(d) && !llvm::is_contained(worklist, d))
+        worklist.push_back(d);
+  }
 }
 
 struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
@@ -353,6 +372,10 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
     setProgramRole(trainStep, ProgramRole::TrainStep);
     if (micro)
       micro.erase();
+    // Buffers (BatchNorm's running statistics) are updated by the training steps alone:
+    // evaluating or running the model leaves them as they are.
+    eraseBufferUpdates(eval);
+    eraseBufferUpdates(forward);
 
     updateTrainConfig(module, config.getAttrs());
     return success();

@@ -61,7 +61,7 @@ using StateMap = llvm::StringMap<const plan::StateTensor *>;
 
 /// Update instructions write persistent state in place (docs/training.md): output i is input i.
 bool isUpdateOp(llvm::StringRef op) {
-  return op == "accumulate_grad" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
+  return op == "accumulate_grad" || op == "update_buffer" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
          op == "all_gather_in_place" || op == "reduce_scatter_in_place";
 }
 
@@ -81,7 +81,7 @@ llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction 
     if (!update) {
       if (b.storage() == plan::STATE)
         return fail(what + ": writes STATE buffer " + llvm::Twine(id) + " ('" + b.state_name() +
-                    "'); only accumulate_grad, adamw_update, adam_update, sgd_update, "
+                    "'); only accumulate_grad, update_buffer, adamw_update, adam_update, sgd_update, "
                     "all_gather_in_place and reduce_scatter_in_place may");
       continue;
     }

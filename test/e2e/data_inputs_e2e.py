@@ -11,7 +11,8 @@ that are not token models train from .npy arrays and seeded RNG draws exactly as
                the rows each step read are row (s*B + r) mod N (checked on the --dump-inputs arrays),
                per-step losses within 1e-5 relative of torch.optim.SGD's run on those rows from the
                same weights, and the BatchNorm running statistics of the exported trained model
-               within 1e-5 of torch's (momentum 0.1, unbiased running variance);
+               equal torch's (momentum 0.1, unbiased running variance): max |difference| within
+               1e-5 of the largest statistic;
   cnn_shuffle  the same with --shuffle --seed 7: the dumped rows are the documented per-epoch
                permutation (recomputed here from its definition), N = 1797 rows over 20 steps of
                96 rows cross an epoch;
@@ -212,9 +213,10 @@ def exported_running_stats(args, plan, save, onnx_out):
 def check_stats(ours, bn):
     ok = True
     for name, got, want in (("running_mean", ours[0], bn.running_mean), ("running_var", ours[1], bn.running_var)):
+        # Relative to the largest statistic: a channel mean near zero has no relative precision.
         want = want.detach().numpy()
-        err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
-        print(f"bn.{name}: max relative difference {err:.1e} (torch {np.round(want[:4], 5)} ...)")
+        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+        print(f"bn.{name}: max |difference| / max |torch| = {err:.1e} (torch {np.round(want[:4], 5)} ...)")
         ok &= err <= TOL
     return ok
 
@@ -251,6 +253,9 @@ def cnn_case(shuffle=False, dp=1):
         print(f"the dumped inputs are the documented rows of {args.steps} steps" if ok else "row order MISMATCH")
         ref, bn = torch_cnn(state, batches, batch_norm)
         ok &= compare_losses(ours, ref)
+        if batch_norm:
+            trained = os.path.join(args.workdir, f"trained_dp{dp}.onnx")
+            ok &= check_stats(exported_running_stats(args, plan, save, trained), bn)
         return ok
     return run_case
 
