@@ -567,7 +567,16 @@ LogicalResult importBatchNorm(Ctx &c) {
     // Train mode: the buffers follow torch.nn.BatchNorm2d, whose momentum m is the complement of
     // ONNX's (torch exports 1 − m; ONNX's default 0.9 is torch's 0.1): running ← (1 − m)·running
     // + m·batch, the variance unbiased (·n/(n − 1), n the elements per channel of the batch).
-    const double m = 1.0 - momentum;
+    // The attribute is a float32 (torch's 0.1 arrives as 0.9f = 0.89999997...): m is the shortest
+    // decimal whose complement rounds to it, so torch's momentum comes back exactly.
+    double m = 1.0 - momentum;
+    for (int digits = 1; digits <= 9; ++digits) {
+      const double scale = std::pow(10.0, digits), nice = std::round(m * scale) / scale;
+      if (static_cast<float>(1.0 - nice) == static_cast<float>(momentum)) {
+        m = nice;
+        break;
+      }
+    }
     const int64_t n = x.getNumElements() / x.getDimSize(1);
     for (int k = 0; k < 2; ++k) {
       RankedTensorType st = c.typeOf(3 + k);

@@ -923,7 +923,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
       uint64_t count = 1;
       for (int64_t d : info.type.shape)
         count *= static_cast<uint64_t>(d);
-      out.trainable.push_back({name, info.type, count});
+      out.trainable.push_back({name, info.type, count, !info.gradient});
     }
     for (const std::string &name : tables.stateOrder) {
       llvm::StringRef p = stateParam(name, tables);
