@@ -313,9 +313,15 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
 
     `dp` is the product of the sizes of the mesh's `data` axes (1 without a mesh).
 
+    Training under dp alone (grad-accum 1, into a microbatch program): a row block's sum or mean
+    over the rows that reaches an op through reshapes and constant scalings (a training-mode
+    batch norm's statistics) becomes an `all_reduce` over the data axes (a mean's divided by
+    dp): the global batch's statistics on every rank, as SyncBatchNorm.
+
     Errors: an input without a batch dim, a batch that dp · grad-accum does not divide, and an
     op whose rows depend on other rows of the batch (the split would need an all_gather or an
-    all_reduce across row blocks), each naming the input or node, dp and grad_accum.
+    all_reduce across row blocks, other than the exception above), each naming the input or
+    node, dp and grad_accum.
   }];
   let options = [
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",

@@ -16,9 +16,9 @@ that are not token models train from .npy arrays and seeded RNG draws exactly as
   cnn_shuffle  the same with --shuffle --seed 7: the dumped rows are the documented per-epoch
                permutation (recomputed here from its definition), N = 1797 rows over 20 steps of
                96 rows cross an epoch;
-  cnn_dp       `mesh: {dp: 2}` on the CNN without BatchNorm (batch statistics over a split batch are
-               refused): every rank reads its half of the global batch, and the run equals PyTorch's
-               one-rank run within 1e-5;
+  cnn_dp       `mesh: {dp: 2}`: every rank reads its half of the global batch and the BatchNorm
+               statistics are the global batch's (an all_reduce over dp, as SyncBatchNorm): losses
+               and running statistics equal PyTorch's one-rank run within 1e-5;
   diffusion    a tiny denoiser whose ONNX computes its own MSE loss from (x, noise, t)
                (`loss.kind: output`; x from npy, noise ~ normal(0, 1), t ~ uniform_int [0, 1000)) trains
                10 AdamW steps; PyTorch replays the --dump-inputs arrays: losses within 1e-5 relative;
@@ -221,10 +221,7 @@ def check_stats(ours, bn):
     return ok
 
 
-def cnn_case(shuffle=False, dp=1):
-    # Under dp the CNN has no BatchNorm: training-mode batch statistics over a split batch are
-    # refused (they would need SyncBatchNorm's all_reduce; docs/training.md).
-    batch_norm = dp == 1
+def cnn_case(shuffle=False, dp=1, batch_norm=True):
     def run_case(args):
         batch = 96 if shuffle else 32
         onnx_path, state, images, labels = cnn_setup(args, batch, batch_norm)
