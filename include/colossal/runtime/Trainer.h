@@ -4,7 +4,8 @@
 // one microbatch), `optimizer_step` (global norm and one update per parameter) and `eval` share
 // one arena of the largest program's size and one StateStore. One optimizer step s:
 //   for each microbatch k of grad_accum A: rows [k·B/A, (k+1)·B/A) of step s of the data order
-//     (TokenData) -> train_step (loss_k; gradients accumulated with scale 1/A)
+//     (TokenData, or the global batch TrainInputs prepares from the spec's train.inputs) ->
+//     train_step (loss_k; gradients accumulated with scale 1/A)
 //   optimizer_step(lr = schedule(s), step = s + 1) -> grad_norm (gradients zeroed by the updates)
 //   reported loss = mean of the loss_k.
 // Data parallelism (mesh dp = D, docs/parallelism.md): the plan's grad_accum counts the
