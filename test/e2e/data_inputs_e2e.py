@@ -26,7 +26,7 @@ that are not token models train from .npy arrays and seeded RNG draws exactly as
   diffusion_dp the same under dp=2: the dumped draws equal one rank's run bit for bit, losses within 1e-5;
   errors       one clear error each: a missing npy file, an array of the wrong dtype and of the wrong
                shape (naming file, input, expected and got), npy inputs of different row counts,
-               --data with a train.inputs plan.
+               --data with a train.inputs plan, --shuffle and --dump-inputs with a token plan.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no scikit-learn; *_dp: no mpirun).
 """
@@ -396,6 +396,24 @@ def errors_case(args):
         f.write(bytes(range(256)))
     expect("    image: {npy: images.npy}\n" + good_labels, ["--data", tokens], "--data", "train.inputs",
            "'image', 'labels'", what="--data with a train.inputs plan")
+    # A token model (no train.inputs): --shuffle and --dump-inputs do not apply to its data order.
+    token_onnx = os.path.join(w, "tokens.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(nn.Sequential(nn.Embedding(256, 8), nn.Linear(8, 256)), (torch.zeros(2, 4, dtype=torch.int64),),
+                          token_onnx, input_names=["input_ids"], output_names=["logits"], opset_version=17)
+    token_spec = os.path.join(w, "tokens.yaml")
+    with open(token_spec, "w") as f:
+        f.write("mode: train\ninputs: {input_ids: [2, 4]}\ntrain:\n  loss: {logits: logits}\n  optimizer: {lr: 0.1}\n")
+    token_plan = os.path.join(w, "tokens.cplan")
+    u.compile_plan(opt, token_onnx, token_spec, token_plan, quiet=True)
+    for flag in (["--shuffle"], ["--dump-inputs", os.path.join(w, "dump")]):
+        p = subprocess.run([run, token_plan, "train", "--data", tokens, "--steps", "1", "--metrics",
+                            os.path.join(w, "tok.jsonl")] + flag, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+        good = p.returncode != 0 and flag[0] in p.stderr and "train.inputs" in p.stderr
+        print(f"{flag[0]} with a token plan: {'ok' if good else 'WRONG'}: {p.stderr.strip()}")
+        ok &= good
     return ok
 
 
