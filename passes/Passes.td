@@ -448,6 +448,62 @@ def Recompute : Pass<"colossal-recompute", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def AssignPipelineStages : Pass<"colossal-assign-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Cut @train_step's forward ops into contiguous pipeline stages (colossal.stage)";
+  let description = [{
+    Pipeline parallelism, first half (docs/parallelism.md "Pipeline parallelism"). Runs on
+    @train_step after colossal-append-loss and before colossal-autodiff: the ops of the forward
+    program and loss, in block order (a topological order), are cut into `stages` contiguous
+    runs and each op gets `colossal.stage = s` (i64). Autodiff gives every op of an op's VJP the
+    op's stage, so colossal-split-pipeline-stages can cut the finished step.
+      `cuts` empty: the cost model's split. An op costs its forward FLOPs
+                    (passes/Memory/CostModel.h) times 3 (forward, input gradient and weight
+                    gradient) plus 5 FLOPs per byte it and its backward move (operands and results
+                    twice, a parameter's gradient written and accumulated); the split minimises
+                    the slowest stage's cost, which with
+                    m microbatches minimises Σ stage time + (m−1)·max stage time (Alpa's
+                    objective; Σ is the same for every contiguous split).
+      `cuts` given: one POSIX regex per cut, matched against the ONNX node names (the ops'
+                    NameLoc); the cut is after the last op of the last matching node.
+    Errors: fewer ops than stages, a regex that matches no node, cuts out of order or not
+    `stages` − 1 of them. Records the split on the module as `colossal.pipeline` = {stages,
+    microbatches, schedule, stage_cost, cut_bytes, stage_ops}.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "the number of stages (mesh pp x virtual-stages)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "stages per pipeline rank (interleaved): stage s runs on rank s mod (stages / virtual-stages)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1", "microbatches per step">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"", "gpipe | 1f1b">,
+    ListOption<"cuts", "cuts", "std::string", "regexes of the nodes to cut after">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
+def SplitPipelineStages : Pass<"colossal-split-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Split @train_step and @optimizer_step into per-stage programs";
+  let description = [{
+    Pipeline parallelism, second half (docs/parallelism.md "Pipeline parallelism"). Runs after
+    the optimizer. Every op of @train_step has a stage (its `colossal.stage`, else its users'
+    or operands' stage; constants are cloned where used) and a phase: forward (the backward
+    slice of the loss) or backward. Each (stage, phase) becomes a program
+    `@stage<s>_forward` / `@stage<s>_backward` (roles stage_forward / stage_backward, with
+    `colossal.stage`; with V stages per rank, stage s runs on pipeline rank s mod P) whose inputs are the train_step arguments it reads and, for values another
+    program computes, inputs named `pp.<k>` that the producer outputs under the same name: the
+    activations sent forward and their gradients sent back between stages, and the residuals a
+    stage's backward reads from its own forward. @optimizer_step becomes `@stage<r>_optimizer`
+    per pipeline rank r, updating the parameters of that rank's stages, with the global gradient norm summed over the
+    stages (a partial norm per stage in f64, an all_reduce over the pipeline axis).
+    @train_step, @optimizer_step and @eval stay for one-rank use of the plan.
+    A parameter read on several stages (tied weights: an embedding and LM head) is updated on
+    the stage of its gradient accumulator (the earliest: autodiff sums the contributions there,
+    the later stages' sent to it per microbatch); the runtime then sends the updated value to
+    the other stages. Errors: a state written on two stages, a value flowing against the
+    pipeline's direction.
+  }];
+  let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
+}
+
 def ChainGlobalNorm : Pass<"colossal-chain-global-norm", "mlir::func::FuncOp"> {
   let summary = "Split each many-gradient global_norm into a chain reading one gradient per op";
   let description = [{

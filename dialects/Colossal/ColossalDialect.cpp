@@ -105,11 +105,18 @@ LogicalResult verifyProgram(Operation *op, Attribute value) {
   std::optional<ProgramRole> role = name ? parseProgramRole(name.getValue()) : std::nullopt;
   if (!role)
     return op->emitOpError() << "'" << kProgramAttr << "' must be one of \"forward\", "
-                             << "\"microbatch\", \"eval\", \"train_step\", \"optimizer_step\"; got "
+                             << "\"microbatch\", \"eval\", \"train_step\", \"optimizer_step\", "
+                             << "\"stage_forward\", \"stage_backward\", \"stage_optimizer\"; got "
                              << value;
+  // A stage role is one program per stage (`colossal.stage`), any other role one per module.
+  const bool staged = *role == ProgramRole::StageForward || *role == ProgramRole::StageBackward ||
+                      *role == ProgramRole::StageOptimizer;
+  if (staged && !f->getAttrOfType<IntegerAttr>(kStageAttr))
+    return op->emitOpError() << "is a " << name << " program without '" << kStageAttr << "'";
   if (auto module = f->getParentOfType<ModuleOp>())
     for (func::FuncOp other : module.getOps<func::FuncOp>())
-      if (other != f && other->getAttr(kProgramAttr) == value)
+      if (other != f && other->getAttr(kProgramAttr) == value &&
+          (!staged || other->getAttr(kStageAttr) == f->getAttr(kStageAttr)))
         return op->emitOpError() << "is the " << name << " program, but so is @"
                                  << other.getSymName();
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {

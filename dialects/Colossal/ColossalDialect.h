@@ -45,8 +45,20 @@ inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
 ///   eval            the loss of one row block, without gradients
 ///   train_step      one row block's loss and its gradients, accumulated into <p>.grad
 ///   optimizer_step  the update of every parameter from the accumulated gradients
-enum class ProgramRole { Forward, Microbatch, Eval, TrainStep, OptimizerStep };
-/// "forward", "microbatch", "eval", "train_step", "optimizer_step".
+/// Stage roles (pipeline parallelism, colossal-split-pipeline-stages): one stage's forward,
+/// backward and optimizer programs, the stage in the function's `colossal.stage`.
+enum class ProgramRole {
+  Forward,
+  Microbatch,
+  Eval,
+  TrainStep,
+  OptimizerStep,
+  StageForward,
+  StageBackward,
+  StageOptimizer
+};
+/// "forward", "microbatch", "eval", "train_step", "optimizer_step", "stage_forward",
+/// "stage_backward", "stage_optimizer".
 llvm::StringRef programRoleName(ProgramRole role);
 /// The role named `name`, or nullopt.
 std::optional<ProgramRole> parseProgramRole(llvm::StringRef name);
@@ -54,6 +66,10 @@ std::optional<ProgramRole> parseProgramRole(llvm::StringRef name);
 /// microbatch, the role's name otherwise).
 llvm::StringRef programSymbol(ProgramRole role);
 inline constexpr llvm::StringLiteral kProgramAttr = "colossal.program"; // StringAttr: the role
+/// Pipeline parallelism: an op's or a stage program's stage (IntegerAttr i64), and the module's
+/// record of the split and schedule (DictionaryAttr; Passes.td "AssignPipelineStages").
+inline constexpr llvm::StringLiteral kStageAttr = "colossal.stage";
+inline constexpr llvm::StringLiteral kPipelineAttr = "colossal.pipeline";
 /// Train mode (module): the model's weight-like tensors (initializers, float Constant nodes) that
 /// the importer kept as constants, and why: ArrayAttr of {name: StringAttr, type: TypeAttr,
 /// why: StringAttr}, in model order. Read by `--report` and by autodiff's "no trainable

@@ -10,7 +10,8 @@ namespace colossal {
 namespace {
 constexpr ProgramRole kRoles[] = {ProgramRole::Forward, ProgramRole::Microbatch,
                                   ProgramRole::Eval, ProgramRole::TrainStep,
-                                  ProgramRole::OptimizerStep};
+                                  ProgramRole::OptimizerStep, ProgramRole::StageForward,
+                                  ProgramRole::StageBackward, ProgramRole::StageOptimizer};
 } // namespace
 
 llvm::StringRef programRoleName(ProgramRole role) {
@@ -20,6 +21,9 @@ llvm::StringRef programRoleName(ProgramRole role) {
   case ProgramRole::Eval: return "eval";
   case ProgramRole::TrainStep: return "train_step";
   case ProgramRole::OptimizerStep: return "optimizer_step";
+  case ProgramRole::StageForward: return "stage_forward";
+  case ProgramRole::StageBackward: return "stage_backward";
+  case ProgramRole::StageOptimizer: return "stage_optimizer";
   }
   llvm_unreachable("ProgramRole");
 }

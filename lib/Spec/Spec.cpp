@@ -42,6 +42,7 @@ struct PipelineParallel {
   int64_t microbatches = 1;
   int64_t virtualStages = 1;
   Stages stages;
+  std::string scheduleFile;
 };
 struct Parallel {
   std::optional<TensorParallel> tensor;
@@ -416,15 +417,11 @@ template <> struct CustomMappingTraits<MeshMap> {
   static void inputOne(IO &io, StringRef key, MeshMap &m) {
     MeshSize &size = m[key.str()];
     io.mapRequired(key.str().c_str(), size);
-    // Data (`dp`) and tensor (`tp`) parallelism are implemented; `pp` only with size 1; any other
-    // name is an error whatever its size (a misspelt `tq: 1` must not pass unnoticed;
+    // Any other name is an error whatever its size (a misspelt `tq: 1` must not pass unnoticed;
     // docs/spec.md "mesh").
     if (key != "dp" && key != "tp" && key != "pp")
       io.setError("mesh axis '" + key + "' of size " + Twine(size.value) +
                   ": unknown mesh axis (known: dp, tp, pp)");
-    else if (key == "pp" && size.value > 1)
-      io.setError("mesh axis 'pp' of size " + Twine(size.value) +
-                  ": pipeline parallelism is not supported yet; pp must be 1");
   }
   static void output(IO &, MeshMap &) {}
 };
@@ -478,6 +475,7 @@ template <> struct MappingTraits<PipelineParallel> {
     io.mapOptional("microbatches", p.microbatches);
     io.mapOptional("virtual_stages", p.virtualStages);
     io.mapOptional("stages", p.stages);
+    io.mapOptional("schedule_file", p.scheduleFile);
   }
   static std::string validate(IO &, PipelineParallel &p) {
     if (p.schedule == "zero-bubble")
@@ -494,12 +492,20 @@ template <> struct MappingTraits<PipelineParallel> {
     if (p.stages.scalar != "auto" && p.stages.cuts.empty())
       return "parallel.pipeline.stages must be auto or a list of cut points (node names or "
              "regexes); got '" + p.stages.scalar + "'";
-    if (p.microbatches != 1)
-      return "parallel.pipeline: microbatches is not supported yet (pipeline parallelism)";
-    if (p.virtualStages != 1)
-      return "parallel.pipeline: virtual_stages is not supported yet (pipeline parallelism)";
-    if (!p.stages.cuts.empty())
-      return "parallel.pipeline: stages (cut points) is not supported yet (pipeline parallelism)";
+    if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
+      return "parallel.pipeline.schedule " + p.schedule +
+             " is not supported yet (implemented: gpipe, 1f1b, interleaved)";
+    if (p.schedule == "interleaved" && p.virtualStages < 2)
+      return "parallel.pipeline.schedule interleaved needs virtual_stages >= 2 (chunks per rank), got " +
+             std::to_string(p.virtualStages);
+    if (p.schedule != "interleaved" && p.virtualStages != 1)
+      return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) + " applies to schedule "
+             "interleaved (" + p.schedule + " runs one chunk per rank)";
+    for (const std::string &cut : p.stages.cuts) {
+      std::string err;
+      if (!llvm::Regex(cut).isValid(err))
+        return "parallel.pipeline.stages: '" + cut + "' is not a regex: " + err;
+    }
     return "";
   }
 };
@@ -774,6 +780,49 @@ Expected<Spec> parseSpecFile(StringRef path) {
     for (auto &[pattern, dims] : t.hints)
       spec.tensor.hints.emplace_back(pattern, dims);
   }
+  if (raw.parallel && raw.parallel->pipeline) {
+    const PipelineParallel &p = *raw.parallel->pipeline;
+    spec.pipeline = Spec::Pipeline{p.schedule, p.microbatches, p.virtualStages, p.stages.cuts, ""};
+    if (!p.scheduleFile.empty()) {
+      SmallString<256> full(p.scheduleFile);
+      if (!sys::path::is_absolute(full) && !dir.empty()) {
+        full = dir;
+        sys::path::append(full, p.scheduleFile);
+      }
+      spec.pipeline->scheduleFile = std::string(full);
+    }
+  }
+  if (const int64_t pp = spec.pipelineParallel(); pp > 1 || spec.pipeline) {
+    auto fail = [&](const Twine &msg) {
+      return createStringError(inconvertibleErrorCode(), path + ": " + msg);
+    };
+    if (pp == 1) {
+      // The neutral section (no microbatches, no cut points) is accepted without a pipeline.
+      if (spec.pipeline->microbatches != 1 || !spec.pipeline->cuts.empty())
+        return fail(std::string("parallel.pipeline.") +
+                    (spec.pipeline->cuts.empty() ? "microbatches" : "stages") +
+                    " needs pipeline parallelism: set mesh pp > 1");
+    }
+    if (pp == 1)
+      spec.pipeline.reset();
+    else if (!spec.pipeline)
+      spec.pipeline = Spec::Pipeline();
+    if (pp > 1 && spec.mode != "train")
+      return fail("mesh pp=" + Twine(pp) + ": pipeline parallelism of " + spec.mode +
+                  " is not supported yet (train mode only)");
+    auto other = [&]() -> std::string {
+      if (spec.zeroStage != 0) return "zero.stage " + std::to_string(spec.zeroStage);
+      if (raw.precision && raw.precision->compute != "fp32") return "precision.compute " + raw.precision->compute;
+      if (spec.memory.recompute != "none") return "memory.recompute " + spec.memory.recompute;
+      if (spec.memory.offload != "none") return "memory.offload " + spec.memory.offload;
+      if (spec.memory.budgetBytes) return "memory.budget_mb";
+      if (!spec.passes.empty()) return "passes:";
+      return "";
+    }();
+    if (pp > 1 && !other.empty())
+      return fail("mesh pp=" + Twine(pp) + " together with " + other +
+                  " is not supported yet (pipeline parallelism alone)");
+  }
   if (raw.precision && raw.precision->lossScale && spec.mode != "train")
     return createStringError(inconvertibleErrorCode(),
                              path + ": precision.loss_scale scales the loss of training; it needs "
@@ -875,6 +924,12 @@ Expected<Spec> parseSpecFile(StringRef path) {
     }
     t.gradClip = r.gradClip ? r.gradClip->value : 0;
     t.gradAccum = r.gradAccum.value;
+    if (spec.pipeline && t.gradAccum != 1)
+      return createStringError(inconvertibleErrorCode(),
+                               path + ": train.grad_accum " + Twine(t.gradAccum) +
+                                   " with mesh pp=" + Twine(spec.pipelineParallel()) +
+                                   ": under pipeline parallelism parallel.pipeline.microbatches "
+                                   "plays grad_accum's role; set grad_accum: 1 and microbatches");
     for (const Pattern &p : r.frozen)
       t.frozen.push_back(p.value);
     for (const Pattern &p : r.noDecay)
@@ -909,6 +964,21 @@ Expected<Spec> parseSpecFile(StringRef path) {
   // the spec gives (a batch the model fixes is checked by colossal-split-batch).
   const int64_t dp = spec.dataParallel();
   const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  if (spec.pipeline && spec.pipeline->schedule == "interleaved" &&
+      spec.pipeline->microbatches % spec.pipelineParallel() != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": parallel.pipeline.schedule interleaved: microbatches " +
+                                 Twine(spec.pipeline->microbatches) + " must be a multiple of mesh pp=" +
+                                 Twine(spec.pipelineParallel()) + " (Megatron's interleaved 1F1B)");
+  if (spec.pipeline)
+    for (auto &[name, shape] : spec.inputs)
+      if (!shape.empty() && shape[0] % (dp * spec.pipeline->microbatches) != 0)
+        return createStringError(
+            inconvertibleErrorCode(),
+            path + ": parallel.pipeline.microbatches " + Twine(spec.pipeline->microbatches) +
+                " must divide each dp rank's rows: the batch (dim 0 of input '" + name + "', " +
+                Twine(shape[0]) + ") / dp " + Twine(dp) + " is not divisible by " +
+                Twine(spec.pipeline->microbatches));
   if (dp * accum > 1)
     for (auto &[name, shape] : spec.inputs)
       if (!shape.empty() && shape[0] % (dp * accum) != 0) {

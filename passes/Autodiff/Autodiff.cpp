@@ -118,6 +118,8 @@ FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss, Valu
                              << " has no vector-Jacobian product (VJPOpInterface), but it lies on "
                                 "a path from a parameter to the loss";
     SmallVector<Value> operandGrads(op->getNumOperands(), Value());
+    // Pipeline parallelism: the VJP's ops (and the cotangent sums below) run on the op's stage.
+    Operation *before = terminator->getPrevNode();
     if (failed(vjp.buildVJP(b, resultGrads, needed, operandGrads)))
       return op->emitError() << "autodiff: cannot differentiate '" << op->getName() << "'"
                              << where;
@@ -131,6 +133,10 @@ FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss, Valu
                                << ", expected " << v.getType();
       accumulate(v, g);
     }
+    if (Attribute stage = op->getAttr(kStageAttr))
+      for (Operation *o = before ? before->getNextNode() : &body.front(); o != terminator;
+           o = o->getNextNode())
+        o->setAttr(kStageAttr, stage);
   }
 
   SmallVector<Value> result;

@@ -42,6 +42,13 @@ void addMixedPrecision(mlir::OpPassManager &pm, const Spec &spec) {
   pm.nest<mlir::func::FuncOp>().addPass(createAutoMixedPrecision(amp));
 }
 
+/// Microbatches per dp rank per optimizer step: train.grad_accum, or the pipeline's microbatches.
+int64_t microbatchesPerStep(const Spec &spec) {
+  if (spec.pipeline)
+    return spec.pipeline->microbatches;
+  return spec.train ? spec.train->gradAccum : 1;
+}
+
 void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   const TrainSpec &t = *spec.train;
   AppendLossOptions loss;
@@ -59,10 +66,23 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   // and the optimizer stay f32 (docs/training.md "Mixed precision").
   addMixedPrecision(pm, spec);
 
+  // Pipeline parallelism: the forward ops get their stages before autodiff, whose VJPs inherit
+  // them (docs/parallelism.md "Pipeline parallelism").
+  if (spec.pipeline) {
+    AssignPipelineStagesOptions stages;
+    stages.stages = spec.pipelineParallel() * spec.pipeline->virtualStages;
+    stages.virtualStages = spec.pipeline->virtualStages;
+    stages.microbatches = spec.pipeline->microbatches;
+    stages.schedule = spec.pipeline->schedule;
+    stages.cuts.assign(spec.pipeline->cuts.begin(), spec.pipeline->cuts.end());
+    pm.addPass(createAssignPipelineStages(stages));
+  }
+
   // Every rank's accumulators take 1/(dp·grad_accum) of each microbatch gradient, so the sum over
-  // the data axes is the global mean (docs/parallelism.md "Data parallelism").
+  // the data axes is the global mean (docs/parallelism.md "Data parallelism"); pipeline
+  // microbatches play grad_accum's role.
   AutodiffOptions autodiff;
-  autodiff.gradAccum = t.gradAccum * spec.dataParallel();
+  autodiff.gradAccum = microbatchesPerStep(spec) * spec.dataParallel();
   autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
   if (spec.lossScale) {
     autodiff.lossScaleInitial = spec.lossScale->initial;
@@ -93,6 +113,15 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   addCleanup(pm);
 }
 
+/// Pipeline parallelism's stage programs, cut from the finished step (after tensor parallelism
+/// and data parallelism's gradient sums, before buckets, so each stage buckets its own).
+void addStageSplit(mlir::OpPassManager &pm, const Spec &spec) {
+  if (!spec.train || !spec.pipeline)
+    return;
+  pm.addPass(createSplitPipelineStages());
+  addCleanup(pm);
+}
+
 } // namespace
 
 void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
@@ -108,7 +137,7 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
   // Data parallelism and grad_accum: the program of one row block of the batch, before the loss
   // so that @train_step is built on it.
   const int64_t dp = spec.dataParallel();
-  const int64_t accum = spec.train ? spec.train->gradAccum : 1;
+  const int64_t accum = microbatchesPerStep(spec);
   if (dp * accum > 1) {
     SplitBatchOptions split;
     split.gradAccum = accum;
@@ -144,10 +173,13 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     } else {
       pm.addPass(createDataParallel());
     }
+    addStageSplit(pm, spec);
     BucketGradientsOptions buckets;
     buckets.bucketCapMb = spec.bucketMb;
     pm.nest<mlir::func::FuncOp>().addPass(createBucketGradients(buckets));
   }
+  if (dp == 1)
+    addStageSplit(pm, spec);
   // Offload reads gradients one per instruction (one chunk resident at a time).
   if (spec.train && spec.memory.offload != "none")
     pm.nest<mlir::func::FuncOp>().addPass(createChainGlobalNorm());

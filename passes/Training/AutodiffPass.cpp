@@ -228,7 +228,9 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPoint(ret);
-      AccumulateGradOp::create(b, locs[k], acc, grad, scale);
+      auto accumulate = AccumulateGradOp::create(b, locs[k], acc, grad, scale);
+      if (def && def->hasAttr(kStageAttr))
+        accumulate->setAttr(kStageAttr, def->getAttr(kStageAttr));
     }
 
     updateTrainConfig(module, {b.getNamedAttr("grad_accum", b.getI64IntegerAttr(gradAccum)),

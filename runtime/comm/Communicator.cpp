@@ -281,6 +281,21 @@ llvm::Error Communicator::recv(void *data, int64_t count, DType dtype, int peer,
   return recvImpl(data, count, dtype, peer, tag);
 }
 
+llvm::Error Communicator::isend(const void *data, int64_t count, DType dtype, int peer, int tag) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return fail("send: peer " + llvm::Twine(peer) + " is not another rank of the group of " +
+                llvm::Twine(size_));
+  if (tag < 0 || count < 0) return fail("send: negative tag or count");
+  maybeStall();
+  CommTimer timer(size_ > 1);
+  return isendImpl(data, count, dtype, peer, tag);
+}
+
+llvm::Error Communicator::waitSends() {
+  CommTimer timer(size_ > 1);
+  return waitSendsImpl();
+}
+
 llvm::Error Communicator::barrier() {
   maybeStall();
   CommTimer timer(size_ > 1);

@@ -1,5 +1,6 @@
 //===- PlanLoader.cpp - Parse and validate a plan and its weights ----------------------------===//
 #include "colossal/runtime/Plan.h"
+#include "colossal/runtime/PipelineSchedule.h"
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Sharding.h"
@@ -220,6 +221,12 @@ const plan::Buffer *findBinding(const plan::Program &prog,
   return nullptr;
 }
 
+const plan::Program *findStageProgram(const plan::Plan &p, plan::Program::Role role, uint32_t stage) {
+  for (const plan::Program &prog : p.programs())
+    if (prog.role() == role && prog.stage() == static_cast<int32_t>(stage)) return &prog;
+  return nullptr;
+}
+
 const plan::Program *findProgram(const plan::Plan &p, plan::Program::Role role) {
   for (const plan::Program &prog : p.programs())
     if (prog.role() == role) return &prog;
@@ -227,6 +234,52 @@ const plan::Program *findProgram(const plan::Plan &p, plan::Program::Role role) 
 }
 
 /// TrainConfig of a `mode: train` plan against its programs (docs/training.md "Plan").
+/// Plan.pipeline (docs/plan.md "Pipeline"): a train plan whose pipeline axis has `stages` ranks,
+/// each stage's three programs, every `pp.*` input produced by another stage program under the
+/// same name, dtype and shape, and a schedule the simulator accepts.
+llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const Mesh &mesh) {
+  const plan::Pipeline &pl = p.pipeline();
+  if (p.mode() != "train") return fail(file + "a pipeline in a " + p.mode() + " plan (train plans only)");
+  int64_t axisSize = 0;
+  for (const plan::MeshAxis &a : p.mesh())
+    if (a.role() == plan::MeshAxis::PIPELINE) axisSize = a.size();
+  const uint32_t V = std::max<uint32_t>(1, pl.virtual_stages());
+  if (pl.stages() < 2 || pl.stages() % V != 0 || axisSize != static_cast<int64_t>(pl.stages() / V))
+    return fail(file + "pipeline of " + llvm::Twine(pl.stages()) + " stages (" + llvm::Twine(pl.virtual_stages()) +
+                " per rank) on a pipeline axis of " + llvm::Twine(axisSize) + " ranks (" + mesh.toString() + ")");
+  auto dims = [](const plan::Buffer &b) { return std::vector<int64_t>(b.shape().begin(), b.shape().end()); };
+  std::map<std::string, std::pair<const plan::Program *, const plan::Buffer *>> produced;
+  for (uint32_t s = 0; s < pl.stages(); ++s)
+    for (plan::Program::Role role :
+         {plan::Program::STAGE_FORWARD, plan::Program::STAGE_BACKWARD, plan::Program::STAGE_OPTIMIZER}) {
+      if (role == plan::Program::STAGE_OPTIMIZER && s >= pl.stages() / V) continue;  // one per rank
+      const plan::Program *prog = findStageProgram(p, role, s);
+      if (!prog)
+        return fail(file + "pipeline stage " + llvm::Twine(s) + " has no " + programRoleName(role) + " program");
+      for (const plan::Binding &out : prog->outputs())
+        if (llvm::StringRef(out.name()).starts_with("pp."))
+          produced[out.name()] = {prog, &prog->buffers(static_cast<int>(out.buffer()))};
+    }
+  for (const plan::Program &prog : p.programs())
+    for (const plan::Binding &in : prog.inputs()) {
+      if (!llvm::StringRef(in.name()).starts_with("pp.")) continue;
+      auto it = produced.find(in.name());
+      const plan::Buffer &b = prog.buffers(static_cast<int>(in.buffer()));
+      if (it == produced.end() || it->second.first == &prog)
+        return fail(file + "program '" + prog.name() + "' input '" + in.name() +
+                    "': no other stage program outputs it");
+      const plan::Buffer &src = *it->second.second;
+      if (src.dtype() != b.dtype() || dims(src) != dims(b))
+        return fail(file + "program '" + prog.name() + "' input '" + in.name() + "' is " +
+                    dtypeName(static_cast<DType>(b.dtype())) + " " + shapeToString(dims(b)) + " but '" +
+                    it->second.first->name() + "' outputs " + dtypeName(static_cast<DType>(src.dtype())) + " " +
+                    shapeToString(dims(src)));
+    }
+  llvm::Expected<ScheduleStats> stats = simulateSchedule(pl);
+  if (!stats) return fail(file + llvm::toString(stats.takeError()));
+  return llvm::Error::success();
+}
+
 llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
   if (!p.has_train()) return fail(file + "mode is 'train' but the plan has no TrainConfig");
   const plan::TrainConfig &tc = p.train();
@@ -546,7 +599,16 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
     if (!plan::Program::Role_IsValid(prog.role()) || prog.role() == plan::Program::ROLE_UNSPECIFIED)
       return fail(file + "program '" + prog.name() + "' has no role (Program.role: forward, eval, "
                   "train_step or optimizer_step)");
-    if (auto [it, fresh] = roles.try_emplace(prog.role(), prog.name()); !fresh)
+    // A stage role is one program per stage (Program.stage), any other role one per plan.
+    const bool staged = prog.role() == plan::Program::STAGE_FORWARD ||
+                        prog.role() == plan::Program::STAGE_BACKWARD ||
+                        prog.role() == plan::Program::STAGE_OPTIMIZER;
+    if (staged && (!p.has_pipeline() || prog.stage() < 0 ||
+                   prog.stage() >= static_cast<int32_t>(p.pipeline().stages())))
+      return fail(file + "program '" + prog.name() + "' is a " + programRoleName(prog.role()) +
+                  " program of stage " + llvm::Twine(prog.stage()) + ", outside the plan's pipeline (" +
+                  llvm::Twine(p.has_pipeline() ? p.pipeline().stages() : 0) + " stages)");
+    if (auto [it, fresh] = roles.try_emplace(prog.role() + (staged ? 8 * (prog.stage() + 1) : 0), prog.name()); !fresh)
       return fail(file + "programs '" + it->second + "' and '" + prog.name() + "' are both the " +
                   programRoleName(prog.role()) + " program");
     if (prog.device() != plan::CPU && prog.device() != plan::CUDA)
@@ -572,6 +634,8 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
     return fail(file + "plan has no forward program");
   if (p.mode() == "train")
     if (llvm::Error e = validateTrainConfig(p, file)) return e;
+  if (p.has_pipeline())
+    if (llvm::Error e = validatePipeline(p, file, *mesh)) return e;
   // The mesh and the collectives' axes and group sizes (runtime/comm/Collectives.cpp).
   if (llvm::Error e = validateCollectives(p, planPath)) return e;
   return llvm::Error::success();
@@ -624,11 +688,18 @@ llvm::StringRef programRoleName(plan::Program::Role role) {
   case plan::Program::EVAL: return "eval";
   case plan::Program::TRAIN_STEP: return "train_step";
   case plan::Program::OPTIMIZER_STEP: return "optimizer_step";
+  case plan::Program::STAGE_FORWARD: return "stage_forward";
+  case plan::Program::STAGE_BACKWARD: return "stage_backward";
+  case plan::Program::STAGE_OPTIMIZER: return "stage_optimizer";
   default: return "unspecified";
   }
 }
 
 const plan::Program *LoadedPlan::program(plan::Program::Role role) const { return findProgram(plan, role); }
+
+const plan::Program *LoadedPlan::stageProgram(plan::Program::Role role, uint32_t stage) const {
+  return findStageProgram(plan, role, stage);
+}
 
 const plan::Program *LoadedPlan::program(llvm::StringRef name) const {
   for (const plan::Program &prog : plan.programs())

@@ -1,5 +1,6 @@
 //===- Trainer.cpp - The training loop of `colossal-run M.cplan train` -----------------------===//
 #include "colossal/runtime/Trainer.h"
+#include "train/PipelineRunner.h"
 
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/Communicator.h"
@@ -203,6 +204,12 @@ std::string metricsLine(int64_t step, const StepResult &r, double tokensPerS, co
     out += ",\"peak_rss_bytes\":" + std::to_string(r.memory.peakRss);
   if (r.memory.baselineRss >= 0)
     out += ",\"baseline_rss_bytes\":" + std::to_string(r.memory.baselineRss);
+  if (!r.memory.pipelineSavedPeak.empty()) {
+    out += ",\"pipeline_saved_peak_bytes\":[";
+    for (size_t s = 0; s < r.memory.pipelineSavedPeak.size(); ++s)
+      out += (s ? "," : "") + std::to_string(r.memory.pipelineSavedPeak[s]);
+    out += "]";
+  }
   return out + "}}";
 }
 
@@ -300,6 +307,12 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(const LoadedPlan &plan,
   if (llvm::Error e = make(plan::Program::TRAIN_STEP, t->trainStep_)) return std::move(e);
   if (llvm::Error e = make(plan::Program::OPTIMIZER_STEP, t->optimizerStep_)) return std::move(e);
   if (llvm::Error e = make(plan::Program::EVAL, t->eval_)) return std::move(e);
+  if (plan.plan.has_pipeline()) {
+    if (!comm) return fail(plan.path + ": a pipeline plan needs the job's communicators");
+    auto runner = PipelineRunner::create(plan, registry, device, *comm, opts, t->dpRank_, t->dpSize_);
+    if (!runner) return runner.takeError();
+    t->pipeline_ = std::move(*runner);
+  }
   const plan::TrainConfig &tc = plan.plan.train();
   for (const BindingInfo &in : t->trainStep_->inputs())
     if (in.name == tc.tokens_input()) t->tokensDType_ = in.tensor.dtype;
@@ -387,15 +400,16 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   if (!config().data_inputs().empty())
     return fail(plan_->path + ": the plan reads its inputs from train.inputs, not from token data");
   return runStep([&](Executor &ex, int64_t first, int64_t rows) { return feedTokens(ex, data, step, first, rows); },
-                 step);
+                 step, &data);
 }
 
 llvm::Expected<StepResult> Trainer::step(TrainInputs &inputs, int64_t step) {
   inputs.prepare(step);
-  return runStep([&](Executor &ex, int64_t first, int64_t rows) { return inputs.feed(ex, first, rows); }, step);
+  return runStep([&](Executor &ex, int64_t first, int64_t rows) { return inputs.feed(ex, first, rows); }, step,
+                 nullptr);
 }
 
-llvm::Expected<StepResult> Trainer::runStep(Feed feed, int64_t step) {
+llvm::Expected<StepResult> Trainer::runStep(Feed feed, int64_t step, const TokenData *tokens) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
   const double comm0 = commSecondsTotal();
@@ -407,17 +421,30 @@ llvm::Expected<StepResult> Trainer::runStep(Feed feed, int64_t step) {
   const bool scaling = lossScale_ > 0;
   const float scale = static_cast<float>(lossScale_);
   r.lossScale = lossScale_;
-  for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
-    if (scaling)
-      if (llvm::Error e = trainStep_->setInput("loss_scale", DType::F32, {}, &scale)) return std::move(e);
-    llvm::Expected<double> loss = runLoss(*trainStep_, feed, k * rows);
-    if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
-                           llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
-    lossSum += *loss;
+  llvm::Expected<double> allLosses = 0.0;
+  if (pipeline_) {
+    if (!tokens)
+      return fail(plan_->path + ": train.inputs with pipeline parallelism is not supported yet");
+    // The schedule's microbatches through this rank's stage; the loss sum is every rank's.
+    llvm::Expected<double> pipelineLoss = pipeline_->runMicrobatches(*tokens, step, tokensDType_);
+    if (!pipelineLoss)
+      return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(pipelineLoss.takeError()));
+    allLosses = sumOverRanks(*pipelineLoss);
+    if (!allLosses) return allLosses.takeError();
+    if (llvm::Error e = gatherPipelineMemory(r)) return std::move(e);
+  } else {
+    for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
+      if (scaling)
+        if (llvm::Error e = trainStep_->setInput("loss_scale", DType::F32, {}, &scale)) return std::move(e);
+      llvm::Expected<double> loss = runLoss(*trainStep_, feed, k * rows);
+      if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
+                             llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
+      lossSum += *loss;
+    }
+    applyTestHook(step, lossSum);
+    allLosses = sumOverRanks(lossSum);
+    if (!allLosses) return allLosses.takeError();
   }
-  applyTestHook(step, lossSum);
-  llvm::Expected<double> allLosses = sumOverRanks(lossSum);
-  if (!allLosses) return allLosses.takeError();
   r.loss = *allLosses / static_cast<double>(tc.grad_accum());
   r.lr = scheduledLearningRate(tc, step);
   // The ranks agree before optimizer_step, whose collectives all of them must run or none.
@@ -450,12 +477,18 @@ llvm::Expected<StepResult> Trainer::runStep(Feed feed, int64_t step) {
   } else {
     float lr = static_cast<float>(r.lr);
     int64_t stepNumber = updates_ + 1;
-    if (llvm::Error e = optimizerStep_->setInput("lr", DType::F32, {}, &lr)) return std::move(e);
-    if (llvm::Error e = optimizerStep_->setInput("step", DType::I64, {}, &stepNumber)) return std::move(e);
-    if (llvm::Error e = optimizerStep_->run())
-      return fail(plan_->path + ": program 'optimizer_step' (step " + llvm::Twine(step) + "): " + llvm::toString(std::move(e)));
-    llvm::Expected<double> gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
-    if (!gn) return gn.takeError();
+    llvm::Expected<double> gn = 0.0;
+    if (pipeline_) {
+      gn = pipeline_->runOptimizer(lr, stepNumber);
+      if (!gn) return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(gn.takeError()));
+    } else {
+      if (llvm::Error e = optimizerStep_->setInput("lr", DType::F32, {}, &lr)) return std::move(e);
+      if (llvm::Error e = optimizerStep_->setInput("step", DType::I64, {}, &stepNumber)) return std::move(e);
+      if (llvm::Error e = optimizerStep_->run())
+        return fail(plan_->path + ": program 'optimizer_step' (step " + llvm::Twine(step) + "): " + llvm::toString(std::move(e)));
+      gn = scalarOutput(*optimizerStep_, *device_, "grad_norm");
+      if (!gn) return gn.takeError();
+    }
     r.gradNorm = *gn;
     // grad_norm is replicated by construction (global_norm), so the updates skipped on every rank
     // alike; the agreement only guards the decision that follows.
@@ -529,7 +562,21 @@ llvm::Error Trainer::skipStep(StepResult &r, NonFiniteCause cause, const NonFini
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::syncStates() {
+  return pipeline_ ? pipeline_->syncStates(*states_) : llvm::Error::success();
+}
+
+llvm::Error Trainer::gatherPipelineMemory(StepResult &r) {
+  const double mine = static_cast<double>(pipeline_->peakSavedBytes());
+  std::vector<double> all(static_cast<size_t>(pipeline_->group().size()), 0.0);
+  if (llvm::Error e = pipeline_->group().allGather(&mine, all.data(), {1}, 0, DType::F64)) return e;
+  for (double v : all) r.memory.pipelineSavedPeak.push_back(static_cast<int64_t>(v));
+  return llvm::Error::success();
+}
+
 llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalSteps) {
+  // Eval runs the whole model on every rank: each needs the stages' current parameters.
+  if (llvm::Error e = syncStates()) return std::move(e);
   const plan::TrainConfig &tc = config();
   const int64_t A = tc.grad_accum() / dpSize_, rows = tc.global_batch() / tc.grad_accum();
   double sum = 0;
@@ -687,6 +734,7 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
       info.skippedTotal = tr.skippedTotal();
       info.lossScale = tr.lossScale();
       info.lossScaleGrowthTracker = tr.lossScaleGrowthTracker();
+      if (llvm::Error e = tr.syncStates()) return e;
       llvm::Expected<std::string> saved = saveCheckpoint(o.saveDir, tr.states(), info, 2, o.comm);
       tr.states().evictOffloaded(); // the save read every state
       if (!saved) return refusedSave(s, saved.takeError(), newest);

@@ -89,13 +89,13 @@ def dp_spec(s, name, dp, accum=1):
     return s.spec(name, text)
 
 
-def train(s, n, plan, metrics, steps, extra=(), fresh=True, env=None):
+def train(s, n, plan, metrics, steps, extra=(), fresh=True, env=None, first=0):
     if fresh and os.path.exists(metrics):
         os.remove(metrics)
     cmd = [s.run_bin, plan, "train", "--data", s.data, "--token-dtype", "uint8", "--steps", str(steps),
            "--metrics", metrics, "--threads", "1"] + list(extra)
     LAST_RUN["stderr"] = run_mpi(n, cmd, f"colossal-run train on {n} ranks", env=env).stderr
-    return t.read_metrics(metrics)
+    return t.read_metrics(metrics, first)
 
 
 LAST_RUN = {}  # the stderr of the latest train()

@@ -114,13 +114,14 @@ class Setup:
         return read_metrics(metrics)
 
 
-def read_metrics(path):
-    """The JSON lines of a metrics file, as dicts; the steps must be 0, 1, 2, ..."""
+def read_metrics(path, first=0):
+    """The JSON lines of a metrics file, as dicts; the steps must be first, first + 1, ... (a
+    resumed run's file starts at its checkpoint's step)."""
     with open(path) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     for i, r in enumerate(rows):
-        if r.get("step") != i:
-            u.die(f"{path}: line {i + 1} has step {r.get('step')}, expected {i}", 1)
+        if r.get("step") != first + i:
+            u.die(f"{path}: line {i + 1} has step {r.get('step')}, expected {first + i}", 1)
         for k in ("loss", "lr", "grad_norm", "tokens_per_s"):
             if not isinstance(r.get(k), (int, float)):
                 u.die(f"{path}: line {i + 1}: '{k}' is missing or not a finite number: {r.get(k)!r}", 1)

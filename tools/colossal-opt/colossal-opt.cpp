@@ -49,6 +49,11 @@ static llvm::cl::opt<std::string> reportFormat(
     llvm::cl::desc("The report's form: text (default) or json (one object; implies --report)"),
     llvm::cl::init("text"), llvm::cl::cat(category));
 
+static llvm::cl::opt<bool> dumpSchedule(
+    "dump-schedule",
+    llvm::cl::desc("Print the pipeline schedule (actions per stage, bubble; stdout)"),
+    llvm::cl::cat(category));
+
 /// --report, or --report-format=json alone.
 static bool wantReport() { return report || reportFormat == "json"; }
 
@@ -211,6 +216,9 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
           {in.name, in.kind, path.str().str(), in.mean, in.std, in.low, in.high});
     }
   planOptions.reportFormat = reportFormat;
+  planOptions.dumpSchedule = dumpSchedule;
+  if (spec.pipeline)
+    planOptions.scheduleFile = spec.pipeline->scheduleFile;
   planOptions.memoryBudgetBytes = spec.memory.budgetBytes.value_or(0);
   planOptions.minimumBudgetBytes = fit.minimumBytes;
   planOptions.offloadMode = fit.offloadMode;
@@ -271,6 +279,7 @@ static int compileMLIR(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.reportFormat = reportFormat;
+  planOptions.dumpSchedule = dumpSchedule;
   if (failed(colossal::emitPlan(*module, output, planOptions, wantReport() ? &llvm::outs() : nullptr)))
     return 1;
   return 0;

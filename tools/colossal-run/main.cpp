@@ -102,6 +102,10 @@ cl::opt<int> repeat("repeat", cl::desc("Run the program N times and report timin
                     cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl::init(0),
                     cl::cat(category));
+cl::opt<bool> zeroInputs("zero-inputs",
+                         cl::desc("run: fill every input not given with --input with zeros (timing a "
+                                  "program alone, e.g. one pipeline stage's)"),
+                         cl::cat(category));
 cl::opt<std::string> programName("program", cl::desc("Program of the plan to run (default: its forward program)"),
                                  cl::cat(category));
 cl::opt<std::string> checkpointDir("checkpoint", cl::desc("Load persistent state from a checkpoint (DIR or DIR/step-N)"),
@@ -188,6 +192,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
   std::vector<Use> uses = {
       {std::addressof(inputArgs), {"run"}},        {&outputDir, {"run"}},          {&repeat, {"run"}},
       {&warmup, {"run"}},           {&programName, {"run"}},        {&dumpStatesDir, {"run"}},
+      {&zeroInputs, {"run"}},
       {&checkpointDir, {"run", "sample", "export"}},
       {&dataPath, {"train"}},       {&tokenDTypeName, {"train"}},   {&steps, {"train"}},
       {&metricsPath, {"train"}},    {&saveDir, {"train"}},          {&saveEvery, {"train"}},
@@ -476,6 +481,17 @@ int runMain(int argc, char **argv) {
   device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
   if (mode == "export") return exportMain(**loaded);
   if (programName.empty()) programName = (*loaded)->program(colossal::plan::Program::FORWARD)->name();
+  // One pipeline stage's forward or backward without collectives runs alone on one process (to
+  // time it, docs/parallelism.md "Pipeline parallelism"): its mesh is then one rank.
+  if (mode == "run" && !launchedByMpirun() && (*loaded)->plan.has_pipeline())
+    if (const colossal::plan::Program *prog = (*loaded)->program(programName);
+        prog && (prog->role() == colossal::plan::Program::STAGE_FORWARD || prog->role() == colossal::plan::Program::STAGE_BACKWARD) &&
+        std::none_of(prog->instructions().begin(), prog->instructions().end(),
+                     [](const colossal::plan::Instruction &inst) {
+                       auto it = inst.attrs().find("axes");
+                       return it != inst.attrs().end() && it->second.has_s();
+                     }))
+      (*loaded)->plan.clear_mesh();
   auto comm = startCommunication(**loaded, programName, commTimeout);
   if (!comm) return fail(comm.takeError());
   // Sharded weights and states hold this rank's shards (docs/parallelism.md "Sharded tensors").
@@ -553,9 +569,13 @@ int runMain(int argc, char **argv) {
     inputs.push_back(std::move(in));
   }
   for (const BindingInfo &b : ex.inputs())
-    if (!given.contains(b.name))
-      return fail("missing input '" + b.name + "' (" + dtypeName(b.tensor.dtype) + " " +
-                  shapeToString(b.tensor.shape) + "); pass --input " + b.name + "=FILE.npy");
+    if (!given.contains(b.name)) {
+      if (!zeroInputs)
+        return fail("missing input '" + b.name + "' (" + dtypeName(b.tensor.dtype) + " " +
+                    shapeToString(b.tensor.shape) + "); pass --input " + b.name + "=FILE.npy (or --zero-inputs)");
+      inputs.push_back({b.name, b.tensor.dtype, std::vector<int64_t>(b.tensor.shape.begin(), b.tensor.shape.end()),
+                        AlignedBuffer(b.tensor.bytes())});
+    }
 
   // The output files are known before anything runs: a name mapping clash stops here.
   std::vector<std::string> outputFiles;

@@ -91,6 +91,21 @@ struct Spec {
     std::vector<std::pair<std::string, std::string>> hints;
   } tensor;
 
+  /// `parallel.pipeline` (docs/parallelism.md "Pipeline parallelism"), set when mesh `pp` > 1:
+  /// the schedule (gpipe | 1f1b), microbatches m per dp rank per step (they play grad_accum's
+  /// role), chunks per rank, and the cut points (regexes matched against ONNX node names; a
+  /// cut after the last op of the matching node) or none for the cost model's split.
+  struct Pipeline {
+    std::string schedule = "1f1b";
+    int64_t microbatches = 1;
+    int64_t virtualStages = 1;
+    std::vector<std::string> cuts;
+    /// `schedule_file`: a schedule written by hand (the --dump-schedule format) that replaces
+    /// the generated one; absolute, or resolved against the spec's folder. Empty: generated.
+    std::string scheduleFile;
+  };
+  std::optional<Pipeline> pipeline;
+
   /// One axis of the compiled mesh: its name, size and role (`colossal.mesh` roles: data,
   /// tensor, pipeline, grid_row, grid_col, grid_depth).
   struct MeshAxis {
@@ -107,6 +122,14 @@ struct Spec {
   int64_t tensorParallel() const {
     for (auto &[axis, size] : mesh)
       if (axis == "tp")
+        return size;
+    return 1;
+  }
+
+  /// The pipeline-parallel degree P (mesh axis `pp`, 1 when absent).
+  int64_t pipelineParallel() const {
+    for (auto &[axis, size] : mesh)
+      if (axis == "pp")
         return size;
     return 1;
   }

@@ -33,6 +33,12 @@ struct PlanOptions {
   /// `memory.offload_dir` (empty: `<plan stem>.offload` beside the plan). Train plans only.
   std::string offloadMode = "none";
   std::string offloadDir;
+  /// `--dump-schedule`: print the pipeline schedule (actions per stage) and the simulator's
+  /// figures on stdout.
+  bool dumpSchedule = false;
+  /// `parallel.pipeline.schedule_file`: the hand-written schedule that replaces the generated
+  /// one (checked by the simulator like any other). Empty: generated.
+  std::string scheduleFile;
 };
 
 /// What one rank of a plan of `module` keeps in memory, as emitPlan's report counts it: the

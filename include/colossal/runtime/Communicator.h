@@ -110,6 +110,13 @@ public:
   /// group rank `peer` with message `tag` (>= 0). Errors: peer out of range or this rank.
   llvm::Error send(const void *data, int64_t count, DType dtype, int peer, int tag = 0);
   llvm::Error recv(void *data, int64_t count, DType dtype, int peer, int tag = 0);
+  /// Starts sending `count` elements to group rank `peer` and returns at once (pipeline stages:
+  /// a stage never waits for its successor to receive). `data` must stay unchanged until
+  /// waitSends() returns. Messages between two ranks with one tag arrive in the order sent.
+  /// Errors: as send().
+  llvm::Error isend(const void *data, int64_t count, DType dtype, int peer, int tag = 0);
+  /// Returns once every isend() of this communicator has completed.
+  llvm::Error waitSends();
 
   /// Returns once every rank of the group has called it.
   llvm::Error barrier();
@@ -131,6 +138,11 @@ protected:
   virtual llvm::Error broadcastImpl(void *buf, int64_t count, DType dtype, int root) = 0;
   virtual llvm::Error sendImpl(const void *data, int64_t count, DType dtype, int peer, int tag) = 0;
   virtual llvm::Error recvImpl(void *data, int64_t count, DType dtype, int peer, int tag) = 0;
+  /// Non-blocking send; the base class's blocking fallback sends at once.
+  virtual llvm::Error isendImpl(const void *data, int64_t count, DType dtype, int peer, int tag) {
+    return sendImpl(data, count, dtype, peer, tag);
+  }
+  virtual llvm::Error waitSendsImpl() { return llvm::Error::success(); }
   virtual llvm::Error barrierImpl() = 0;
 
   /// Scratch memory of at least `bytes` in slot `slot` (0..3), kept and grown as needed: after the

@@ -62,6 +62,8 @@ struct LoadedPlan {
   const plan::Program *program(llvm::StringRef name) const;
   /// The program with `role` (the loader checked there is at most one), or nullptr.
   const plan::Program *program(plan::Program::Role role) const;
+  /// Pipeline parallelism: stage `stage`'s program with `role` (STAGE_*), or nullptr.
+  const plan::Program *stageProgram(plan::Program::Role role, uint32_t stage) const;
   /// The world rank (of the plan's mesh) whose shards `weightShards` and the StateStore hold:
   /// 0 after loadPlan, changed by selectRank().
   int64_t rank = 0;

@@ -88,6 +88,10 @@ struct StepResult {
     /// The process's resident set when the trainer started, before states and arena: the
     /// executable, its libraries, the loaded plan (what no budget counts), bytes.
     int64_t baselineRss = -1;
+    /// Pipeline parallelism: per pipeline rank (its stages together), the most bytes of saved
+    /// activations (forward values a microbatch's backward reads, kept from its forward or
+    /// received for it) held at once this step, counted by the runner. Empty without a pipeline.
+    std::vector<int64_t> pipelineSavedPeak;
   } memory;
   double commSeconds = -1;  // of `seconds`, wall time inside collectives on this rank
                             // (commSecondsTotal()); < 0 when the plan has no mesh
@@ -114,6 +118,8 @@ struct StepResult {
   bool lossScaleUnderflow = false;
 };
 
+class PipelineRunner;
+
 class Trainer {
 public:
   /// Prepares a `mode: train` plan (validated by loadPlan, which checks the TrainConfig and the
@@ -128,6 +134,10 @@ public:
   StateStore &states() { return *states_; }
   /// train_step's input bindings (their dtypes and [B / grad_accum, ...] shapes).
   llvm::ArrayRef<BindingInfo> trainStepInputs() const { return trainStep_->inputs(); }
+  /// Pipeline parallelism: makes every rank's store hold the current value of every state (each
+  /// stage updates only its own); before eval, checkpoints and anything else that reads all of
+  /// them. A no-op without a pipeline.
+  llvm::Error syncStates();
   const plan::TrainConfig &config() const { return plan_->plan.train(); }
 
   /// Optimizer step `step` on `data` (header comment): `optimizer_step` gets `step` = the updates
@@ -166,8 +176,9 @@ private:
   llvm::Error feedTokens(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow, int64_t rows);
   /// Feeds `ex` the B / grad_accum rows from `firstRow` and runs it; returns its `loss`.
   llvm::Expected<double> runLoss(Executor &ex, Feed feed, int64_t firstRow);
-  /// One optimizer step (step()) whose microbatches `feed` fills.
-  llvm::Expected<StepResult> runStep(Feed feed, int64_t step);
+  /// One optimizer step (step()) whose microbatches `feed` fills; a pipeline reads `tokens`
+  /// itself (null for train.inputs: not supported with a pipeline yet).
+  llvm::Expected<StepResult> runStep(Feed feed, int64_t step, const TokenData *tokens);
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
@@ -181,6 +192,8 @@ private:
   int64_t arenaHighWater() const;
   std::unique_ptr<StateStore> states_;
   std::unique_ptr<Executor> trainStep_, optimizerStep_, eval_;
+  /// Pipeline parallelism (Plan.pipeline): this rank's stage programs and schedule.
+  std::unique_ptr<PipelineRunner> pipeline_;
   DType tokensDType_ = DType::I64;
   std::vector<char> tokens_;
   std::vector<int64_t> labels_;
@@ -205,6 +218,8 @@ private:
   /// Multiplies every gradient accumulator by `factor` in place; true when some element is not
   /// finite (torch's _amp_foreach_non_finite_check_and_unscale_).
   bool unscaleGradients(double factor);
+  /// Pipeline parallelism: every stage's peak of saved activation bytes into `r.memory`.
+  llvm::Error gatherPipelineMemory(StepResult &r);
   /// Sum over the dp group of `local` (itself for one rank).
   llvm::Expected<double> sumOverRanks(double local);
   /// The test hook, when it is due at `step` on this rank: `lossSum` or a gradient made NaN.

@@ -878,6 +878,23 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     }
     funcs.push_back(func);
   }
+  // Pipeline parallelism: the stage programs, by stage, each stage forward, backward, optimizer.
+  if (out.train) {
+    std::vector<std::tuple<int64_t, int, func::FuncOp>> staged;
+    for (func::FuncOp f : moduleOp.getOps<func::FuncOp>()) {
+      std::optional<ProgramRole> role = programRole(f);
+      if (!role || (*role != ProgramRole::StageForward && *role != ProgramRole::StageBackward &&
+                    *role != ProgramRole::StageOptimizer))
+        continue;
+      auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
+      staged.emplace_back(stage ? stage.getInt() : -1, static_cast<int>(*role), f);
+    }
+    std::sort(staged.begin(), staged.end(), [](const auto &a, const auto &b) {
+      return std::make_pair(std::get<0>(a), std::get<1>(a)) < std::make_pair(std::get<0>(b), std::get<1>(b));
+    });
+    for (auto &entry : staged)
+      funcs.push_back(std::get<2>(entry));
+  }
   if (failed(collectTables(moduleOp, funcs, tables)))
     return failure();
 
@@ -946,6 +963,8 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     program.name = func.getName().str();
     program.role = *programRole(func);
     program.func = func;
+    if (auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr))
+      program.stage = stage.getInt();
     if (failed(Collector(func, tables, out, program).run()))
       return failure();
   }

@@ -72,6 +72,7 @@ struct Weight {
 struct CollectedProgram {
   std::string name;                                          // "forward", "train_step", ...
   ProgramRole role;
+  int64_t stage = -1;                                        // stage roles: the pipeline stage
   mlir::func::FuncOp func;
   std::vector<Tensor> tensors;                               // buffer id = index
   std::vector<PendingInstruction> instructions;              // in execution order

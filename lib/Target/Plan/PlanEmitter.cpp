@@ -20,6 +20,7 @@
 #include "PlanReport.h"
 #include "TrainConfig.h"
 
+#include "colossal/runtime/PipelineSchedule.h"
 #include "colossal/runtime/Plan.h"
 #include "colossal/runtime/Safetensors.h"
 #include "llvm/ADT/StringExtras.h"
@@ -35,6 +36,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -61,6 +63,9 @@ plan::Program::Role planRole(ProgramRole role) {
   case ProgramRole::Eval: return plan::Program::EVAL;
   case ProgramRole::TrainStep: return plan::Program::TRAIN_STEP;
   case ProgramRole::OptimizerStep: return plan::Program::OPTIMIZER_STEP;
+  case ProgramRole::StageForward: return plan::Program::STAGE_FORWARD;
+  case ProgramRole::StageBackward: return plan::Program::STAGE_BACKWARD;
+  case ProgramRole::StageOptimizer: return plan::Program::STAGE_OPTIMIZER;
   case ProgramRole::Microbatch: return plan::Program::ROLE_UNSPECIFIED;
   }
   llvm_unreachable("ProgramRole");
@@ -166,6 +171,8 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   plan::Program *program = planMsg.add_programs();
   program->set_name(collected.name);
   program->set_role(planRole(collected.role));
+  if (collected.stage >= 0)
+    program->set_stage(static_cast<int32_t>(collected.stage));
   program->set_device(plan::CPU);
   program->set_arena_bytes(memPlan.arenaBytes);
   for (uint32_t id = 0; id < tensors.size(); ++id) {
@@ -292,7 +299,9 @@ int64_t runsPerStep(const plan::Plan &planMsg, const plan::Program &program) {
         dp *= a.size();
     return planMsg.train().grad_accum() / std::max<int64_t>(dp, 1);
   }
-  return program.role() == plan::Program::OPTIMIZER_STEP ? 1 : 0;
+  if (program.role() == plan::Program::STAGE_FORWARD || program.role() == plan::Program::STAGE_BACKWARD)
+    return planMsg.pipeline().microbatches();
+  return program.role() == plan::Program::OPTIMIZER_STEP || program.role() == plan::Program::STAGE_OPTIMIZER ? 1 : 0;
 }
 
 CollectiveTally tallyCollectives(const plan::Program &program) {
@@ -728,6 +737,121 @@ FailureOr<MemoryPrediction> predictMemory(ModuleOp module, const PlanOptions &op
   return predictCollected(collected, options, nullptr, std::nullopt);
 }
 
+/// Plan.pipeline (docs/plan.md "Pipeline"): the split colossal-assign-pipeline-stages recorded,
+/// the schedule generated and checked by the simulator, and per stage the bytes its forward
+/// keeps for its backward (the outputs of STAGE_FORWARD that STAGE_BACKWARD of the same stage
+/// reads). A pipeline axis of size > 1 without stage programs is an error.
+/// `--report`'s pipeline section (docs/parallelism.md "Pipeline parallelism"): per stage its
+/// ops, trainable parameters, cost per microbatch (forward + backward, in the cost model's FLOP units),
+/// predicted time relative to the slowest stage, the bytes its cut sends forward per microbatch
+/// (their gradients come back at the same size), the bytes its forward saves for its backward
+/// per microbatch and the schedule's peak of them; then each pipeline rank's peak of saved
+/// bytes under the schedule (its stages together) and the schedule's bubble.
+static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm::raw_ostream &os) {
+  const plan::Pipeline &p = planMsg.pipeline();
+  auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  auto array = [&](llvm::StringRef key) {
+    auto a = record ? record.getAs<DenseI64ArrayAttr>(key) : DenseI64ArrayAttr();
+    return a ? a.asArrayRef() : llvm::ArrayRef<int64_t>();
+  };
+  llvm::ArrayRef<int64_t> ops = array("stage_ops"), flops = array("stage_cost"), cuts = array("cut_bytes");
+  int64_t slowest = 1;
+  for (int64_t f : flops)
+    slowest = std::max(slowest, f);
+  std::map<std::string, uint64_t> paramCount;
+  for (const plan::StateTensor &st : planMsg.states())
+    if (st.role() == plan::StateTensor::PARAM) {
+      uint64_t n = 1;
+      for (int64_t d : st.shape())
+        n *= static_cast<uint64_t>(d);
+      paramCount[st.name()] = n;
+    }
+  os << "\nPipeline: schedule " << p.schedule() << ", " << p.stages() << " stages, " << p.microbatches()
+     << " microbatches per step\n";
+  os << llvm::formatv("  {0,-6} {1,6} {2,12} {3,14} {4,9} {5,12} {6,12} {7,9} {8,12}\n", "stage", "ops",
+                      "parameters", "cost/mb", "time", "cut bytes", "saved/mb", "in-flight", "activations");
+  for (uint32_t s = 0; s < p.stages(); ++s) {
+    std::set<std::string> params;
+    for (const plan::Program &prog : planMsg.programs())
+      if (prog.stage() == static_cast<int32_t>(s) && prog.role() == plan::Program::STAGE_FORWARD)
+        for (const plan::Buffer &b : prog.buffers())
+          if (paramCount.count(b.state_name()))
+            params.insert(b.state_name());
+    uint64_t count = 0;
+    for (const std::string &name : params)
+      count += paramCount[name];
+    const uint64_t saved = s < static_cast<uint32_t>(p.saved_bytes_size()) ? p.saved_bytes(s) : 0;
+    const uint32_t inFlight = s < static_cast<uint32_t>(p.peak_in_flight_size()) ? p.peak_in_flight(s) : 0;
+    os << llvm::formatv("  {0,-6} {1,6} {2,12} {3,14} {4,9:F2} {5,12} {6,12} {7,9} {8,12}\n", s,
+                        s < ops.size() ? ops[s] : 0, count, s < flops.size() ? flops[s] : 0,
+                        s < flops.size() ? double(flops[s]) / double(slowest) : 0.0,
+                        s < cuts.size() ? std::to_string(cuts[s]) : std::string("-"), saved, inFlight,
+                        saved * inFlight);
+  }
+  os << "  peak saved activation bytes per pipeline rank (the schedule's):";
+  for (uint64_t bytes : p.peak_saved_bytes())
+    os << " " << bytes;
+  os << "\n";
+  os << llvm::formatv("  predicted bubble (forward 1, backward 2 time units): {0:F4}\n", p.bubble());
+}
+
+static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const PlanOptions &options) {
+  auto record = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!record) {
+    if (MeshOp mesh = lookupMesh(module))
+      for (int i : mesh.axesWithRole(AxisRole::Pipeline))
+        if (mesh.getShape()[i] > 1)
+          return mesh.emitError() << "mesh axis '" << llvm::cast<StringAttr>(mesh.getAxes()[i]).getValue()
+                                  << "' is a pipeline axis of size " << mesh.getShape()[i]
+                                  << " but the module has no pipeline stages (run "
+                                     "colossal-assign-pipeline-stages and colossal-split-pipeline-stages)";
+    return success();
+  }
+  plan::Pipeline *p = planMsg.mutable_pipeline();
+  p->set_stages(static_cast<uint32_t>(record.getAs<IntegerAttr>("stages").getInt()));
+  p->set_microbatches(static_cast<uint32_t>(record.getAs<IntegerAttr>("microbatches").getInt()));
+  p->set_schedule(record.getAs<StringAttr>("schedule").getValue().str());
+  auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
+  p->set_virtual_stages(static_cast<uint32_t>(virtualStages ? virtualStages.getInt() : 1));
+  // Saved per microbatch: what a stage's backward reads that some stage's forward computed (kept
+  // from its own forward, or received for it), as the runtime's runner counts it.
+  std::set<std::string> forwardOutputs;
+  for (const plan::Program &f : planMsg.programs())
+    if (f.role() == plan::Program::STAGE_FORWARD)
+      for (const plan::Binding &out : f.outputs())
+        forwardOutputs.insert(out.name());
+  std::vector<uint64_t> saved(p->stages(), 0);
+  for (const plan::Program &b : planMsg.programs())
+    if (b.role() == plan::Program::STAGE_BACKWARD && b.stage() >= 0 && b.stage() < int(p->stages()))
+      for (const plan::Binding &in : b.inputs())
+        if (forwardOutputs.count(in.name()))
+          saved[b.stage()] += b.buffers(static_cast<int>(in.buffer())).size_bytes();
+  for (uint64_t bytes : saved)
+    p->add_saved_bytes(bytes);
+  if (options.scheduleFile.empty()) {
+    if (llvm::Error e = runtime::generateSchedule(*p))
+      return module.emitError() << llvm::toString(std::move(e));
+  } else {
+    auto text = llvm::MemoryBuffer::getFile(options.scheduleFile);
+    if (!text)
+      return module.emitError() << options.scheduleFile << ": cannot read the schedule file: "
+                                << text.getError().message();
+    if (llvm::Error e = runtime::parseSchedule((*text)->getBuffer(), options.scheduleFile, *p))
+      return module.emitError() << llvm::toString(std::move(e));
+    p->set_schedule("file");
+  }
+  llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
+  if (!stats)
+    return module.emitError() << (options.scheduleFile.empty() ? "" : options.scheduleFile + ": ")
+                              << llvm::toString(stats.takeError());
+  p->set_bubble(stats->bubble);
+  for (uint32_t n : stats->peakInFlight)
+    p->add_peak_in_flight(n);
+  for (uint64_t bytes : stats->peakSavedBytes)
+    p->add_peak_saved_bytes(bytes);
+  return success();
+}
+
 LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOptions &options,
                        llvm::raw_ostream *report) {
   // 1. Collect every function the plan holds.
@@ -775,13 +899,8 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       for (const plan::Program::TierAction &a : offload.actions[p])
         *planMsg.mutable_programs(static_cast<int>(p))->add_tier_actions() = a;
   }
-  // Pipeline parallelism is the next issue: a pipeline axis of size > 1 has no runner yet.
-  if (MeshOp mesh = lookupMesh(module))
-    for (int i : mesh.axesWithRole(AxisRole::Pipeline))
-      if (mesh.getShape()[i] > 1)
-        return mesh.emitError() << "mesh axis '" << llvm::cast<StringAttr>(mesh.getAxes()[i]).getValue()
-                                << "' is a pipeline axis of size " << mesh.getShape()[i]
-                                << ": pipeline parallelism is not supported yet (docs/parallelism.md)";
+  if (failed(emitPipeline(module, planMsg, options)))
+    return failure();
   emitMesh(module, planMsg);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
@@ -967,6 +1086,16 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     printPlanReport(summary, *report);
     if (planMsg.mesh_size() > 0)
       printCommunicationReport(planMsg, *report);
+    if (planMsg.has_pipeline())
+      printPipelineReport(module, planMsg, *report);
+  }
+  if (options.dumpSchedule) {
+    if (!planMsg.has_pipeline())
+      return module.emitError("--dump-schedule: the plan has no pipeline (set mesh pp > 1)");
+    llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(planMsg.pipeline());
+    if (!stats)
+      return module.emitError() << llvm::toString(stats.takeError());
+    llvm::outs() << runtime::formatSchedule(planMsg.pipeline(), *stats);
   }
   return success();
 }

@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <vector>
 #include <condition_variable>
 #include <mutex>
 #include <climits>
@@ -269,12 +270,33 @@ protected:
     });
   }
 
+  llvm::Error isendImpl(const void *data, int64_t count, DType dtype, int peer, int tag) override {
+    if (llvm::Error e = checkCount(count, "send")) return e;
+    MPI_Request request;
+    if (llvm::Error e = run("send", [&] {
+          return MPI_Isend(data, static_cast<int>(count), mpiType(dtype), peer, tag, comm_, &request);
+        }))
+      return e;
+    pending_.push_back(request);
+    return llvm::Error::success();
+  }
+
+  llvm::Error waitSendsImpl() override {
+    if (pending_.empty()) return llvm::Error::success();
+    llvm::Error e = run("send", [&] {
+      return MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+    });
+    pending_.clear();
+    return e;
+  }
+
   llvm::Error barrierImpl() override {
     return run("barrier", [&] { return MPI_Barrier(comm_); });
   }
 
 private:
   MPI_Comm comm_;
+  std::vector<MPI_Request> pending_;  // isend()s not yet waited for
   std::string label_;  // describe(), for the watchdog's message
 };
 

@@ -1,0 +1,214 @@
+//===- AssignStages.cpp - colossal-assign-pipeline-stages: cut the forward into stages ----===//
+//
+// Passes.td "AssignPipelineStages"; docs/parallelism.md "Pipeline parallelism". The forward ops
+// of @train_step (the model and its loss, before autodiff) are cut into contiguous runs by the
+// cost model or by the user's cut points, and each op is tagged with its stage. The backward
+// ops autodiff builds inherit the tag of the op they differentiate.
+//===------------------------------------------------------------------------------------===//
+#include "passes/Memory/CostModel.h"
+#include "passes/Passes.h"
+#include "dialects/Colossal/Programs.h"
+#include "passes/Training/TrainUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace colossal {
+#define GEN_PASS_DEF_ASSIGNPIPELINESTAGES
+#include "passes/Passes.h.inc"
+} // namespace colossal
+
+using namespace mlir;
+
+namespace colossal {
+namespace {
+
+/// The ONNX node an op came from (the innermost NameLoc), or "".
+std::string nodeName(Location loc) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations()) {
+      std::string n = nodeName(l);
+      if (!n.empty())
+        return n;
+    }
+  if (auto callsite = llvm::dyn_cast<CallSiteLoc>(loc))
+    return nodeName(callsite.getCallee());
+  return "";
+}
+
+/// Bytes an op moves per FLOP's worth of time: one core does ~50 GFLOP/s in a contraction and
+/// streams ~10 GB/s, so a byte costs about 5 FLOPs.
+constexpr uint64_t kFlopsPerByte = 5;
+
+/// The cost model's time of one forward op with its backward, in FLOP units: 3 × its FLOPs
+/// (forward, input gradient, weight gradient) plus kFlopsPerByte × the bytes it and its backward
+/// move: its operands and results twice (read in the forward, again in the backward with their
+/// cotangents), and for each parameter operand its gradient written and accumulated. The bytes
+/// are what makes a wide embedding (a gather of few FLOPs whose gradient is the whole table)
+/// and a large-vocabulary loss cost what they do.
+uint64_t opCost(Operation *op) {
+  uint64_t bytes = 0;
+  for (Value r : op->getResults())
+    bytes += 2 * numBytes(r.getType());
+  for (Value v : op->getOperands()) {
+    bytes += 2 * numBytes(v.getType());
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+      if (auto f = llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+        if (f.getArgAttr(arg.getArgNumber(), kParamAttr))
+          bytes += 2 * numBytes(v.getType());
+  }
+  return 3 * opFlops(op) + kFlopsPerByte * bytes;
+}
+
+/// The ends (exclusive) of `stages` contiguous runs of `cost` minimising the largest run's sum,
+/// every run non-empty (cost.size() >= stages). Binary search over the largest sum, then a
+/// greedy packing that cuts early only to leave one op per remaining stage.
+std::vector<size_t> minMaxSplit(llvm::ArrayRef<uint64_t> cost, int64_t stages) {
+  const size_t n = cost.size();
+  auto pack = [&](uint64_t limit, std::vector<size_t> *ends) {
+    size_t i = 0;
+    for (int64_t s = 0; s < stages; ++s) {
+      const size_t left = static_cast<size_t>(stages - s - 1);
+      uint64_t sum = 0;
+      size_t j = i;
+      if (s + 1 == stages) {
+        for (; j < n; ++j)
+          sum += cost[j];
+      } else {
+        while (j < n - left && (j == i || sum + cost[j] <= limit))
+          sum += cost[j++];
+      }
+      if (sum > limit)
+        return false;
+      if (ends)
+        ends->push_back(j);
+      i = j;
+    }
+    return i == n;
+  };
+  uint64_t lo = 0, hi = 0;
+  for (uint64_t c : cost) {
+    lo = std::max(lo, c);
+    hi += c;
+  }
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (pack(mid, nullptr))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  std::vector<size_t> ends;
+  pack(lo, &ends);
+  return ends;
+}
+
+struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineStagesPass> {
+  using AssignPipelineStagesBase::AssignPipelineStagesBase;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    func::FuncOp step = lookupProgram(module, ProgramRole::TrainStep);
+    if (!step)
+      return module.emitError("colossal-assign-pipeline-stages needs @train_step (run "
+                              "colossal-append-loss first)");
+    if (stages < 2 || virtualStages < 1 || stages % virtualStages != 0)
+      return module.emitError() << "colossal-assign-pipeline-stages: stages must be >= 2 and a "
+                                   "multiple of virtual-stages, got "
+                                << int64_t(stages) << " and " << int64_t(virtualStages);
+    Block &body = step.getBody().front();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      if (!op.hasTrait<OpTrait::ConstantLike>())
+        ops.push_back(&op);
+    if (static_cast<int64_t>(ops.size()) < stages)
+      return module.emitError() << "mesh pp=" << int64_t(stages / virtualStages)
+                                << (virtualStages > 1 ? " x virtual_stages " + std::to_string(virtualStages) : std::string())
+                                << ": more stages than the training step can be cut into (it "
+                                   "has " << ops.size() << " ops)";
+
+    std::vector<size_t> ends;
+    if (cuts.empty()) {
+      SmallVector<uint64_t> cost;
+      for (Operation *op : ops)
+        cost.push_back(std::max<uint64_t>(1, opCost(op)));
+      ends = minMaxSplit(cost, stages);
+    } else {
+      if (static_cast<int64_t>(cuts.size()) != stages - 1)
+        return module.emitError() << "parallel.pipeline.stages lists " << cuts.size()
+                                  << " cut points; " << int64_t(stages) << " stages (mesh pp"
+                                  << (virtualStages > 1 ? " x virtual_stages" : "") << ") need "
+                                  << int64_t(stages) - 1;
+      for (const std::string &pattern : cuts) {
+        llvm::Regex re("^(" + pattern + ")$");
+        std::optional<size_t> last;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          std::string node = nodeName(ops[i]->getLoc());
+          if (!node.empty() && re.match(node))
+            last = i;
+        }
+        if (!last)
+          return module.emitError() << "parallel.pipeline.stages: cut point '" << pattern
+                                    << "' matches no node of the training step";
+        if (*last + 1 >= ops.size())
+          return module.emitError() << "parallel.pipeline.stages: cut point '" << pattern
+                                    << "' is after the last op: the last stage would be empty";
+        if (!ends.empty() && *last + 1 <= ends.back())
+          return module.emitError() << "parallel.pipeline.stages: cut point '" << pattern
+                                    << "' is not after the cut before it (cut points go in "
+                                       "model order)";
+        ends.push_back(*last + 1);
+      }
+      ends.push_back(ops.size());
+    }
+
+    // Tag, and record what the report prints: per stage ops, FLOPs and the bytes each cut
+    // carries forward (values defined before it and read after it).
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    llvm::DenseMap<Operation *, int64_t> stageOf;
+    SmallVector<int64_t> stageOps(stages, 0), stageFlops(stages, 0);
+    size_t begin = 0;
+    for (int64_t s = 0; s < stages; ++s) {
+      for (size_t i = begin; i < ends[s]; ++i) {
+        ops[i]->setAttr(kStageAttr, b.getI64IntegerAttr(s));
+        stageOf[ops[i]] = s;
+        ++stageOps[s];
+        stageFlops[s] += static_cast<int64_t>(opCost(ops[i]));
+      }
+      begin = ends[s];
+    }
+    SmallVector<int64_t> cutBytes(stages - 1, 0);
+    for (Operation *op : ops)
+      for (Value r : op->getResults()) {
+        int64_t from = stageOf[op], to = from;
+        for (Operation *user : r.getUsers())
+          if (auto it = stageOf.find(user); it != stageOf.end())
+            to = std::max(to, it->second);
+        for (int64_t c = from; c < to; ++c)
+          cutBytes[c] += static_cast<int64_t>(numBytes(r.getType()));
+      }
+    module->setAttr(kPipelineAttr,
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                        b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virtualStages)),
+                        b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
+                        b.getNamedAttr("schedule", b.getStringAttr(schedule)),
+                        b.getNamedAttr("stage_ops", b.getDenseI64ArrayAttr(stageOps)),
+                        b.getNamedAttr("stage_cost", b.getDenseI64ArrayAttr(stageFlops)),
+                        b.getNamedAttr("cut_bytes", b.getDenseI64ArrayAttr(cutBytes)),
+                    }));
+    return success();
+  }
+};
+
+} // namespace
+} // namespace colossal
