@@ -131,9 +131,19 @@ def AppendLoss : Pass<"colossal-append-loss", "mlir::ModuleOp"> {
     `labels` its int64 labels input; the model must have exactly two inputs (tokens, labels).
     `logits`, when given, names an output whose last dim is the vocabulary size.
 
+    `data-inputs` (the spec's `train.inputs`, docs/training.md "Data for models that are not
+    token models"): the inputs the training loop fills from `.npy` arrays or a seeded RNG instead
+    of `--data`'s tokens. Then every unbound input of the model must be one of them, and each of
+    them an input of the model or (cross_entropy) the labels input the pass creates; no token
+    input is chosen and the shape rules above do not apply. `kind=output` needs no `labels` and no
+    `logits` then (a model computing its own loss from, say, data, noise and a timestep).
+    `colossal.train` gets `data_inputs` (the names) and `global_batch` (dim 0 of each, which must
+    agree in @forward).
+
     Errors: no @forward, logits/output not an output of the model, a labels name that clashes with
     an input (cross_entropy) or names no input (output), any other number of unbound inputs,
-    shapes or element types that do not fit.
+    shapes or element types that do not fit; with `data-inputs`, a model input without a source
+    or a source naming no input.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
@@ -146,6 +156,8 @@ def AppendLoss : Pass<"colossal-append-loss", "mlir::ModuleOp"> {
            "kind=output: the model's scalar loss output">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value whose rows do not count (torch's ignore_index)">,
+    ListOption<"dataInputs", "data-inputs", "std::string",
+               "inputs fed from train.inputs (npy arrays, RNG draws) instead of token data">,
   ];
   let dependentDialects = ["colossal::ColossalDialect", "mlir::func::FuncDialect"];
 }
@@ -301,9 +313,15 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
 
     `dp` is the product of the sizes of the mesh's `data` axes (1 without a mesh).
 
+    Training under dp alone (grad-accum 1, into a microbatch program): a row block's sum or mean
+    over the rows that reaches an op through reshapes and constant scalings (a training-mode
+    batch norm's statistics) becomes an `all_reduce` over the data axes (a mean's divided by
+    dp): the global batch's statistics on every rank, as SyncBatchNorm.
+
     Errors: an input without a batch dim, a batch that dp · grad-accum does not divide, and an
     op whose rows depend on other rows of the batch (the split would need an all_gather or an
-    all_reduce across row blocks), each naming the input or node, dp and grad_accum.
+    all_reduce across row blocks, other than the exception above), each naming the input or
+    node, dp and grad_accum.
   }];
   let options = [
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",

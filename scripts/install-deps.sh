@@ -9,7 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
   libsentencepiece-dev  # SentencePiece .model tokenizers (runtime/serve)
-  python3-onnx python3-torch python3-numpy
+  python3-onnx python3-torch python3-numpy python3-sklearn  # sklearn: the digits data of e2e.data_inputs
   python3-sentencepiece  # TokenizerTest's SentencePiece reference
   libonnx-testdata
   debootstrap docker.io slurm-wlm  # test/install: the Debian root, the container image, a one-node Slurm

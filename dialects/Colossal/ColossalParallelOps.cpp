@@ -159,6 +159,18 @@ LogicalResult checkReduction(Operation *op, StringRef reduction) {
 
 } // namespace
 
+// y = Σ over the group of x, with every rank's loss reading y: ∂L/∂x on a rank is the sum over
+// the group of the ranks' ∂L_r/∂y, the all_reduce of the cotangent.
+LogicalResult AllReduceOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &og) {
+  if (getReduction() != "sum")
+    return emitOpError() << "has a VJP for reduction sum only, not " << getReduction();
+  if (needed[0])
+    og[0] = AllReduceOp::create(b, getLoc(), resultGrads[0].getType(), resultGrads[0], getAxesAttr(),
+                                getReductionAttr());
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() {
   if (failed(checkAxes(*this, getAxes())) || failed(checkReduction(*this, getReduction())))
     return failure();

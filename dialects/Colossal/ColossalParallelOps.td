@@ -38,15 +38,19 @@ def Colossal_MeshOp : Op<Colossal_Dialect, "mesh", [Symbol]> {
   }];
 }
 
-class Colossal_CollectiveOp<string mnemonic> : Colossal_Op<mnemonic> {
+class Colossal_CollectiveOp<string mnemonic, list<Trait> traits = []> : Colossal_Op<mnemonic, traits> {
   let hasVerifier = 1;
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($y)";
 }
 
-def Colossal_AllReduceOp : Colossal_CollectiveOp<"all_reduce"> {
+def Colossal_AllReduceOp : Colossal_CollectiveOp<"all_reduce",
+    [DeclareOpInterfaceMethods<Colossal_VJPOpInterface>]> {
   let summary = "y = reduction over the group of x (sum, max, min)";
   let description = [{
     `x`: tensor<S x T> → tensor<S x T>. float16/bfloat16 are reduced in float32 and rounded once.
+    Its VJP (reduction sum, every rank using y): dx = the all_reduce of dy over the same axes,
+    as a training-mode batch norm under data parallelism differentiates its global statistics
+    (colossal-split-batch).
   }];
   let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes,
                    DefaultValuedStrAttr<StrAttr, "sum">:$reduction);

@@ -161,6 +161,14 @@ LogicalResult AccumulateGradOp::verify() {
   return verifyStateOperand(*this, getAcc(), "acc");
 }
 
+LogicalResult UpdateBufferOp::verify() {
+  if (getBuf().getType() != getValue().getType() ||
+      !llvm::isa<FloatType>(getBuf().getType().getElementType()))
+    return emitOpError() << "needs buf and value of one float type, got " << getBuf().getType()
+                         << " and " << getValue().getType();
+  return verifyStateOperand(*this, getBuf(), "buf");
+}
+
 LogicalResult AdamWUpdateOp::verify() {
   if (failed(verifyUpdate(*this, {{getP(), "p"}, {getG(), "g"}, {getM(), "m"}, {getV(), "v"}},
                           getLr(), getStep(), getGradNorm(), getWeightDecay().convertToDouble(),

@@ -91,6 +91,20 @@ def Colossal_AccumulateGradOp : Colossal_UpdateOp<"accumulate_grad", [Sharded]> 
                    DefaultValuedAttr<F64Attr, "1.0">:$scale);
 }
 
+def Colossal_UpdateBufferOp : Colossal_UpdateOp<"update_buffer", [Sharded]> {
+  let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::AccumulateGrad)">.body;
+  let summary = "buf ← value (a buffer's new value: BatchNorm's running statistics)";
+  let description = [{
+    `buf`: a `colossal.param` argument that is not trained (a buffer, as torch calls
+    `running_mean` / `running_var`), `value`: its new value, same float type. The importer emits
+    one per running statistic of a training-mode BatchNormalization in train mode (the value
+    `(1 − m)·running + m·batch_stat` of torch.nn.BatchNorm2d); colossal-append-loss keeps it in
+    @train_step only, so the statistics follow the training steps and a checkpoint or exported
+    model holds them.
+  }];
+  let arguments = (ins Colossal_StateOperand<"the buffer, written in place">:$buf, AnyRankedTensor:$value);
+}
+
 def Colossal_AdamWUpdateOp : Colossal_UpdateOp<"adamw_update", [Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::OptimizerUpdate)">.body;
   let summary = "One torch.optim.AdamW step on one parameter (Loshchilov & Hutter 2019)";

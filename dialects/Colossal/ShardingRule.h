@@ -48,7 +48,7 @@ struct ShardingRule {
     CrossEntropy,
     /// nll_loss on row blocks (colossal-split-batch): the loss of the block's rows.
     NllLoss,
-    /// acc += scale * g, acc and g alike.
+    /// acc += scale * g (accumulate_grad), buf ← value (update_buffer): both operands alike.
     AccumulateGrad,
     /// adam(w) / sgd: every state operand sharded like its parameter, none partial.
     OptimizerUpdate,

@@ -394,8 +394,6 @@ template <> struct MappingTraits<RawTrain> {
     io.mapOptional("inputs", t.inputs);
   }
   static std::string validate(IO &, RawTrain &t) {
-    if (t.inputs)
-      return "train.inputs is not supported yet (inputs of models that are not token models)";
     if (t.schedule && t.schedule->kind.value == "cosine" &&
         t.schedule->minLr.value > t.optimizer.lr.value)
       return "lr_schedule.min_lr must not exceed optimizer.lr";
@@ -624,6 +622,10 @@ template <> struct MappingTraits<TrainInput> {
 };
 template <> struct CustomMappingTraits<TrainInputMap> {
   static void inputOne(IO &io, StringRef key, TrainInputMap &m) {
+    // The names travel as a comma-separated pass option (colossal-append-loss data-inputs).
+    if (key.find_first_of(", \t\"'") != StringRef::npos)
+      io.setError("train.inputs: input name '" + key +
+                  "' may not hold commas, spaces or quotes (it travels as a pass option)");
     io.mapRequired(key.str().c_str(), m[key.str()]);
   }
   static void output(IO &, TrainInputMap &) {}
@@ -936,6 +938,29 @@ Expected<Spec> parseSpecFile(StringRef path) {
       t.frozen.push_back(p.value);
     for (const Pattern &p : r.noDecay)
       t.noDecay.push_back(p.value);
+    if (r.inputs)
+      for (const auto &[name, in] : *r.inputs) {
+        TrainSpec::Input d;
+        d.name = name;
+        if (in.npy) {
+          d.kind = "npy";
+          SmallString<256> full(*in.npy);
+          if (!sys::path::is_absolute(full) && !dir.empty()) {
+            full = dir;
+            sys::path::append(full, *in.npy);
+          }
+          d.path = std::string(full);
+        } else if (in.normal) {
+          d.kind = "normal";
+          d.mean = in.normal->mean;
+          d.std = in.normal->std;
+        } else {
+          d.kind = "uniform_int";
+          d.low = in.uniformInt[0];
+          d.high = in.uniformInt[1];
+        }
+        t.inputs.push_back(std::move(d));
+      }
     spec.train = std::move(t);
   }
   // Data parallelism and grad_accum: each of the D ranks takes B/D rows of every batch, in

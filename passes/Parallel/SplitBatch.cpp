@@ -36,6 +36,12 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
   using SplitBatchBase::SplitBatchBase;
 
   int64_t dp = 1; // the product of the mesh's data axes
+  SmallVector<Attribute> dataAxes; // their names
+  /// Training under data parallelism alone (no grad_accum): a sum over the rows of the batch (a
+  /// training-mode batch norm's statistics) becomes an all_reduce over the data axes, so every
+  /// rank computes the statistics of the global batch (SyncBatchNorm); the autodiff
+  /// differentiates it (the all_reduce of the cotangent).
+  bool syncSums = false;
 
   /// The factors that split the batch, for messages: "dp=2 x train.grad_accum=3", "dp=2" or
   /// "train.grad_accum=3".
@@ -51,6 +57,30 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
   void runOnOperation() override {
     if (failed(run()))
       signalPassFailure();
+  }
+
+  /// The reduce_sum or reduce_mean whose row-block partial `v` is, through reshapes and scalings
+  /// by constants (a batch norm's statistics and the running-statistic updates made of them), or
+  /// null.
+  static Operation *rowReduction(Value v) {
+    Operation *op = v.getDefiningOp();
+    while (op && !isa<colossal::ReduceSumOp, colossal::ReduceMeanOp>(op)) {
+      if (auto reshape = dyn_cast<colossal::ReshapeOp>(op)) {
+        op = reshape.getX().getDefiningOp();
+        continue;
+      }
+      if (!isa<colossal::MulOp, colossal::DivOp>(op))
+        return nullptr;
+      auto isConstant = [](Value x) { return isa_and_nonnull<colossal::ConstantOp>(x.getDefiningOp()); };
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+      if (isConstant(rhs))
+        op = lhs.getDefiningOp();
+      else if (isa<colossal::MulOp>(op) && isConstant(lhs))
+        op = rhs.getDefiningOp();
+      else
+        return nullptr;
+    }
+    return op;
   }
 
   LogicalResult checkInputs(func::FuncOp f, int64_t blocks) {
@@ -89,6 +119,27 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
                          colossal::BroadcastOp, colossal::ShardSliceOp, colossal::AxisIndexOp>(op) ||
           !isRowBlockAxis(axes))
         return WalkResult::advance();
+      if (auto sum = dyn_cast<colossal::AllReduceOp>(op); sum && syncSums && sum.getReduction() == "sum") {
+        // A row block's sum adds up over the ranks; its mean (of B/dp rows) is a dp-th of the
+        // global batch's mean.
+        Operation *producer = rowReduction(sum.getX());
+        const bool mean = isa_and_nonnull<colossal::ReduceMeanOp>(producer);
+        if (mean || isa_and_nonnull<colossal::ReduceSumOp>(producer)) {
+          sum.setAxesAttr(ArrayAttr::get(op->getContext(), dataAxes));
+          if (mean) {
+            OpBuilder b(op->getContext());
+            b.setInsertionPointAfter(op);
+            auto et = tensorType(sum.getY()).getElementType();
+            Value scale = colossal::ConstantOp::create(
+                b, op->getLoc(),
+                cast<ElementsAttr>(DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                                          b.getFloatAttr(et, 1.0 / double(dp)))));
+            Value scaled = colossal::MulOp::create(b, op->getLoc(), sum.getY(), scale);
+            sum.getY().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+          }
+          return WalkResult::advance();
+        }
+      }
       if (auto slice = dyn_cast<colossal::ShardSliceOp>(op)) {
         // A broadcast along the batch (Expand of [1, ...] to [B, ...]) is the same broadcast to
         // the row block's rows.
@@ -168,9 +219,12 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       return module.emitError() << "colossal-split-batch: grad-accum must be >= 1, got "
                                 << gradAccum;
     dp = 1;
+    dataAxes.clear();
     if (MeshOp mesh = lookupMesh(module))
-      for (int i : mesh.axesWithRole(AxisRole::Data))
+      for (int i : mesh.axesWithRole(AxisRole::Data)) {
         dp *= mesh.getShape()[i];
+        dataAxes.push_back(mesh.getAxes()[i]);
+      }
     auto forward = lookupProgram(module, ProgramRole::Forward);
     if (!forward)
       return module.emitError("colossal-split-batch needs the forward program (the imported model)");
@@ -179,6 +233,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       return module.emitError() << "colossal-split-batch: into must be microbatch or forward, got '"
                                 << into << "'";
     const int64_t blocks = dp * gradAccum;
+    syncSums = role == ProgramRole::Microbatch && gradAccum == 1 && dp > 1;
     func::FuncOp target = forward;
     if (role == ProgramRole::Microbatch) {
       if (lookupProgram(module, ProgramRole::Microbatch) ||

@@ -57,6 +57,8 @@ void addTraining(mlir::OpPassManager &pm, const Spec &spec) {
   loss.labels = t.labels;
   loss.output = t.output;
   loss.ignoreIndex = t.ignoreIndex;
+  for (const TrainSpec::Input &in : t.inputs)
+    loss.dataInputs.push_back(in.name);
   pm.addPass(createAppendLoss(loss));
 
   // Mixed precision between the loss and autodiff: the backward pass then reads the bf16 copies

@@ -7,10 +7,12 @@
 #include "passes/Passes.h"
 #include "passes/Training/TrainUtils.h"
 
+#include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
 #include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace colossal {
@@ -30,6 +32,23 @@ std::string outputNames(func::FuncOp fn) {
     if (auto s = fn.getResultAttrOfType<StringAttr>(i, kOutputAttr))
       names.push_back("'" + s.getValue().str() + "'");
   return llvm::join(names, ", ");
+}
+
+/// Erases the colossal.update_buffer ops of `fn` and the ops only they used.
+void eraseBufferUpdates(func::FuncOp fn) {
+  SmallVector<Operation *> worklist;
+  fn.walk([&](UpdateBufferOp op) { worklist.push_back(op); });
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    SmallVector<Operation *> defs;
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        defs.push_back(d);
+    op->erase();
+    for (Operation *d : defs)
+      if (isOpTriviallyDead(d) && !llvm::is_contained(worklist, d))
+        worklist.push_back(d);
+  }
 }
 
 struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
@@ -68,7 +87,12 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
 
     std::optional<unsigned> tokens, labelsArg, logitsResult, lossResult;
     RankedTensorType labelsType;
-    if (kind == "cross_entropy") {
+    const bool dataMode = !dataInputs.empty();
+    if (dataMode) {
+      if (failed(checkDataInputs(module, basis, inputs, inputNames, results, logitsResult,
+                                 lossResult, labelsType)))
+        return failure();
+    } else if (kind == "cross_entropy") {
       if (logits.empty())
         return module.emitError("colossal-append-loss: kind=cross_entropy needs logits=NAME");
       logitsResult = findOutput(basis, logits);
@@ -129,6 +153,51 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
       }
     }
 
+    NamedAttrList config;
+    config.append(b0(ctx).getNamedAttr("loss", StringAttr::get(ctx, kind)));
+    if (dataMode) {
+      // train.inputs: the batch is dim 0 of every data input @forward has (the labels the pass
+      // creates are not among them).
+      int64_t batch = -1;
+      for (const std::string &name : dataInputs) {
+        auto arg = findArg(forward, kInputAttr, name);
+        if (!arg)
+          continue;
+        auto t = llvm::cast<RankedTensorType>(forward.getArgument(*arg).getType());
+        if (t.getRank() < 1)
+          return module.emitError() << "train.inputs: input '" << name
+                                    << "' is a scalar; every data input has the batch as dim 0";
+        if (batch >= 0 && t.getDimSize(0) != batch)
+          return module.emitError() << "train.inputs: input '" << name << "' has batch (dim 0) "
+                                    << t.getDimSize(0) << " but the others " << batch
+                                    << "; every data input takes the same rows";
+        batch = t.getDimSize(0);
+      }
+      if (batch < 0)
+        return module.emitError("train.inputs: none of the data inputs is an input of @forward");
+      SmallVector<Attribute> names;
+      for (const std::string &name : dataInputs)
+        names.push_back(StringAttr::get(ctx, name));
+      config.append("data_inputs", ArrayAttr::get(ctx, names));
+      config.append("tokens_input", StringAttr::get(ctx, ""));
+      config.append("labels_input", StringAttr::get(ctx, kind == "cross_entropy" ? std::string(labels) : std::string()));
+      config.append("global_batch", b0(ctx).getI64IntegerAttr(batch));
+      if (logitsResult) {
+        config.append("logits_output", StringAttr::get(ctx, logits));
+        auto fwdLogits = findOutput(forward, logits);
+        if (!fwdLogits)
+          return module.emitError() << "@forward has no output '" << logits << "'";
+        config.append("vocab_size",
+                      b0(ctx).getI64IntegerAttr(
+                          llvm::cast<RankedTensorType>(forward.getResultTypes()[*fwdLogits])
+                              .getShape()
+                              .back()));
+      }
+      config.append("ignore_index", b0(ctx).getI64IntegerAttr(int64_t(ignoreIndex)));
+      return buildPrograms(module, forward, basis, micro, logitsResult, lossResult, labelsType,
+                           config);
+    }
+
     // The token input: [b, T] int ids, which the training loop fills from --data.
     StringRef tokensName = argMarker(basis, *tokens, kInputAttr);
     auto tokensType = llvm::cast<RankedTensorType>(basis.getArgument(*tokens).getType());
@@ -163,6 +232,99 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                 "last dim, the vocabulary; sample reads it)";
     }
 
+    config.append("tokens_input", StringAttr::get(ctx, tokensName));
+    config.append("labels_input", StringAttr::get(ctx, labels));
+    config.append("logits_output", StringAttr::get(ctx, logitsResult ? logits : std::string()));
+    config.append("vocab_size", b0(ctx).getI64IntegerAttr(vocab));
+    config.append("global_batch", b0(ctx).getI64IntegerAttr(globalType.getDimSize(0)));
+    config.append("seq_len", b0(ctx).getI64IntegerAttr(globalType.getDimSize(1)));
+    config.append("ignore_index", b0(ctx).getI64IntegerAttr(int64_t(ignoreIndex)));
+    return buildPrograms(module, forward, basis, micro, logitsResult, lossResult, labelsType,
+                         config);
+  }
+
+  static Builder b0(MLIRContext *ctx) { return Builder(ctx); }
+
+  /// train.inputs: every unbound input of `basis` has a source, every source names an input (or
+  /// the labels the pass creates for cross_entropy); finds the logits / loss output.
+  LogicalResult checkDataInputs(ModuleOp module, func::FuncOp basis, ArrayRef<unsigned> inputs,
+                                ArrayRef<std::string> inputNames, ValueRange results,
+                                std::optional<unsigned> &logitsResult,
+                                std::optional<unsigned> &lossResult,
+                                RankedTensorType &labelsType) {
+    MLIRContext *ctx = module.getContext();
+    const bool created = kind == "cross_entropy";
+    std::string sources;
+    for (const std::string &name : dataInputs)
+      sources += (sources.empty() ? "'" : ", '") + name + "'";
+    for (auto [i, n] : llvm::zip(inputs, inputNames)) {
+      StringRef name = argMarker(basis, i, kInputAttr);
+      if (!llvm::is_contained(dataInputs, name.str()))
+        return module.emitError() << "train.inputs: input '" << name
+                                  << "' of the model has no source (give it npy, normal or "
+                                     "uniform_int, or bind it with the spec's values; sources: "
+                                  << sources << ")";
+    }
+    for (const std::string &name : dataInputs) {
+      if (findArg(basis, kInputAttr, name))
+        continue;
+      if (created && name == std::string(labels))
+        continue;
+      return module.emitError() << "train.inputs: '" << name << "' is not an input of the model "
+                                << "(inputs: " << llvm::join(inputNames, ", ")
+                                << (created ? ", and the labels '" + labels + "' of the loss" : "")
+                                << ")";
+    }
+    if (created) {
+      if (logits.empty())
+        return module.emitError("colossal-append-loss: kind=cross_entropy needs logits=NAME");
+      logitsResult = findOutput(basis, logits);
+      if (!logitsResult)
+        return module.emitError() << "train.loss.logits: '" << logits
+                                  << "' is not an output of the model (outputs: "
+                                  << outputNames(basis) << ")";
+      if (findArg(basis, kInputAttr, labels))
+        return module.emitError() << "train.loss.labels: '" << labels
+                                  << "' is already an input of the model; the compiler creates "
+                                     "the labels input, choose another name";
+      if (!llvm::is_contained(dataInputs, std::string(labels)))
+        return module.emitError() << "train.inputs: the labels '" << labels
+                                  << "' of the cross_entropy loss have no source (give them npy)";
+      auto lt = llvm::dyn_cast<RankedTensorType>(results[*logitsResult].getType());
+      if (!lt || lt.getRank() < 2 || !lt.getElementType().isF32())
+        return module.emitError() << "train.loss.logits: '" << logits
+                                  << "' must be f32 [..., C] of rank >= 2, got "
+                                  << results[*logitsResult].getType();
+      labelsType = RankedTensorType::get(lt.getShape().drop_back(), IntegerType::get(ctx, 64));
+      return success();
+    }
+    if (output.empty())
+      return module.emitError("colossal-append-loss: kind=output needs output=NAME");
+    lossResult = findOutput(basis, output);
+    if (!lossResult)
+      return module.emitError() << "train.loss.output: '" << output
+                                << "' is not an output of the model (outputs: "
+                                << outputNames(basis) << ")";
+    auto lossType = llvm::cast<RankedTensorType>(results[*lossResult].getType());
+    if (!lossType.getElementType().isF32() || lossType.getNumElements() != 1)
+      return module.emitError() << "train.loss.output: '" << output
+                                << "' must be a scalar f32 loss, got " << lossType;
+    if (!logits.empty()) {
+      logitsResult = findOutput(basis, logits);
+      if (!logitsResult)
+        return module.emitError() << "train.loss.logits: '" << logits
+                                  << "' is not an output of the model (outputs: "
+                                  << outputNames(basis) << ")";
+    }
+    return success();
+  }
+
+  /// @eval (the model and the loss) and @train_step (its copy), `colossal.train` = `config`.
+  LogicalResult buildPrograms(ModuleOp module, func::FuncOp forward, func::FuncOp basis,
+                              func::FuncOp micro, std::optional<unsigned> logitsResult,
+                              std::optional<unsigned> lossResult, RankedTensorType labelsType,
+                              NamedAttrList &config) {
+    MLIRContext *ctx = module.getContext();
     // @eval: the model and the loss; @train_step starts as its copy.
     OpBuilder b(ctx);
     b.setInsertionPointAfter(forward);
@@ -210,17 +372,12 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
     setProgramRole(trainStep, ProgramRole::TrainStep);
     if (micro)
       micro.erase();
+    // Buffers (BatchNorm's running statistics) are updated by the training steps alone:
+    // evaluating or running the model leaves them as they are.
+    eraseBufferUpdates(eval);
+    eraseBufferUpdates(forward);
 
-    updateTrainConfig(
-        module,
-        {b.getNamedAttr("loss", b.getStringAttr(kind)),
-         b.getNamedAttr("tokens_input", b.getStringAttr(tokensName)),
-         b.getNamedAttr("labels_input", b.getStringAttr(labels)),
-         b.getNamedAttr("logits_output", b.getStringAttr(logitsResult ? logits : std::string())),
-         b.getNamedAttr("vocab_size", b.getI64IntegerAttr(vocab)),
-         b.getNamedAttr("global_batch", b.getI64IntegerAttr(globalType.getDimSize(0))),
-         b.getNamedAttr("seq_len", b.getI64IntegerAttr(globalType.getDimSize(1))),
-         b.getNamedAttr("ignore_index", b.getI64IntegerAttr(int64_t(ignoreIndex)))});
+    updateTrainConfig(module, config.getAttrs());
     return success();
   }
 };

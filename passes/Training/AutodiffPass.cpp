@@ -103,6 +103,12 @@ struct AutodiffPass : colossal::impl::AutodiffBase<AutodiffPass> {
     if (batch % gradAccum != 0)
       return module.emitError() << "the global batch " << batch
                                 << " is not divisible by train.grad_accum " << gradAccum;
+    // train.inputs: the rows of the first data input (colossal-append-loss checked they agree).
+    if (tokens.getValue().empty())
+      if (auto data = config.getAs<ArrayAttr>("data_inputs"); data && !data.empty())
+        tokens = llvm::dyn_cast<StringAttr>(data[0]);
+    if (!tokens)
+      return module.emitError("colossal-autodiff: data_inputs must be an array of strings");
     auto tokensArg = findArg(trainStep, kInputAttr, tokens.getValue());
     if (!tokensArg)
       return module.emitError() << "@train_step has no input '" << tokens.getValue() << "'";

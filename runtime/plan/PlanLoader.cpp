@@ -13,7 +13,9 @@
 #include "llvm/Support/Path.h"
 
 #include <map>
+#include <set>
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <limits>
 
@@ -60,7 +62,7 @@ using StateMap = llvm::StringMap<const plan::StateTensor *>;
 
 /// Update instructions write persistent state in place (docs/training.md): output i is input i.
 bool isUpdateOp(llvm::StringRef op) {
-  return op == "accumulate_grad" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
+  return op == "accumulate_grad" || op == "update_buffer" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
          op == "all_gather_in_place" || op == "reduce_scatter_in_place";
 }
 
@@ -80,7 +82,7 @@ llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction 
     if (!update) {
       if (b.storage() == plan::STATE)
         return fail(what + ": writes STATE buffer " + llvm::Twine(id) + " ('" + b.state_name() +
-                    "'); only accumulate_grad, adamw_update, adam_update, sgd_update, "
+                    "'); only accumulate_grad, update_buffer, adamw_update, adam_update, sgd_update, "
                     "all_gather_in_place and reduce_scatter_in_place may");
       continue;
     }
@@ -284,9 +286,11 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
   if (!p.has_train()) return fail(file + "mode is 'train' but the plan has no TrainConfig");
   const plan::TrainConfig &tc = p.train();
   std::string where = file + "TrainConfig: ";
-  if (tc.vocab_size() < 1) return fail(where + "vocab_size " + llvm::Twine(tc.vocab_size()) + " must be >= 1");
+  const bool dataInputs = tc.data_inputs_size() > 0;
+  if (tc.vocab_size() < (dataInputs ? 0 : 1))
+    return fail(where + "vocab_size " + llvm::Twine(tc.vocab_size()) + " must be >= 1");
   if (tc.global_batch() < 1) return fail(where + "global_batch " + llvm::Twine(tc.global_batch()) + " must be >= 1");
-  if (tc.seq_len() < 1) return fail(where + "seq_len " + llvm::Twine(tc.seq_len()) + " must be >= 1");
+  if (!dataInputs && tc.seq_len() < 1) return fail(where + "seq_len " + llvm::Twine(tc.seq_len()) + " must be >= 1");
   if (tc.grad_accum() < 1 || tc.global_batch() % tc.grad_accum() != 0)
     return fail(where + "grad_accum " + llvm::Twine(tc.grad_accum()) + " must be >= 1 and divide global_batch " +
                 llvm::Twine(tc.global_batch()));
@@ -300,7 +304,7 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     return fail(where + "cosine schedule needs warmup_steps >= 0, total_steps >= 0 and a finite min_lr >= 0");
   if (!std::isfinite(tc.grad_clip()) || tc.grad_clip() < 0)
     return fail(where + "grad_clip " + std::to_string(tc.grad_clip()) + " must be finite and >= 0");
-  if (tc.tokens_input().empty() || tc.labels_input().empty() || tc.logits_output().empty())
+  if (!dataInputs && (tc.tokens_input().empty() || tc.labels_input().empty() || tc.logits_output().empty()))
     return fail(where + "tokens_input, labels_input and logits_output must be set");
 
   const int64_t B = tc.global_batch(), T = tc.seq_len(), b = B / tc.grad_accum();
@@ -329,31 +333,74 @@ llvm::Error validateTrainConfig(const plan::Plan &p, const std::string &file) {
     if (!findProgram(p, role))
       return fail(file + "training plan has no " + programRoleName(role) + " program (docs/training.md)");
 
-  const plan::Program &fwd = *findProgram(p, plan::Program::FORWARD);
-  if (llvm::Error e = expectBinding(fwd, true, tc.tokens_input(), tokenTypes, {B, T})) return e;
-  const plan::Buffer *logits = findBinding(fwd, fwd.outputs(), tc.logits_output());
-  if (!logits) return fail(file + "program 'forward' output '" + tc.logits_output() + "': missing (TrainConfig.logits_output)");
-  std::vector<int64_t> ls = shapeOf(*logits);
-  if (logits->dtype() != plan::F32 || ls.empty() || ls.back() != tc.vocab_size() ||
-      numElements(ls) != B * T * tc.vocab_size())
-    return fail(file + "program 'forward' output '" + tc.logits_output() + "': " +
-                dtypeName(static_cast<DType>(logits->dtype())) + " " + shapeToString(ls) +
-                ", expected f32 [" + llvm::Twine(B) + ", " + llvm::Twine(T) + ", " + llvm::Twine(tc.vocab_size()) + "]");
-  for (plan::Program::Role role : {plan::Program::EVAL, plan::Program::TRAIN_STEP}) {
-    const plan::Program &prog = *findProgram(p, role);
-    const std::string &name = prog.name();
-    if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
-    if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
-    if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
-    const bool scaled = role == plan::Program::TRAIN_STEP && tc.loss_scale_initial() > 0;
-    if (scaled)
-      if (llvm::Error e = expectBinding(prog, true, "loss_scale", {DType::F32}, {})) return e;
-    for (const plan::Binding &in : prog.inputs())
-      if (in.name() != tc.tokens_input() && in.name() != tc.labels_input() && !(scaled && in.name() == "loss_scale"))
-        return fail(file + "program '" + name + "' input '" + in.name() +
-                    "': the training loop fills only the tokens and labels inputs ('" +
-                    tc.tokens_input() + "', '" + tc.labels_input() + "')" +
-                    (role == plan::Program::TRAIN_STEP ? " and, with dynamic loss scaling, 'loss_scale'" : ""));
+  if (!dataInputs) {
+    const plan::Program &fwd = *findProgram(p, plan::Program::FORWARD);
+    if (llvm::Error e = expectBinding(fwd, true, tc.tokens_input(), tokenTypes, {B, T})) return e;
+    const plan::Buffer *logits = findBinding(fwd, fwd.outputs(), tc.logits_output());
+    if (!logits) return fail(file + "program 'forward' output '" + tc.logits_output() + "': missing (TrainConfig.logits_output)");
+    std::vector<int64_t> ls = shapeOf(*logits);
+    if (logits->dtype() != plan::F32 || ls.empty() || ls.back() != tc.vocab_size() ||
+        numElements(ls) != B * T * tc.vocab_size())
+      return fail(file + "program 'forward' output '" + tc.logits_output() + "': " +
+                  dtypeName(static_cast<DType>(logits->dtype())) + " " + shapeToString(ls) +
+                  ", expected f32 [" + llvm::Twine(B) + ", " + llvm::Twine(T) + ", " + llvm::Twine(tc.vocab_size()) + "]");
+    for (plan::Program::Role role : {plan::Program::EVAL, plan::Program::TRAIN_STEP}) {
+      const plan::Program &prog = *findProgram(p, role);
+      const std::string &name = prog.name();
+      if (llvm::Error e = expectBinding(prog, true, tc.tokens_input(), tokenTypes, {b, T})) return e;
+      if (llvm::Error e = expectBinding(prog, true, tc.labels_input(), {DType::I64}, {b, T})) return e;
+      if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
+      const bool scaled = role == plan::Program::TRAIN_STEP && tc.loss_scale_initial() > 0;
+      if (scaled)
+        if (llvm::Error e = expectBinding(prog, true, "loss_scale", {DType::F32}, {})) return e;
+      for (const plan::Binding &in : prog.inputs())
+        if (in.name() != tc.tokens_input() && in.name() != tc.labels_input() && !(scaled && in.name() == "loss_scale"))
+          return fail(file + "program '" + name + "' input '" + in.name() +
+                      "': the training loop fills only the tokens and labels inputs ('" +
+                      tc.tokens_input() + "', '" + tc.labels_input() + "')" +
+                      (role == plan::Program::TRAIN_STEP ? " and, with dynamic loss scaling, 'loss_scale'" : ""));
+    }
+  } else {
+    // train.inputs: train_step and eval take exactly the data inputs, [b, ...] each; a source's
+    // dtype must suit it (the array's own dtype is checked against the input when training starts).
+    std::set<std::string> names;
+    for (const plan::DataInput &d : tc.data_inputs()) {
+      std::string what = where + "data input '" + d.name() + "'";
+      if (!names.insert(d.name()).second) return fail(what + " is listed twice");
+      if (d.kind() == plan::DataInput::NPY && d.path().empty()) return fail(what + ": npy without a path");
+      if (d.kind() == plan::DataInput::NORMAL && !(d.std() > 0 && std::isfinite(d.std()) && std::isfinite(d.mean())))
+        return fail(what + ": normal needs a finite mean and std > 0");
+      if (d.kind() == plan::DataInput::UNIFORM_INT && d.low() >= d.high())
+        return fail(what + ": uniform_int needs low < high");
+      if (d.kind() != plan::DataInput::NPY && d.kind() != plan::DataInput::NORMAL && d.kind() != plan::DataInput::UNIFORM_INT)
+        return fail(what + ": invalid kind " + llvm::Twine(static_cast<int>(d.kind())));
+    }
+    for (plan::Program::Role role : {plan::Program::EVAL, plan::Program::TRAIN_STEP}) {
+      const plan::Program &prog = *findProgram(p, role);
+      if (llvm::Error e = expectBinding(prog, false, "loss", {DType::F32}, {})) return e;
+      const bool scaled = role == plan::Program::TRAIN_STEP && tc.loss_scale_initial() > 0;
+      if (scaled)
+        if (llvm::Error e = expectBinding(prog, true, "loss_scale", {DType::F32}, {})) return e;
+      for (const plan::DataInput &d : tc.data_inputs()) {
+        std::string what = file + "program '" + prog.name() + "' input '" + d.name() + "'";
+        const plan::Buffer *buf = findBinding(prog, prog.inputs(), d.name());
+        if (!buf) return fail(what + ": missing (a data input of the plan's TrainConfig)");
+        if (buf->shape_size() < 1 || buf->shape(0) != b)
+          return fail(what + ": shape " + shapeToString(shapeOf(*buf)) + ", expected " + llvm::Twine(b) +
+                      " rows (global_batch / grad_accum) in dim 0");
+        DType dt = static_cast<DType>(buf->dtype());
+        const bool isFloat = dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::F64;
+        const bool isInt = dt == DType::I64 || dt == DType::I32 || dt == DType::I16 || dt == DType::I8 || dt == DType::U8;
+        if ((d.kind() == plan::DataInput::NORMAL && !isFloat) || (d.kind() == plan::DataInput::UNIFORM_INT && !isInt))
+          return fail(what + ": dtype " + dtypeName(dt) + " cannot take " +
+                      (d.kind() == plan::DataInput::NORMAL ? "normal draws (a float input)" : "uniform_int draws (an integer input)"));
+      }
+      for (const plan::Binding &in : prog.inputs())
+        if (!names.count(in.name()) && !(scaled && in.name() == "loss_scale"))
+          return fail(file + "program '" + prog.name() + "' input '" + in.name() +
+                      "': the training loop fills only the data inputs of the plan's TrainConfig" +
+                      (role == plan::Program::TRAIN_STEP ? " and, with dynamic loss scaling, 'loss_scale'" : ""));
+    }
   }
   if (tc.loss_scale_initial() < 0 ||
       (tc.loss_scale_initial() > 0 &&

@@ -382,17 +382,35 @@ llvm::Expected<double> Trainer::sumOverRanks(double local) {
   return global;
 }
 
-llvm::Expected<double> Trainer::runLoss(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow) {
+llvm::Error Trainer::feedTokens(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow, int64_t rows) {
   const plan::TrainConfig &tc = config();
-  const int64_t rows = tc.global_batch() / tc.grad_accum(), T = tc.seq_len();
+  const int64_t T = tc.seq_len();
   data.fillRows(step, tc.global_batch(), firstRow, rows, tokensDType_, tokens_.data(), labels_.data());
-  if (llvm::Error e = ex.setInput(tc.tokens_input(), tokensDType_, {rows, T}, tokens_.data())) return std::move(e);
-  if (llvm::Error e = ex.setInput(tc.labels_input(), DType::I64, {rows, T}, labels_.data())) return std::move(e);
+  if (llvm::Error e = ex.setInput(tc.tokens_input(), tokensDType_, {rows, T}, tokens_.data())) return e;
+  return ex.setInput(tc.labels_input(), DType::I64, {rows, T}, labels_.data());
+}
+
+llvm::Expected<double> Trainer::runLoss(Executor &ex, Feed feed, int64_t firstRow) {
+  const plan::TrainConfig &tc = config();
+  if (llvm::Error e = feed(ex, firstRow, tc.global_batch() / tc.grad_accum())) return std::move(e);
   if (llvm::Error e = ex.run()) return std::move(e);
   return scalarOutput(ex, *device_, "loss");
 }
 
 llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
+  if (!config().data_inputs().empty())
+    return fail(plan_->path + ": the plan reads its inputs from train.inputs, not from token data");
+  return runStep([&](Executor &ex, int64_t first, int64_t rows) { return feedTokens(ex, data, step, first, rows); },
+                 step, &data);
+}
+
+llvm::Expected<StepResult> Trainer::step(TrainInputs &inputs, int64_t step) {
+  inputs.prepare(step);
+  return runStep([&](Executor &ex, int64_t first, int64_t rows) { return inputs.feed(ex, first, rows); }, step,
+                 nullptr);
+}
+
+llvm::Expected<StepResult> Trainer::runStep(Feed feed, int64_t step, const TokenData *tokens) {
   const plan::TrainConfig &tc = config();
   auto t0 = std::chrono::steady_clock::now();
   const double comm0 = commSecondsTotal();
@@ -406,8 +424,10 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
   r.lossScale = lossScale_;
   llvm::Expected<double> allLosses = 0.0;
   if (pipeline_) {
+    if (!tokens)
+      return fail(plan_->path + ": train.inputs with pipeline parallelism is not supported yet");
     // The schedule's microbatches through this rank's stage; the loss sum is every rank's.
-    llvm::Expected<double> pipelineLoss = pipeline_->runMicrobatches(data, step, tokensDType_);
+    llvm::Expected<double> pipelineLoss = pipeline_->runMicrobatches(*tokens, step, tokensDType_);
     if (!pipelineLoss)
       return fail(plan_->path + ": step " + llvm::Twine(step) + ": " + llvm::toString(pipelineLoss.takeError()));
     if (trace_) trace_->addPipelineStep(*pipeline_, step);
@@ -419,7 +439,7 @@ llvm::Expected<StepResult> Trainer::step(const TokenData &data, int64_t step) {
       if (scaling)
         if (llvm::Error e = trainStep_->setInput("loss_scale", DType::F32, {}, &scale)) return std::move(e);
       const double start = trace_ ? PipelineTrace::now() : 0;
-      llvm::Expected<double> loss = runLoss(*trainStep_, data, step, k * rows);
+      llvm::Expected<double> loss = runLoss(*trainStep_, feed, k * rows);
       if (!loss) return fail(plan_->path + ": program 'train_step' (step " + llvm::Twine(step) + ", microbatch " +
                              llvm::Twine(k) + "): " + llvm::toString(loss.takeError()));
       if (trace_) trace_->add({TraceEvent::Kind::TrainStep, step, k, 0, start, PipelineTrace::now()});
@@ -575,7 +595,8 @@ llvm::Expected<double> Trainer::evaluate(const TokenData &data, int64_t evalStep
   double sum = 0;
   for (int64_t s = 0; s < evalSteps; ++s)
     for (int64_t k = dpRank_ * A; k < (dpRank_ + 1) * A; ++k) {
-      llvm::Expected<double> loss = runLoss(*eval_, data, s, k * rows);
+      llvm::Expected<double> loss = runLoss(
+          *eval_, [&](Executor &ex, int64_t first, int64_t n) { return feedTokens(ex, data, s, first, n); }, k * rows);
       if (!loss) return fail(plan_->path + ": program 'eval' (batch " + llvm::Twine(s) + "): " + llvm::toString(loss.takeError()));
       sum += *loss;
     }
@@ -632,8 +653,33 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
   if (!trainer) return trainer.takeError();
   Trainer &tr = **trainer;
   const plan::TrainConfig &tc = tr.config();
-  auto data = TokenData::open(o.dataPath, o.tokenDType, tc.vocab_size(), tc.seq_len());
-  if (!data) return data.takeError();
+  // A plan with train.inputs reads npy arrays and draws from the RNG; --data's token files are for
+  // token models, and giving both would leave unclear which feeds the model (docs/training.md).
+  const bool dataInputs = tc.data_inputs_size() > 0;
+  std::string sources;
+  for (const plan::DataInput &d : tc.data_inputs()) sources += (sources.empty() ? "'" : ", '") + d.name() + "'";
+  if (dataInputs && !o.dataPath.empty())
+    return fail("--data " + o.dataPath + ": this plan reads its inputs from the spec's train.inputs (" + sources +
+                "); --data and --token-dtype are for token models, leave them out");
+  if (dataInputs && !o.evalDataPath.empty())
+    return fail("--eval-data: evaluation on token data applies to token models; this plan reads train.inputs (" +
+                sources + ")");
+  if (!dataInputs && o.dataPath.empty()) return fail("train needs --data TOKENS.bin");
+  if (!dataInputs && (o.shuffle || !o.dumpInputsDir.empty()))
+    return fail(std::string(o.shuffle ? "--shuffle" : "--dump-inputs") +
+                " applies to plans whose inputs come from the spec's train.inputs; this plan reads token data "
+                "(--data) in the documented order");
+  std::unique_ptr<TokenData> tokens;
+  std::unique_ptr<TrainInputs> inputs;
+  if (dataInputs) {
+    auto in = TrainInputs::open(tc, tr.trainStepInputs(), o.seed, o.shuffle);
+    if (!in) return in.takeError();
+    inputs = std::move(*in);
+  } else {
+    auto data = TokenData::open(o.dataPath, o.tokenDType, tc.vocab_size(), tc.seq_len());
+    if (!data) return data.takeError();
+    tokens = std::move(*data);
+  }
   std::unique_ptr<TokenData> evalData;
   if (!o.evalDataPath.empty()) {
     auto ed = TokenData::open(o.evalDataPath, o.tokenDType, tc.vocab_size(), tc.seq_len());
@@ -669,11 +715,14 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
     tr.setTrace(trace.get());
   }
 
-  const double tokensPerStep = static_cast<double>(tc.global_batch() * tc.seq_len());
+  // train.inputs: tokens_per_s counts rows (samples).
+  const double tokensPerStep = static_cast<double>(tc.global_batch() * (dataInputs ? 1 : tc.seq_len()));
   double trainSeconds = 0;
   for (int64_t s = start; s < o.steps; ++s) {
-    llvm::Expected<StepResult> r = tr.step(**data, s);
+    llvm::Expected<StepResult> r = inputs ? tr.step(*inputs, s) : tr.step(*tokens, s);
     if (!r) return r.takeError();
+    if (inputs && writer && !o.dumpInputsDir.empty())
+      if (llvm::Error e = inputs->dump(o.dumpInputsDir, s)) return e;
     trainSeconds += r->seconds;
     // Under precision.compute: fp16 (a later issue) a GradNorm cause goes to the loss scaler
     // (back off, skip) before the policy below sees it.

@@ -296,6 +296,13 @@ TEST(OptimKernels, AccumulateGrad) {
   expectClose(acc.data<float>(), toFloat(want).data(), 5, 1e-7f, 1e-7f);
 }
 
+TEST(OptimKernels, UpdateBufferWritesTheValue) {
+  std::mt19937 rng(5);
+  HostTensor buf = randomF32({33}, rng), value = randomF32({33}, rng);
+  ASSERT_NO_ERR(runKernel("update_buffer", {&buf, &value}, {&buf}));
+  EXPECT_EQ(std::memcmp(buf.buf.data(), value.buf.data(), value.buf.size()), 0);
+}
+
 //===------------------------------------------------------------------------------------===//
 // global_norm
 //===------------------------------------------------------------------------------------===//

@@ -146,7 +146,7 @@ TEST_F(TrainPlanTest, OnlyUpdatesWriteState) {
   bad->add_inputs(w);
   bad->add_outputs(w);
   expectError("(relu): writes STATE buffer " + std::to_string(w) +
-              " ('W'); only accumulate_grad, adamw_update, adam_update, sgd_update, "
+              " ('W'); only accumulate_grad, update_buffer, adamw_update, adam_update, sgd_update, "
               "all_gather_in_place and reduce_scatter_in_place may");
   model = good;
   // accumulate_grad whose output is not its accumulator input.

@@ -204,6 +204,17 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   }
   colossal::PlanOptions planOptions;
   planOptions.mode = spec.mode;
+  if (spec.train)
+    for (const colossal::TrainSpec::Input &in : spec.train->inputs) {
+      // The plan may run from another folder: an npy source is recorded as an absolute path
+      // (read, and checked against the input, when training starts).
+      llvm::SmallString<256> path(in.path);
+      if (!path.empty())
+        if (std::error_code ec = llvm::sys::fs::make_absolute(path))
+          return fail(in.path + ": " + ec.message());
+      planOptions.dataInputs.push_back(
+          {in.name, in.kind, path.str().str(), in.mean, in.std, in.low, in.high});
+    }
   planOptions.reportFormat = reportFormat;
   planOptions.dumpSchedule = dumpSchedule;
   if (spec.pipeline)

@@ -6,6 +6,7 @@
 //   colossal-run MODEL.cplan train --data TOKENS.bin [--token-dtype uint8|uint16] --steps N
 //                --metrics M.jsonl [--trace T.json] [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
+//                [--shuffle] [--dump-inputs DIR] (a plan with train.inputs: no --data)
 //                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
 //                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
@@ -151,8 +152,14 @@ cl::opt<std::string> onNonFinite("on-nonfinite",
                                  cl::desc("A step whose loss or gradient norm is NaN or infinite: stop (default: "
                                           "an error naming the step) or skip (leave the state as it was, go on)"),
                                  cl::value_desc("stop|skip"), cl::init("stop"), cl::cat(trainCategory));
-cl::opt<uint64_t> seed("seed", cl::desc("sample: seeds temperature sampling; train: only recorded in checkpoints"), cl::init(0),
-                       cl::cat(trainCategory));
+cl::opt<uint64_t> seed("seed",
+                       cl::desc("sample: seeds temperature sampling; train: seeds train.inputs' RNG draws and --shuffle "
+                                "(recorded in checkpoints)"),
+                       cl::init(0), cl::cat(trainCategory));
+cl::opt<bool> shuffle("shuffle", cl::desc("train.inputs: read the npy rows in a per-epoch permutation by --seed"),
+                      cl::cat(trainCategory));
+cl::opt<std::string> dumpInputsDir("dump-inputs", cl::desc("train.inputs: write each step's inputs to DIR/step-N/NAME.npy"),
+                                   cl::value_desc("DIR"), cl::cat(trainCategory));
 
 cl::OptionCategory sampleCategory("sample options (colossal-run MODEL.cplan sample ...)");
 cl::opt<std::string> prompt("prompt", cl::desc("Text to continue"), cl::cat(sampleCategory));
@@ -197,6 +204,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
       {&evalSteps, {"train"}},      {&seed, {"train", "sample"}},   {&prompt, {"sample"}},
       {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
+      {&shuffle, {"train"}},        {&dumpInputsDir, {"train"}},
       {&sampleTokens, {"sample"}},  {&temperature, {"sample"}},     {&onnxOut, {"export"}}};
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
@@ -241,7 +249,12 @@ llvm::Error checkTrainPaths(const LoadedPlan &plan) {
   auto err = [](const llvm::Twine &msg) { return llvm::createStringError(msg.str()); };
   std::vector<std::pair<std::string, std::string>> inputs = {{plan.path, "the plan"}};
   if (plan.weights) inputs.push_back({plan.weights->path(), "the plan's weights file"});
-  inputs.push_back({dataPath, "the --data file"});
+  if (!dataPath.empty()) inputs.push_back({dataPath, "the --data file"});
+  for (const colossal::plan::DataInput &d : plan.plan.train().data_inputs())
+    if (d.kind() == colossal::plan::DataInput::NPY) inputs.push_back({d.path(), "the npy file of train.inputs." + d.name()});
+  if (!dumpInputsDir.empty() && isInside(metricsPath, dumpInputsDir))
+    return err("--metrics " + metricsPath + " lies in the --dump-inputs folder " + dumpInputsDir +
+               "; choose a path outside it");
   if (!evalDataPath.empty()) inputs.push_back({evalDataPath, "the --eval-data file"});
   auto same = [](const std::string &a, const std::string &b) {
     return llvm::sys::fs::equivalent(a, b) || canonicalPath(a) == canonicalPath(b);
@@ -308,7 +321,9 @@ private:
 };
 
 int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
-  if (dataPath.empty()) return fail("train needs --data TOKENS.bin");
+  if (plan.plan.train().data_inputs_size() > 0 && tokenDTypeName.getNumOccurrences())
+    return fail("--token-dtype: this plan reads its inputs from the spec's train.inputs; --data and --token-dtype are "
+                "for token models, leave them out");
   if (steps < 0) return fail("train needs --steps N (N >= 0)");
   if (metricsPath.empty()) return fail("train needs --metrics FILE");
   std::optional<DType> tokenDType = parseTokenDType(tokenDTypeName);
@@ -330,6 +345,8 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   o.evalEvery = evalEvery;
   o.evalSteps = evalSteps;
   o.seed = seed;
+  o.shuffle = shuffle;
+  o.dumpInputsDir = dumpInputsDir;
   o.onNonFinite = onNonFinite == "skip" ? NonFinitePolicy::Skip : NonFinitePolicy::Stop;
   o.allowNonFiniteCheckpoint = allowNonFiniteCheckpoint;
   o.progressBar = isatty(STDERR_FILENO) && comm.rank() == 0;

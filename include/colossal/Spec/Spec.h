@@ -32,6 +32,16 @@ struct TrainSpec {
   double gradClip = 0; // 0: off
   int64_t gradAccum = 1;
   std::vector<std::string> frozen, noDecay; // POSIX extended regexes (whole-name match)
+  /// `train.inputs` (docs/training.md "Data for models that are not token models"): where each
+  /// input of train_step comes from, sorted by name. Empty: a token model fed from `--data`.
+  struct Input {
+    std::string name;
+    std::string kind; // npy | normal | uniform_int
+    std::string path; // npy: absolute, or relative to the spec's folder as written
+    double mean = 0, std = 1;  // normal
+    int64_t low = 0, high = 0; // uniform_int: [low, high)
+  };
+  std::vector<Input> inputs;
 };
 
 /// The parsed spec (DESIGN.md "Spec file"). Only what the compiler implements is represented;

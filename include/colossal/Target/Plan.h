@@ -15,6 +15,14 @@ struct PlanOptions {
   std::string sourceModel;        // absolute path
   uint64_t sourceModelHash = 0;   // FNV-1a 64 of its bytes (runtime::fnv1a64File)
   uint64_t specHash = 0;          // train plans: FNV-1a 64 of the spec file's bytes
+  /// The spec's `train.inputs` (TrainConfig.data_inputs): one source for each name the module's
+  /// `colossal.train` lists in `data_inputs`.
+  struct DataInput {
+    std::string name, kind, path; // kind: npy | normal | uniform_int; npy: absolute path
+    double mean = 0, std = 1;
+    int64_t low = 0, high = 0;
+  };
+  std::vector<DataInput> dataInputs;
   /// How `report` is written: "text" (the tables) or "json" (printPlanReportJson, one object).
   std::string reportFormat = "text";
   /// `memory.budget_mb` in bytes (0: none) and the smallest budget the compiler can meet with

@@ -4,7 +4,8 @@
 // one microbatch), `optimizer_step` (global norm and one update per parameter) and `eval` share
 // one arena of the largest program's size and one StateStore. One optimizer step s:
 //   for each microbatch k of grad_accum A: rows [k·B/A, (k+1)·B/A) of step s of the data order
-//     (TokenData) -> train_step (loss_k; gradients accumulated with scale 1/A)
+//     (TokenData, or the global batch TrainInputs prepares from the spec's train.inputs) ->
+//     train_step (loss_k; gradients accumulated with scale 1/A)
 //   optimizer_step(lr = schedule(s), step = s + 1) -> grad_norm (gradients zeroed by the updates)
 //   reported loss = mean of the loss_k.
 // Data parallelism (mesh dp = D, docs/parallelism.md): the plan's grad_accum counts the
@@ -27,7 +28,9 @@
 #include "colossal/runtime/NonFinite.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TokenData.h"
+#include "colossal/runtime/TrainInputs.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -130,6 +133,8 @@ public:
   ~Trainer();
 
   StateStore &states() { return *states_; }
+  /// train_step's input bindings (their dtypes and [B / grad_accum, ...] shapes).
+  llvm::ArrayRef<BindingInfo> trainStepInputs() const { return trainStep_->inputs(); }
   /// Pipeline parallelism: makes every rank's store hold the current value of every state (each
   /// stage updates only its own); before eval, checkpoints and anything else that reads all of
   /// them. A no-op without a pipeline.
@@ -141,6 +146,9 @@ public:
   /// result says so (StepResult::nonFinite). Errors: a kernel's data-dependent error (names the
   /// program and instruction); the collectives'.
   llvm::Expected<StepResult> step(const TokenData &data, int64_t step);
+  /// The same for a plan fed by train.inputs (TrainConfig.data_inputs): prepares step `step`'s
+  /// global batch of `inputs` and feeds each microbatch its rows.
+  llvm::Expected<StepResult> step(TrainInputs &inputs, int64_t step);
 
   /// Sets the counters a resumed run continues from: `updates` applied, `skipped` skipped.
   void setCounts(int64_t updates, int64_t skipped) {
@@ -166,9 +174,15 @@ public:
 
 private:
   Trainer() = default;
-  /// Fills the tokens/labels inputs of `ex` with `rows` rows of step `step` from `firstRow` and
-  /// runs it; returns its `loss`.
-  llvm::Expected<double> runLoss(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow);
+  /// Sets `rows` rows of the step's global batch from `firstRow` as the program's inputs.
+  using Feed = llvm::function_ref<llvm::Error(Executor &ex, int64_t firstRow, int64_t rows)>;
+  /// Fills the tokens/labels inputs of `ex` with `rows` rows of step `step` from `firstRow`.
+  llvm::Error feedTokens(Executor &ex, const TokenData &data, int64_t step, int64_t firstRow, int64_t rows);
+  /// Feeds `ex` the B / grad_accum rows from `firstRow` and runs it; returns its `loss`.
+  llvm::Expected<double> runLoss(Executor &ex, Feed feed, int64_t firstRow);
+  /// One optimizer step (step()) whose microbatches `feed` fills; a pipeline reads `tokens`
+  /// itself (null for train.inputs: not supported with a pipeline yet).
+  llvm::Expected<StepResult> runStep(Feed feed, int64_t step, const TokenData *tokens);
   const LoadedPlan *plan_ = nullptr;
   Device *device_ = nullptr;
   void *arena_ = nullptr;
@@ -238,7 +252,9 @@ struct TrainOptions {
   std::string evalDataPath;      // --eval-data
   int64_t evalEvery = 0;         // --eval-every
   int64_t evalSteps = 1;         // --eval-steps
-  uint64_t seed = 0;             // --seed (recorded in checkpoints)
+  uint64_t seed = 0;             // --seed (recorded in checkpoints; seeds train.inputs' RNG and --shuffle)
+  bool shuffle = false;          // --shuffle: train.inputs' npy rows in a per-epoch permutation
+  std::string dumpInputsDir;     // --dump-inputs: each step's train.inputs batch as .npy
   bool progressBar = false;      // draw a progress bar on `log` (a terminal)
   NonFinitePolicy onNonFinite = NonFinitePolicy::Stop;  // --on-nonfinite
   bool allowNonFiniteCheckpoint = false;                // --allow-nonfinite-checkpoint (--resume)

@@ -563,6 +563,40 @@ LogicalResult importBatchNorm(Ctx &c) {
     return success();
   // running = input · momentum + batch · (1 − momentum), shaped like the inputs.
   double momentum = c.attrFloat("momentum", 0.9f);
+  if (c.runningStatsAreBuffers) {
+    // Train mode: the buffers follow torch.nn.BatchNorm2d, whose momentum m is the complement of
+    // ONNX's (torch exports 1 − m; ONNX's default 0.9 is torch's 0.1): running ← (1 − m)·running
+    // + m·batch, the variance unbiased (·n/(n − 1), n the elements per channel of the batch).
+    // The attribute is a float32 (torch's 0.1 arrives as 0.9f = 0.89999997...): m is the shortest
+    // decimal whose complement rounds to it, so torch's momentum comes back exactly.
+    double m = 1.0 - momentum;
+    for (int digits = 1; digits <= 9; ++digits) {
+      const double scale = std::pow(10.0, digits), nice = std::round(m * scale) / scale;
+      if (static_cast<float>(1.0 - nice) == static_cast<float>(momentum)) {
+        m = nice;
+        break;
+      }
+    }
+    const int64_t n = x.getNumElements() / x.getDimSize(1);
+    for (int k = 0; k < 2; ++k) {
+      RankedTensorType st = c.typeOf(3 + k);
+      auto flat = c.reshape(k == 0 ? batchMean : batchVar, st.getShape());
+      if (failed(flat))
+        return failure();
+      auto batch = castTo(c, *flat, st.getElementType());
+      if (failed(batch))
+        return failure();
+      double w = k == 0 || n < 2 ? m : m * double(n) / double(n - 1);
+      auto a = bin<MulOp>(c, c.in[3 + k], scalar(c, st.getElementType(), 1.0 - m));
+      auto bt = bin<MulOp>(c, *batch, scalar(c, st.getElementType(), w));
+      if (failed(a) || failed(bt))
+        return failure();
+      auto next = bin<AddOp>(c, *a, *bt);
+      if (failed(next))
+        return failure();
+      UpdateBufferOp::create(c.b, c.loc, c.in[3 + k], *next);
+    }
+  }
   for (int k = 0; k < 2; ++k) {
     if (!c.outputUsed(1 + k)) {
       c.out.push_back(Value());

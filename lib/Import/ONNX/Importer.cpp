@@ -867,6 +867,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
 
   NodeContext nc(*this, node, nodeOpset, b, nodeLoc(node));
   bool foldInit = foldsInitializers(node.op_type());
+  // Train mode: a training-mode BatchNormalization's running statistics are buffers its steps
+  // update (torch.nn.BatchNorm2d), so they stay arguments (docs/training.md "Batch norm").
+  bool runningStats = options.trainParams && node.op_type() == "BatchNormalization" &&
+                      nodeOpset >= 14 && nc.attrInt("training_mode", 0) != 0;
   for (int i = 0; i < node.input_size(); ++i) {
     const std::string &name = node.input(i);
     if (name.empty()) {
@@ -879,8 +883,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     }
     if (initializers.count(name)) {
       // Train mode: a buffer input (BatchNormalization's running statistics) takes the constant.
-      Value v = initializer(name,
-                            foldInit || (options.trainParams && readsBuffer(node.op_type(), i)));
+      const bool buffer = runningStats && (i == 3 || i == 4);
+      Value v = initializer(name, foldInit || (options.trainParams && !buffer &&
+                                               readsBuffer(node.op_type(), i)));
       if (!v)
         return failure();
       nc.in.push_back(v);
@@ -891,6 +896,12 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   for (Value v : nc.in)
     if (v && !llvm::cast<RankedTensorType>(v.getType()).hasStaticShape())
       return report("dynamic shapes are not supported");
+  nc.runningStatsAreBuffers = runningStats && nc.in.size() >= 5 &&
+                              llvm::all_of(ArrayRef<Value>(nc.in).slice(3, 2), [&](Value v) {
+                                auto arg = llvm::dyn_cast_or_null<BlockArgument>(v);
+                                return arg && arg.getArgNumber() < argAttrs.size() &&
+                                       argAttrs[arg.getArgNumber()].get(kParamAttr);
+                              });
   if (failed(it->second(nc)))
     return report(nc.errorMessage.empty() ? "import failed" : nc.errorMessage);
   if (nc.out.size() < size_t(node.output_size())) {

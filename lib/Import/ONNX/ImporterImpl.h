@@ -68,6 +68,10 @@ public:
   llvm::SmallVector<mlir::Value> out;
   /// The first error; reported by the caller with the node's name, type and opset.
   std::string errorMessage;
+  /// Train mode, a training-mode BatchNormalization whose running statistics (inputs 3 and 4)
+  /// are initializers: they are parameter arguments the importer updates with
+  /// colossal.update_buffer (buffers, as torch calls them), not constants.
+  bool runningStatsAreBuffers = false;
 
   mlir::MLIRContext *ctx() { return b.getContext(); }
   bool has(size_t i) const { return i < in.size() && in[i]; }

@@ -164,6 +164,7 @@ const OpLowering kTable[] = {
     KERNEL("cross_entropy_grad", false, kIgnoreIndex),
     KERNEL("global_norm", false, {}),
     {"colossal.accumulate_grad", Kind::Update, "accumulate_grad", false, kAccumulateGrad, false, 1},
+    {"colossal.update_buffer", Kind::Update, "update_buffer", false, {}, false, 1},
     {"colossal.adamw_update", Kind::Update, "adamw_update", false, kAdam, false, 3},
     {"colossal.adam_update", Kind::Update, "adam_update", false, kAdam, false, 3},
     {"colossal.sgd_update", Kind::Update, "sgd_update", false, kSgd, false, 3},

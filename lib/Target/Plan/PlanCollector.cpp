@@ -209,7 +209,8 @@ struct ParamInfo {
   ElementsAttr value;  // the first `colossal.value` found
   std::string source;  // `colossal.source`, or the name
   bool noDecay = false;
-  bool trainable = false;
+  bool trainable = false; // a persistent state: trained, or a buffer an update op writes
+  bool gradient = false;  // has a gradient accumulator or an optimizer update (trained)
   std::optional<double> weightDecay; // the `weight_decay` of the update op writing it
   mutable func::FuncOp firstFunc; // mutable: emitError is not const
   unsigned firstArg = 0;
@@ -780,7 +781,7 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
              << "state '" << state << "' (argument #" << info.firstArg
              << ") must be named \"<parameter>.<kind>\" after a parameter of the module";
     if (llvm::StringRef(state).drop_front(p.size()) == ".grad")
-      tables.params[p].trainable = true;
+      tables.params[p].trainable = tables.params[p].gradient = true;
   }
   for (func::FuncOp func : funcs) {
     WalkResult walk = func.walk([&](Operation *op) {
@@ -794,6 +795,9 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
         if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr)) {
           ParamInfo &info = tables.params[p.getValue()];
           info.trainable = true;
+          // update_buffer writes a buffer (BatchNorm's running statistics), which is a state of
+          // the plan but no trained parameter of `trainable`.
+          info.gradient |= !llvm::isa<UpdateBufferOp>(op);
           if (auto wd = op->getAttrOfType<FloatAttr>("weight_decay"))
             info.weightDecay = wd.getValueAsDouble();
         }
@@ -819,14 +823,14 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
       for (Attribute a : listed) {
         auto name = llvm::dyn_cast<StringAttr>(a);
         if (!name || !tables.params.count(name.getValue()) ||
-            !tables.params[name.getValue()].trainable)
+            !tables.params[name.getValue()].gradient)
           return moduleOp.emitError()
                  << "'" << kTrainAttr << "': 'trainable' lists " << a
                  << ", which is not a parameter with a gradient accumulator or an update";
         names.insert(name.getValue());
       }
       for (const std::string &name : tables.paramOrder)
-        if (tables.params[name].trainable && !names.contains(name))
+        if (tables.params[name].gradient && !names.contains(name))
           return moduleOp.emitError() << "'" << kTrainAttr << "': 'trainable' does not list '"
                                       << name << "', which has a gradient accumulator or an "
                                       << "update";
@@ -936,7 +940,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
       uint64_t count = 1;
       for (int64_t d : info.type.shape)
         count *= static_cast<uint64_t>(d);
-      out.trainable.push_back({name, info.type, count});
+      out.trainable.push_back({name, info.type, count, !info.gradient});
     }
     for (const std::string &name : tables.stateOrder) {
       llvm::StringRef p = stateParam(name, tables);

@@ -86,6 +86,7 @@ struct TrainableParam {
   std::string name;
   TensorType type;
   uint64_t count = 0; // elements
+  bool buffer = false; // written by update_buffer only (BatchNorm's running statistics), not trained
 };
 
 /// The whole module: its programs and what they share.

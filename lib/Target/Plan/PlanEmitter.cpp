@@ -545,9 +545,13 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                        {"activations", static_cast<int64_t>(arena)},
                        {"offloaded", static_cast<int64_t>(s.offload.offloadedBytes)},
                        {"peak", static_cast<int64_t>(peak)}};
-  json::Array params;
+  json::Array params, buffers;
   for (const ReportParam &p : s.params)
-    params.push_back(json::Object{{"name", p.name},
+    if (p.buffer)
+      buffers.push_back(json::Object{{"name", p.name}, {"shape", shape(p.shape)}});
+  for (const ReportParam &p : s.params)
+    if (!p.buffer)
+      params.push_back(json::Object{{"name", p.name},
                                   {"shape", shape(p.shape)},
                                   {"split", p.split},
                                   {"local_shape", shape(p.localShape)}});
@@ -610,6 +614,7 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                    {"largest_arena", largest},
                    {"programs", std::move(programs)},
                    {"trainable_parameters", std::move(params)},
+                   {"buffers", std::move(buffers)},
                    {"communication", std::move(communication)},
                    {"memory", std::move(memory)}};
   if (train)
@@ -1034,7 +1039,7 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       summary.notTrained = notTrainedRows(module, collected);
       llvm::StringSet<> initWeights;
       for (const TrainableParam &p : collected.trainable) {
-        ReportParam row{p.name, p.type.shape, p.count, "", p.type.shape};
+        ReportParam row{p.name, p.type.shape, p.count, "", p.type.shape, p.buffer};
         for (const plan::StateTensor &st : collected.states) {
           if (st.role() != plan::StateTensor::PARAM || st.name() != p.name ||
               !st.has_sharding() || st.sharding().dims_size() == 0)

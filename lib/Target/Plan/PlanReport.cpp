@@ -84,7 +84,15 @@ void printLargestBuffers(const ProgramSummary &p, llvm::StringRef title, llvm::r
 
 std::string bytesCell(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
 
-void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
+void printTrainReport(const PlanSummary &summary, llvm::raw_ostream &os) {
+  // Buffers (BatchNorm's running statistics) are states the steps write but no one trains.
+  PlanSummary s = summary;
+  std::vector<ReportParam> buffers;
+  llvm::erase_if(s.params, [&](const ReportParam &p) {
+    if (p.buffer)
+      buffers.push_back(p);
+    return p.buffer;
+  });
   uint64_t total = 0;
   for (const ReportParam &p : s.params)
     total += p.count;
@@ -104,6 +112,11 @@ void printTrainReport(const PlanSummary &s, llvm::raw_ostream &os) {
       rows.push_back({p.name, shapeString(p.shape), std::to_string(p.count)});
     rows.push_back({"total", "", std::to_string(total)});
     printTable(rows, {false, false, true}, os);
+  }
+  if (!buffers.empty()) {
+    os << "buffers (updated by train_step, not trained): " << buffers.size() << " (";
+    llvm::interleave(buffers, os, [&](const ReportParam &p) { os << p.name << " " << shapeString(p.shape); }, ", ");
+    os << ")\n";
   }
   if (!s.frozen.empty()) {
     os << "frozen parameters (read-only weights): " << s.frozen.size() << " (";

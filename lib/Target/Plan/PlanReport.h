@@ -38,6 +38,7 @@ struct ReportParam {
   uint64_t count = 0;                  // elements (global)
   std::string split;                   // "" (replicated) or how it is split: "[-, tp/3]"
   llvm::SmallVector<int64_t, 4> localShape; // each rank's shard (= shape when replicated)
+  bool buffer = false; // a buffer the steps write (BatchNorm's running statistics), not trained
 };
 
 /// A parameter or weight-like constant that does not train, and why ("frozen by train.frozen",

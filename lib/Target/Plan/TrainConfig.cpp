@@ -39,6 +39,70 @@ const CollectedProgram *program(const CollectedModule &collected, ProgramRole ro
       return &p;
   return nullptr;
 }
+
+/// TrainConfig.data_inputs (the spec's train.inputs): each name of `names` gets its source from
+/// `options`; global_batch comes from @forward's data inputs (the created labels are not among
+/// them), grad_accum from @train_step's rows.
+template <typename Fail, typename Derive>
+LogicalResult collectDataInputs(ModuleOp module, ArrayAttr names, const CollectedProgram &forward,
+                                const CollectedProgram &trainStep, const CollectedProgram &eval,
+                                const PlanOptions &options, plan::TrainConfig &config, Fail fail,
+                                Derive derive) {
+  int64_t rows = -1;
+  for (Attribute a : names) {
+    auto name = llvm::dyn_cast<StringAttr>(a);
+    if (!name)
+      return fail("data_inputs must be an array of strings");
+    auto it = llvm::find_if(options.dataInputs,
+                            [&](const PlanOptions::DataInput &d) { return d.name == name.getValue(); });
+    if (it == options.dataInputs.end())
+      return fail("data input '" + name.getValue() +
+                  "' has no source (colossal-opt fills them from the spec's train.inputs)");
+    plan::DataInput *d = config.add_data_inputs();
+    d->set_name(it->name);
+    d->set_kind(it->kind == "npy"      ? plan::DataInput::NPY
+                : it->kind == "normal" ? plan::DataInput::NORMAL
+                                       : plan::DataInput::UNIFORM_INT);
+    d->set_path(it->path);
+    d->set_mean(it->mean);
+    d->set_std(it->std);
+    d->set_low(it->low);
+    d->set_high(it->high);
+    for (const CollectedProgram *p : {&trainStep, &eval}) {
+      const Tensor *t = binding(*p, p->inputs, name.getValue());
+      if (!t || t->type.shape.empty())
+        return fail("data input '" + name.getValue() + "' is no input [b, ...] of @" + p->name);
+      if (rows >= 0 && t->type.shape[0] != rows)
+        return fail("data input '" + name.getValue() + "' has " + llvm::Twine(t->type.shape[0]) +
+                    " rows in @" + p->name + ", the others " + llvm::Twine(rows));
+      rows = t->type.shape[0];
+    }
+    if (const Tensor *t = binding(forward, forward.inputs, name.getValue()))
+      if (!derive("global_batch", t->type.shape[0], "@forward's input '" + name.getValue() + "'"))
+        return failure();
+  }
+  if (config.global_batch() <= 0 || rows <= 0 || config.global_batch() % rows != 0)
+    return fail("@train_step's data inputs take " + llvm::Twine(rows) +
+                " rows, which must divide global_batch " + llvm::Twine(config.global_batch()));
+  if (!derive("grad_accum", config.global_batch() / rows, "@train_step's data inputs"))
+    return failure();
+  if (!config.labels_input().empty())
+    for (const CollectedProgram *p : {&trainStep, &eval})
+      if (!binding(*p, p->inputs, config.labels_input()))
+        return fail("labels_input '" + config.labels_input() + "' is no input of @" + p->name);
+  if (!config.logits_output().empty()) {
+    const Tensor *logits = binding(forward, forward.outputs, config.logits_output());
+    if (!logits || logits->type.shape.empty())
+      return fail("logits_output '" + config.logits_output() + "' is no output of @forward");
+    if (!derive("vocab_size", logits->type.shape.back(), "@forward's logits output"))
+      return failure();
+  }
+  config.set_source_model(options.sourceModel);
+  config.set_source_model_hash(options.sourceModelHash);
+  config.set_spec_hash(options.specHash);
+  (void)module;
+  return success();
+}
 } // namespace
 
 LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collected,
@@ -56,8 +120,8 @@ LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collect
   const pb::Reflection *reflection = config.GetReflection();
   for (NamedAttribute entry : dict) {
     const pb::FieldDescriptor *field = descriptor->FindFieldByName(entry.getName().str());
-    if (!field)
-      continue;
+    if (!field || field->is_repeated())
+      continue; // repeated fields (data_inputs) are filled below
     Attribute value = entry.getValue();
     auto integer = llvm::dyn_cast<IntegerAttr>(value);
     bool ok = true;
@@ -120,6 +184,9 @@ LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collect
   const CollectedProgram *forward = program(collected, ProgramRole::Forward);
   const CollectedProgram *trainStep = program(collected, ProgramRole::TrainStep);
   const CollectedProgram *eval = program(collected, ProgramRole::Eval);
+  if (auto names = dict.getAs<ArrayAttr>("data_inputs"))
+    return collectDataInputs(module, names, *forward, *trainStep, *eval, options, config, fail,
+                             derive);
   const Tensor *tokens = binding(*forward, forward->inputs, config.tokens_input());
   if (!tokens)
     return fail("tokens_input '" + config.tokens_input() + "' is no input of @forward");

@@ -4,6 +4,7 @@
 // docs/training.md "Optimizer semantics"), f32:
 //
 //   accumulate_grad  acc, g                               -> acc             acc += scale·g
+//   update_buffer    buf, value                           -> buf             buf ← value
 //   global_norm      g0, g1, ...                          -> n []            sqrt(Σᵢ Σ gᵢ²)
 //   adamw_update     p, g, m, v, lr, step, grad_norm      -> p, g, m, v      torch.optim.AdamW
 //   adam_update      p, g, m, v, lr, step, grad_norm      -> p, g, m, v      torch.optim.Adam
@@ -16,7 +17,7 @@
 // `g · min(1, max_norm / (total_norm + 1e-6))` applied first, with `grad_norm` the global_norm
 // output. `lr` is an f32 scalar input, `step` the 1-based update count as an i64 scalar.
 //
-// ALIASING: accumulate_grad, adamw_update, adam_update and sgd_update write their state operands
+// ALIASING: accumulate_grad, update_buffer, adamw_update, adam_update and sgd_update write their state operands
 // in place. Output k is the same buffer as input k (the plan loader's one accepted aliasing of
 // inputs and outputs, docs/training.md "Plan"); an output given as a different buffer is first
 // filled from its input, so the kernels are correct either way. The state operands of one
@@ -184,6 +185,22 @@ llvm::Error runAccumulate(const KernelCall &c) {
     const float *__restrict x = g + b;
     for (int64_t i = 0; i < e - b; ++i) a[i] = a[i] + scale * x[i];
   });
+  return llvm::Error::success();
+}
+
+// ---------------------------------------------------------------- update_buffer
+
+llvm::Error verifyUpdateBuffer(const KernelCall &c) {
+  if (llvm::Error e = verifyStates(c, {"buf"})) return e;
+  if (llvm::Error e = verifyDType(c.inputs[1], DType::F32, "value")) return e;
+  return verifySameShape(c.inputs[0], c.inputs[1], "buf and value");
+}
+
+llvm::Error runUpdateBuffer(const KernelCall &c) {
+  if (llvm::Error e = prepareStates(c, 1)) return e;
+  float *buf = c.outputs[0].as<float>();
+  const float *value = c.inputs[1].as<const float>();
+  if (value != buf) std::memmove(buf, value, static_cast<size_t>(c.outputs[0].numel()) * sizeof(float));
   return llvm::Error::success();
 }
 
@@ -402,6 +419,14 @@ void registerOptimKernels(KernelRegistry &r) {
   d.attrs = {{"scale", AttrKind::Float}};
   d.verify = verifyAccumulate;
   d.run = runAccumulate;
+  r.add(d);
+
+  d = KernelDesc();
+  // In place: output 0 (buf) is input 0.
+  d.op = "update_buffer";
+  d.minInputs = d.maxInputs = 2;
+  d.verify = verifyUpdateBuffer;
+  d.run = runUpdateBuffer;
   r.add(d);
 
   d = KernelDesc();

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace colossal::runtime::cpu {
 namespace {
@@ -136,7 +137,10 @@ template <Kind K> llvm::Error runReduce(const KernelCall &c) {
         rem /= gdims[g];
       }
       int64_t idx[8] = {0};
-      float acc = init<K>();
+      // Sums accumulate in double (as torch's CPU reductions do): over the N·H·W elements of a
+      // batch norm's channel a float sum loses several ulps of the mean.
+      using Acc = std::conditional_t<K == Kind::Max, float, double>;
+      Acc acc = init<K>();
       for (int64_t n = 0; n < count; ++n) {
         int64_t off = base;
         for (size_t i = 0; i < redG.size(); ++i) off += idx[i] * gstride[redG[i]];
@@ -148,7 +152,8 @@ template <Kind K> llvm::Error runReduce(const KernelCall &c) {
           idx[i] = 0;
         }
       }
-      y[o] = finish(acc);
+      if constexpr (K == Kind::Mean) y[o] = static_cast<float>(acc / static_cast<double>(count));
+      else y[o] = static_cast<float>(acc);
     }
   });
   return llvm::Error::success();

@@ -119,3 +119,20 @@ func.func @sgd_negative_decay(%p: tensor<4xf32> {colossal.param = "w"}, %g: tens
   colossal.sgd_update %p, %g, %lr, %step, %n {momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = -0.1 : f64, max_grad_norm = 0.0 : f64, nesterov = false} : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<f32>
   return
 }
+
+// -----
+
+// update_buffer writes a buffer (a BatchNorm running statistic) in place: a param argument.
+func.func @buffer_into_input(%buf: tensor<4xf32> {colossal.input = "x"}, %v: tensor<4xf32>) {
+  // expected-error @+1 {{'colossal.update_buffer' op writes its operand 'buf' in place, so it must be a function argument marked colossal.param or colossal.state}}
+  colossal.update_buffer %buf, %v : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @buffer_types(%buf: tensor<4xf32> {colossal.param = "bn.running_mean"}, %v: tensor<3xf32>) {
+  // expected-error @+1 {{needs buf and value of one float type, got 'tensor<4xf32>' and 'tensor<3xf32>'}}
+  colossal.update_buffer %buf, %v : tensor<4xf32>, tensor<3xf32>
+  return
+}
