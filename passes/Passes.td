@@ -329,6 +329,8 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
     Option<"into", "into", "std::string", /*default=*/"\"microbatch\"",
            "the split program's role: `microbatch` (a new program beside @forward) or `forward` "
            "(rewrites the forward program in place)">,
+    Option<"accumKey", "accum-key", "std::string", /*default=*/"\"train.grad_accum\"",
+           "the spec key of grad-accum, for messages (parallel.pipeline.microbatches under pp)">,
   ];
   let dependentDialects = ["colossal::ColossalDialect"];
 }

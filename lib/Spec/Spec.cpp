@@ -39,6 +39,7 @@ struct Stages {
 };
 struct PipelineParallel {
   std::string schedule = "1f1b";
+  bool scheduleSet = false;  // `schedule` written in the spec
   int64_t microbatches = 1;
   int64_t virtualStages = 1;
   Stages stages;
@@ -471,7 +472,12 @@ template <> struct PolymorphicTraits<Stages> {
 };
 template <> struct MappingTraits<PipelineParallel> {
   static void mapping(IO &io, PipelineParallel &p) {
-    io.mapOptional("schedule", p.schedule);
+    std::optional<std::string> schedule;
+    io.mapOptional("schedule", schedule);
+    if (schedule) {
+      p.schedule = *schedule;
+      p.scheduleSet = true;
+    }
     io.mapOptional("microbatches", p.microbatches);
     io.mapOptional("virtual_stages", p.virtualStages);
     io.mapOptional("stages", p.stages);
@@ -797,10 +803,14 @@ Expected<Spec> parseSpecFile(StringRef path) {
       return createStringError(inconvertibleErrorCode(), path + ": " + msg);
     };
     if (pp == 1) {
-      // The neutral section (no microbatches, no cut points) is accepted without a pipeline.
-      if (spec.pipeline->microbatches != 1 || !spec.pipeline->cuts.empty())
+      // The neutral section (no microbatches, cut points or schedule file) is accepted without
+      // a pipeline.
+      if (spec.pipeline->microbatches != 1 || !spec.pipeline->cuts.empty() ||
+          !spec.pipeline->scheduleFile.empty())
         return fail(std::string("parallel.pipeline.") +
-                    (spec.pipeline->cuts.empty() ? "microbatches" : "stages") +
+                    (!spec.pipeline->scheduleFile.empty() ? "schedule_file"
+                     : spec.pipeline->cuts.empty()        ? "microbatches"
+                                                          : "stages") +
                     " needs pipeline parallelism: set mesh pp > 1");
     }
     if (pp == 1)
@@ -810,6 +820,10 @@ Expected<Spec> parseSpecFile(StringRef path) {
     if (pp > 1 && spec.mode != "train" && spec.mode != "inference")
       return fail("mesh pp=" + Twine(pp) + ": pipeline parallelism of " + spec.mode +
                   " is not supported yet (train and inference)");
+    if (pp > 1 && spec.mode == "inference" && raw.parallel && raw.parallel->pipeline &&
+        raw.parallel->pipeline->scheduleSet && spec.pipeline->schedule != "gpipe")
+      return fail("parallel.pipeline.schedule " + spec.pipeline->schedule +
+                  ": inference runs forwards only, as gpipe (set schedule: gpipe or leave it out)");
     if (pp > 1 && spec.mode == "inference" &&
         (spec.dataParallel() > 1 || spec.tensorParallel() > 1 || spec.pipeline->schedule == "interleaved"))
       return fail("mesh pp=" + Twine(pp) + ": inference under pipeline parallelism runs pp alone with "

@@ -50,7 +50,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     if (dp > 1 || gradAccum == 1)
       s = "dp=" + std::to_string(dp);
     if (gradAccum > 1)
-      s += (s.empty() ? "" : " x ") + std::string("train.grad_accum=") + std::to_string(gradAccum);
+      s += (s.empty() ? "" : " x ") + std::string(accumKey) + "=" + std::to_string(gradAccum);
     return s;
   }
 
@@ -191,7 +191,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
                           << "' does not keep the batch in dim 0 (its rows would need "
                           << op->getName().stripDialect()
                           << " across row blocks), so the model cannot be split over " << ways()
-                          << "; run it with dp=1 and train.grad_accum=1";
+                          << "; run it with dp=1 and " << std::string(accumKey) << "=1";
             return WalkResult::interrupt();
           }
         }
@@ -199,7 +199,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       blame->emitError() << "this op mixes rows of the batch (splitting it would need "
                          << op->getName().stripDialect()
                          << " across row blocks), so the model cannot be split over " << ways()
-                         << "; run it with dp=1 and train.grad_accum=1";
+                         << "; run it with dp=1 and " << std::string(accumKey) << "=1";
       return WalkResult::interrupt();
     });
     if (walk.wasInterrupted())
@@ -263,7 +263,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       }
     strategy.localPartialResults = role == ProgramRole::Microbatch;
     strategy.noRuleAdvice = "it has no row-wise rule, so the model cannot be split over " + ways() +
-                            "; run it with dp=1 and train.grad_accum=1";
+                            "; run it with dp=1 and " + std::string(accumKey) + "=1";
     llvm::StringMap<Sharding> decided; // every parameter replicated
     SmallVector<Type> globalResults(target.getResultTypes());
     Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);

@@ -141,6 +141,8 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
   if (dp * accum > 1) {
     SplitBatchOptions split;
     split.gradAccum = accum;
+    if (spec.pipeline)
+      split.accumKey = "parallel.pipeline.microbatches";
     if (!spec.train)
       split.into = programRoleName(ProgramRole::Forward).str();
     pm.addPass(createSplitBatch(split));

@@ -70,9 +70,11 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
   /// block order from their operands: a forward op runs on the latest stage of its forward
   /// operands (as soon as they are all there); a backward op on the earliest stage of its
   /// backward operands (where its cotangents meet), not before its forward operands' stages.
-  /// Ops whose operands say nothing (arguments, constants) then follow their users, in reverse
-  /// order: a forward op the earliest stage that reads it, a backward op the latest.
+  /// Ops whose operands say nothing (arguments, constants), and backward ops without a backward
+  /// operand, then follow their users, in reverse order: a forward op the earliest stage that
+  /// reads it, a backward op the latest (not before its forward operands').
   void placeUntagged(ArrayRef<Operation *> ops, llvm::DenseMap<Operation *, Place> &place) {
+    llvm::DenseMap<Operation *, int64_t> floor;  // the latest stage of a deferred op's operands
     for (Operation *op : ops) {
       Place &p = place[op];
       if (p.stage >= 0)
@@ -87,10 +89,14 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
             else
               bwd = bwd < 0 ? s : std::min(bwd, s);
           }
+      // A backward op without a gradient operand (the partitioner's shard_slice of a forward
+      // value) runs where it is read: left to the second sweep, not before `fwd`.
       if (p.phase == kForward)
         p.stage = fwd;
+      else if (bwd >= 0)
+        p.stage = std::max(bwd, fwd);
       else
-        p.stage = bwd >= 0 ? std::max(bwd, fwd) : fwd;
+        floor[op] = fwd;
     }
     for (Operation *op : llvm::reverse(ops)) {
       Place &p = place[op];
@@ -105,7 +111,7 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
           int64_t s = it->second.stage;
           chosen = chosen < 0 ? s : p.phase == kForward ? std::min(chosen, s) : std::max(chosen, s);
         }
-      p.stage = std::max<int64_t>(0, chosen);
+      p.stage = std::max<int64_t>({0, chosen, floor.lookup(op)});
     }
   }
 

@@ -454,6 +454,18 @@ def case_errors(args):
            r"bad\.sched:1: 'X1' is not an action")
     expect("zero", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 2, dp: 2") + "zero: {stage: 1}\n",
            r"mesh pp=2 together with zero.stage 1 is not supported yet")
+    expect("file_no_pp", d.BASE_SPEC + f"parallel:\n  pipeline: {{schedule_file: {dead}}}\n",
+           r"parallel\.pipeline\.schedule_file needs pipeline parallelism: set mesh pp > 1")
+    expect("infer_1f1b", "mode: inference\ninputs: {input_ids: [8, 64]}\n" + pipe,
+           r"parallel\.pipeline\.schedule 1f1b: inference runs forwards only, as gpipe")
+    # pp with a 2d tensor-parallel grid compiles (the partitioner's shard_slice ops follow their
+    # readers' stage).
+    grid = s.spec("pp2_tp2d", d.BASE_SPEC + "mesh: {pp: 2, tp: 4}\nparallel:\n  tensor: {style: 2d}\n"
+                  "  pipeline: {schedule: gpipe, microbatches: 4}\n")
+    p = subprocess.run([s.opt, s.model, "--spec", grid, "-o", os.path.join(s.work, "pp2_tp2d.cplan")],
+                       capture_output=True, text=True, timeout=600)
+    print(f"  pp=2 x tp=4 (2d): exit {p.returncode} {p.stderr.strip()[:200]}" + ("" if p.returncode == 0 else "  MISMATCH"))
+    ok &= p.returncode == 0
     return ok
 
 

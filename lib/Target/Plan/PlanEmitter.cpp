@@ -903,6 +903,9 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   }
   if (failed(emitPipeline(module, planMsg, options)))
     return failure();
+  // Before anything is written: a failed command leaves no plan behind.
+  if (options.dumpSchedule && !planMsg.has_pipeline())
+    return module.emitError("--dump-schedule: the plan has no pipeline (set mesh pp > 1)");
   emitMesh(module, planMsg);
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
@@ -1092,8 +1095,6 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
       printPipelineReport(module, planMsg, *report);
   }
   if (options.dumpSchedule) {
-    if (!planMsg.has_pipeline())
-      return module.emitError("--dump-schedule: the plan has no pipeline (set mesh pp > 1)");
     llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(planMsg.pipeline());
     if (!stats)
       return module.emitError() << llvm::toString(stats.takeError());
