@@ -75,7 +75,7 @@ TEST(Pipeline, TrainCarriesTheSpecValues) {
   s.train->warmupSteps = 10;
   s.train->totalSteps = 100;
   std::string p = build(s);
-  EXPECT_NE(p.find("colossal-split-batch{grad-accum=2 into=microbatch}"), std::string::npos) << p;
+  EXPECT_NE(p.find("colossal-split-batch{accum-key=train.grad_accum grad-accum=2 into=microbatch}"), std::string::npos) << p;
   EXPECT_NE(p.find("colossal-autodiff{frozen={wte,h{1,2}} grad-accum=2 loss-scale-backoff-factor=0.5 "
                    "loss-scale-growth-factor=2 loss-scale-growth-interval=2000 loss-scale-initial=0 "
                    "loss-scale-min=1}"), std::string::npos) << p;
@@ -115,7 +115,7 @@ TEST(Pipeline, DataAndTensorParallel) {
   s.tensor.hints = {{"a;b=c{1,2}", "-,tp"}};
   std::string p = build(s);
   EXPECT_EQ(p.find("builtin.module(colossal-define-mesh{axes={dp=2:data,tp=2:tensor}},"), 0u) << p;
-  EXPECT_NE(p.find("colossal-split-batch{grad-accum=1 into=microbatch}"), std::string::npos) << p;
+  EXPECT_NE(p.find("colossal-split-batch{accum-key=train.grad_accum grad-accum=1 into=microbatch}"), std::string::npos) << p;
   EXPECT_NE(p.find("colossal-autodiff{ grad-accum=2 loss-scale-backoff-factor=0.5"), std::string::npos) << p;
   EXPECT_NE(p.find("hints={a;b=c{1,2}=-/tp}"), std::string::npos) << p;
   EXPECT_NE(p.find("colossal-data-parallel,func.func(colossal-bucket-gradients{bucket-cap-mb=0.5})"),
