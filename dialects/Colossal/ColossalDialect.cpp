@@ -106,11 +106,12 @@ LogicalResult verifyProgram(Operation *op, Attribute value) {
   if (!role)
     return op->emitOpError() << "'" << kProgramAttr << "' must be one of \"forward\", "
                              << "\"microbatch\", \"eval\", \"train_step\", \"optimizer_step\", "
-                             << "\"stage_forward\", \"stage_backward\", \"stage_optimizer\"; got "
+                             << "\"stage_forward\", \"stage_backward\", \"stage_optimizer\", "
+                             << "\"stage_backward_weight\"; got "
                              << value;
   // A stage role is one program per stage (`colossal.stage`), any other role one per module.
   const bool staged = *role == ProgramRole::StageForward || *role == ProgramRole::StageBackward ||
-                      *role == ProgramRole::StageOptimizer;
+                      *role == ProgramRole::StageOptimizer || *role == ProgramRole::StageBackwardWeight;
   if (staged && !f->getAttrOfType<IntegerAttr>(kStageAttr))
     return op->emitOpError() << "is a " << name << " program without '" << kStageAttr << "'";
   if (auto module = f->getParentOfType<ModuleOp>())

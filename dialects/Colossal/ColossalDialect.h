@@ -46,7 +46,9 @@ inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
 ///   train_step      one row block's loss and its gradients, accumulated into <p>.grad
 ///   optimizer_step  the update of every parameter from the accumulated gradients
 /// Stage roles (pipeline parallelism, colossal-split-pipeline-stages): one stage's forward,
-/// backward and optimizer programs, the stage in the function's `colossal.stage`.
+/// backward and optimizer programs, the stage in the function's `colossal.stage`; under the
+/// zero-bubble schedules the backward computes the input gradients (B) and stage_backward_weight
+/// the weight gradients (W).
 enum class ProgramRole {
   Forward,
   Microbatch,
@@ -55,10 +57,11 @@ enum class ProgramRole {
   OptimizerStep,
   StageForward,
   StageBackward,
-  StageOptimizer
+  StageOptimizer,
+  StageBackwardWeight
 };
 /// "forward", "microbatch", "eval", "train_step", "optimizer_step", "stage_forward",
-/// "stage_backward", "stage_optimizer".
+/// "stage_backward", "stage_optimizer", "stage_backward_weight".
 llvm::StringRef programRoleName(ProgramRole role);
 /// The role named `name`, or nullopt.
 std::optional<ProgramRole> parseProgramRole(llvm::StringRef name);

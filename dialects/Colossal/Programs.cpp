@@ -11,7 +11,8 @@ namespace {
 constexpr ProgramRole kRoles[] = {ProgramRole::Forward, ProgramRole::Microbatch,
                                   ProgramRole::Eval, ProgramRole::TrainStep,
                                   ProgramRole::OptimizerStep, ProgramRole::StageForward,
-                                  ProgramRole::StageBackward, ProgramRole::StageOptimizer};
+                                  ProgramRole::StageBackward, ProgramRole::StageOptimizer,
+                                  ProgramRole::StageBackwardWeight};
 } // namespace
 
 llvm::StringRef programRoleName(ProgramRole role) {
@@ -24,6 +25,7 @@ llvm::StringRef programRoleName(ProgramRole role) {
   case ProgramRole::StageForward: return "stage_forward";
   case ProgramRole::StageBackward: return "stage_backward";
   case ProgramRole::StageOptimizer: return "stage_optimizer";
+  case ProgramRole::StageBackwardWeight: return "stage_backward_weight";
   }
   llvm_unreachable("ProgramRole");
 }

@@ -4,12 +4,13 @@ measure the pipeline bubble in wall time and predict it from the measured stage 
 
     show_trace.py T.json [--skip 1] [--png OUT.png --step S] [--check]
 
-Prints per rank its busy time (F and B) and idle fraction of each step's pipeline (from the first
-F on any rank to the last B), the median F and B of each stage, the measured makespan and bubble,
+Prints per rank its busy time (F, B and, under the zero-bubble schedules, W) and idle fraction of
+each step's pipeline (from the first compute action on any rank to the last), the median F, B (and
+W) of each stage, the measured makespan and bubble,
 and the bubble and makespan the schedule predicts: the traced action order replayed with the
 simulator's rules (each compute action takes its cost, a send is free, a receive waits for its
-send; runtime/plan/PipelineSchedule.cpp) with unit costs (F = 1, B = 2: logical time) and with each
-stage's median F and B (wall time). Steps before --skip are left out of the medians and means
+send; runtime/plan/PipelineSchedule.cpp) with unit costs (F = 1, B = 2, or F = B = W = 1 when the
+backward is split: logical time) and with each stage's median F, B and W (wall time). Steps before --skip are left out of the medians and means
 (the first step pays for cold caches). --png draws step S (default: the last) as a timeline,
 one row per rank (matplotlib). --check validates the file and exits 1 with the problems found.
 
@@ -34,8 +35,11 @@ def slices(trace):
     return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
 
 
+COMPUTE = ("F", "B", "W")  # a pipeline's compute actions (W: the zero-bubble schedules' weight gradients)
+
+
 def kind(e):
-    """F, B, sendF, recvF, sendB, recvB, train_step, optimizer_step (a name is kind, microbatch and,
+    """F, B, W, sendF, recvF, sendB, recvB, train_step, optimizer_step (a name is kind, microbatch and,
     when a rank runs several stages, ".stage": "F3", "sendB0.2")."""
     return e["name"].split(".")[0].rstrip("0123456789")
 
@@ -57,7 +61,7 @@ def problems(trace):
                 out.append(f"{e['name']} on pid {e['pid']} has no args.{key}")
         if e["pid"] not in names:
             out.append(f"pid {e['pid']} has no process_name")
-        if a.get("microbatch") is not None and kind(e) in ("F", "B", "sendF", "recvF", "sendB", "recvB") \
+        if a.get("microbatch") is not None and kind(e) in ("F", "B", "W", "sendF", "recvF", "sendB", "recvB") \
                 and e["name"].split(".")[0] != kind(e) + str(a["microbatch"]):
             out.append(f"{e['name']}: args.microbatch is {a['microbatch']}")
         if e["dur"] < 0:
@@ -91,7 +95,7 @@ def problems(trace):
                        f"{dst['args']['step']}")
         elif f["ts"] < s["ts"]:
             out.append(f"flow {fid} ({src['name']}) arrives before it is sent")
-    pipeline = any(kind(e) in ("F", "B") for e in xs)
+    pipeline = any(kind(e) in COMPUTE for e in xs)
     counters = [e for e in events if e.get("ph") == "C"]
     if pipeline and not counters:
         out.append("a pipeline trace without saved-activation counters")
@@ -153,7 +157,7 @@ def replay(step_events, waits, cost):
             while nxt[pid] < len(evs):
                 e = evs[nxt[pid]]
                 k = kind(e)
-                if k in ("F", "B", "train_step"):
+                if k in COMPUTE + ("train_step",):
                     c = cost(e)
                     clock[pid] += c
                     busy[pid] += c
@@ -179,7 +183,7 @@ def stage_medians(trace, skip=1):
     """{(stage, 'F'|'B'): median duration in µs} over the steps from `skip`."""
     d = defaultdict(list)
     for e in slices(trace):
-        if kind(e) in ("F", "B") and e["args"]["step"] >= skip:
+        if kind(e) in COMPUTE and e["args"]["step"] >= skip:
             d[(e["args"]["stage"], kind(e))].append(e["dur"])
     return {k: statistics.median(v) for k, v in d.items()}
 
@@ -194,14 +198,15 @@ def analyse(trace, skip=1, alone=None):
     rows = []
     for step in sorted(steps):
         evs = steps[step]
-        compute = [e for es in evs.values() for e in es if kind(e) in ("F", "B", "train_step")]
+        compute = [e for es in evs.values() for e in es if kind(e) in COMPUTE + ("train_step",)]
         if not compute:
             continue
         t0 = min(e["ts"] for e in compute)
         t1 = max(e["ts"] + e["dur"] for e in compute)
-        busy = {pid: sum(e["dur"] for e in es if kind(e) in ("F", "B", "train_step")) for pid, es in evs.items()}
+        busy = {pid: sum(e["dur"] for e in es if kind(e) in COMPUTE + ("train_step",)) for pid, es in evs.items()}
         window = t1 - t0
-        logical = replay(evs, waits, lambda e: 2.0 if kind(e) == "B" else 1.0)
+        split = any(kind(e) == "W" for e in compute)  # zero-bubble: B and W cost 1 each
+        logical = replay(evs, waits, lambda e: 2.0 if kind(e) == "B" and not split else 1.0)
         row = {"step": step, "makespan_us": window, "busy_us": busy, "bubble": bubble_of(window, busy),
                "idle": {pid: 1.0 - b / window for pid, b in busy.items()},
                "logical_makespan": logical[0], "logical_bubble": bubble_of(*logical)}
@@ -230,7 +235,7 @@ def labels(trace):
             if e.get("ph") == "M" and e.get("name") == "process_name"}
 
 
-COLORS = {"F": "#4c78a8", "B": "#59a14f", "train_step": "#4c78a8", "optimizer_step": "#f28e2b"}
+COLORS = {"F": "#4c78a8", "B": "#59a14f", "W": "#b07aa1", "train_step": "#4c78a8", "optimizer_step": "#f28e2b"}
 
 
 def render(trace, out, step=None, title=None, ax=None):
@@ -255,7 +260,7 @@ def render(trace, out, step=None, title=None, ax=None):
         k, y, x, w = kind(e), row[e["pid"]], (e["ts"] - t0) / 1e3, e["dur"] / 1e3
         if k in COLORS:
             ax.barh(y, w, left=x, height=0.6, color=COLORS[k], edgecolor="white", linewidth=0.5)
-            if k in ("F", "B") and w > 0:
+            if k in COMPUTE and w > 0:
                 ax.text(x + w / 2, y, e["name"], ha="center", va="center", fontsize=7, color="white")
         else:
             ax.barh(y + 0.36, w, left=x, height=0.1, color="#999999")

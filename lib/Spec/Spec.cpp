@@ -42,6 +42,7 @@ struct PipelineParallel {
   bool scheduleSet = false;  // `schedule` written in the spec
   int64_t microbatches = 1;
   int64_t virtualStages = 1;
+  bool virtualStagesSet = false;  // `virtual_stages` written in the spec
   Stages stages;
   std::string scheduleFile;
 };
@@ -479,7 +480,12 @@ template <> struct MappingTraits<PipelineParallel> {
       p.scheduleSet = true;
     }
     io.mapOptional("microbatches", p.microbatches);
-    io.mapOptional("virtual_stages", p.virtualStages);
+    std::optional<int64_t> virtualStages;
+    io.mapOptional("virtual_stages", virtualStages);
+    if (virtualStages) {
+      p.virtualStages = *virtualStages;
+      p.virtualStagesSet = true;
+    }
     io.mapOptional("stages", p.stages);
     io.mapOptional("schedule_file", p.scheduleFile);
   }
@@ -498,13 +504,16 @@ template <> struct MappingTraits<PipelineParallel> {
     if (p.stages.scalar != "auto" && p.stages.cuts.empty())
       return "parallel.pipeline.stages must be auto or a list of cut points (node names or "
              "regexes); got '" + p.stages.scalar + "'";
-    if (p.schedule != "gpipe" && p.schedule != "1f1b" && p.schedule != "interleaved")
-      return "parallel.pipeline.schedule " + p.schedule +
-             " is not supported yet (implemented: gpipe, 1f1b, interleaved)";
+    // ZB-V runs two chunks per rank in a V; virtual_stages may be left out.
+    if (p.schedule == "zbv" && !p.virtualStagesSet)
+      p.virtualStages = 2;
+    if (p.schedule == "zbv" && p.virtualStages != 2)
+      return "parallel.pipeline.schedule zbv runs 2 chunks per rank (virtual_stages 2), got virtual_stages " +
+             std::to_string(p.virtualStages);
     if (p.schedule == "interleaved" && p.virtualStages < 2)
       return "parallel.pipeline.schedule interleaved needs virtual_stages >= 2 (chunks per rank), got " +
              std::to_string(p.virtualStages);
-    if (p.schedule != "interleaved" && p.virtualStages != 1)
+    if (p.schedule != "interleaved" && p.schedule != "zbv" && p.virtualStages != 1)
       return "parallel.pipeline.virtual_stages " + std::to_string(p.virtualStages) + " applies to schedule "
              "interleaved (" + p.schedule + " runs one chunk per rank)";
     for (const std::string &cut : p.stages.cuts) {

@@ -4,8 +4,11 @@
 // whose ops carry their stage (colossal-assign-pipeline-stages, then autodiff), is cut into a
 // forward and a backward program per stage; the values that cross from one program to another
 // become outputs and inputs of the same name, which the runtime's pipeline runner moves between
-// ranks (activations forward, their gradients back) or keeps (a stage's residuals). The
-// optimizer step is cut by parameter.
+// ranks (activations forward, their gradients back) or keeps (a stage's residuals). Under the
+// zero-bubble schedules (zb-h1, zbv) each stage's backward is cut again: the input-gradient part
+// B (what the earlier stages wait for: the backward slice of the values it hands on) and the
+// weight-gradient part W (the rest: the parameter gradients and their accumulation), which the
+// schedule defers (Qi et al. 2024). The optimizer step is cut by parameter.
 //===--------------------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "dialects/Colossal/ColossalOps.h"
@@ -31,7 +34,9 @@ using namespace mlir;
 namespace colossal {
 namespace {
 
-enum Phase { kForward = 0, kBackward = 1 };
+/// The program an op runs in: a stage's forward, its backward (with a split backward, the
+/// input-gradient part B) or, with a split backward, its weight-gradient part W.
+enum Phase { kForward = 0, kBackward = 1, kWeight = 2 };
 
 /// Where an op of @train_step runs.
 struct Place {
@@ -169,6 +174,38 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
     }
     placeUntagged(ops, place);
 
+    // Zero-bubble schedules: a stage's backward ops that the values it hands on (to another
+    // stage) do not need are its W.
+    const std::string schedule = record.getAs<StringAttr>("schedule").getValue().str();
+    const bool splitWeights = !inference && (schedule == "zb-h1" || schedule == "zbv");
+    if (splitWeights) {
+      llvm::DenseSet<Operation *> inputSide;
+      SmallVector<Operation *> pending;
+      for (Operation *op : ops) {
+        const Place p = place[op];
+        if (p.phase != kBackward)
+          continue;
+        bool leaves = false;
+        for (Value r : op->getResults())
+          for (Operation *user : r.getUsers())
+            if (auto it = place.find(user); it == place.end() ? user == ret : !(it->second == p))
+              leaves = true;
+        if (leaves && inputSide.insert(op).second)
+          pending.push_back(op);
+      }
+      while (!pending.empty()) {
+        Operation *op = pending.pop_back_val();
+        for (Value v : op->getOperands())
+          if (Operation *def = v.getDefiningOp())
+            if (auto it = place.find(def); it != place.end() && it->second == place[op] &&
+                                           inputSide.insert(def).second)
+              pending.push_back(def);
+      }
+      for (Operation *op : ops)
+        if (place[op].phase == kBackward && !inputSide.contains(op))
+          place[op].phase = kWeight;
+    }
+
     // Direction: forward values flow to later stages, their gradients to earlier ones.
     for (Operation *op : ops) {
       Place to = place[op];
@@ -180,8 +217,11 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         if (!def || def->hasTrait<OpTrait::ConstantLike>())
           continue;
         Place from = place[def];
-        bool ok = from.phase == kForward ? from.stage <= to.stage
-                                         : to.phase == kBackward && from.stage >= to.stage;
+        // Forward values flow to the same or later stages, gradients (B) to the same or earlier
+        // ones (their backward or W); a W's values stay in it.
+        bool ok = from.phase == kForward    ? from.stage <= to.stage
+                  : from.phase == kBackward ? to.phase != kForward && from.stage >= to.stage
+                                            : to == from;
         if (!ok)
           return op->emitError() << "colossal-split-pipeline-stages: " << describe(op)
                                  << " (stage " << to.stage << ") reads a value of "
@@ -193,8 +233,8 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
     // Programs and the values that cross between them, named in block order.
     std::map<Place, Program> programs;
     for (int64_t s = 0; s < stages; ++s)
-      for (Phase ph : {kForward, kBackward})
-        if (ph == kForward || !inference)
+      for (Phase ph : {kForward, kBackward, kWeight})
+        if (ph == kForward || (!inference && (ph == kBackward || splitWeights)))
           programs[Place{s, ph}].place = Place{s, ph};
     unsigned counter = 0;
     for (Operation *op : ops) {
@@ -268,12 +308,13 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         resultTypes.push_back(v.getType());
         resultAttrs.push_back(named(kOutputAttr, name));
       }
-      std::string symbol = "stage" + std::to_string(where.stage) +
-                           (where.phase == kForward ? "_forward" : "_backward");
+      static const char *const suffix[] = {"_forward", "_backward", "_backward_weight"};
+      static const ProgramRole role[] = {ProgramRole::StageForward, ProgramRole::StageBackward,
+                                         ProgramRole::StageBackwardWeight};
+      std::string symbol = "stage" + std::to_string(where.stage) + suffix[where.phase];
       auto fn = func::FuncOp::create(b, step.getLoc(), symbol,
                                      b.getFunctionType(argTypes, resultTypes));
-      setProgramRole(fn, where.phase == kForward ? ProgramRole::StageForward
-                                                 : ProgramRole::StageBackward);
+      setProgramRole(fn, role[where.phase]);
       fn->setAttr(kStageAttr, b.getI64IntegerAttr(where.stage));
       Block *entry = fn.addEntryBlock();
       for (unsigned i = 0; i < argAttrs.size(); ++i)
@@ -310,13 +351,18 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
       return success();
     auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
     const int64_t ranks = stages / (virtualStages ? virtualStages.getInt() : 1);
-    return splitOptimizer(module, optimizer, ranks, owner);
+    // Stage s runs on rank s mod P; zbv's V: stage s < P on rank s, the rest on 2P - 1 - s.
+    auto rankOf = [ranks, vShape = schedule == "zbv"](int64_t s) {
+      return vShape ? (s < ranks ? s : 2 * ranks - 1 - s) : s % ranks;
+    };
+    return splitOptimizer(module, optimizer, ranks, rankOf, owner);
   }
 
   /// `@stage<r>_optimizer` for each of the `ranks` pipeline ranks: @optimizer_step without the
-  /// updates of other ranks' stages (stage s runs on rank s mod ranks), its global norm summed
+  /// updates of other ranks' stages (stage s runs on rank rankOf(s)), its global norm summed
   /// over the ranks.
   LogicalResult splitOptimizer(ModuleOp module, func::FuncOp optimizer, int64_t ranks,
+                               llvm::function_ref<int64_t(int64_t)> rankOf,
                                const std::map<std::string, int64_t> &owner) {
     std::string axis;
     for (auto mesh : module.getOps<MeshOp>())
@@ -334,7 +380,7 @@ struct SplitPipelineStagesPass : impl::SplitPipelineStagesBase<SplitPipelineStag
         name = training::argMarker(fn, i, kStateAttr);
       while (!name.empty()) {
         if (auto it = owner.find(name.str()); it != owner.end())
-          return it->second % ranks;
+          return rankOf(it->second);
         size_t dot = name.rfind('.');
         if (dot == StringRef::npos)
           break;

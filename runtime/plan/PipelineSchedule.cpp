@@ -30,18 +30,110 @@ Action make(Action::Kind kind, uint32_t microbatch, uint32_t stage) {
   return a;
 }
 
-/// A compute action with the receive before it and the send after it.
-void addCompute(plan::Pipeline::RankSchedule &rank, bool forward, uint32_t mb, uint32_t stage,
-                uint32_t stages) {
-  const bool first = stage == 0, last = stage + 1 == stages;
+/// A compute action with the receive before it and the send after it (none where the
+/// neighbouring stage runs on the same rank: ZB-V's turn at the last rank).
+void addCompute(const plan::Pipeline &p, plan::Pipeline::RankSchedule &rank, bool forward, uint32_t mb,
+                uint32_t stage) {
+  const uint32_t S = p.stages(), r = rankOfStage(p, stage);
+  const bool fromPrev = stage > 0 && rankOfStage(p, stage - 1) != r;
+  const bool toNext = stage + 1 < S && rankOfStage(p, stage + 1) != r;
   if (forward) {
-    if (!first) *rank.add_actions() = make(Action::RECV_FORWARD, mb, stage);
+    if (fromPrev) *rank.add_actions() = make(Action::RECV_FORWARD, mb, stage);
     *rank.add_actions() = make(Action::FORWARD, mb, stage);
-    if (!last) *rank.add_actions() = make(Action::SEND_FORWARD, mb, stage);
+    if (toNext) *rank.add_actions() = make(Action::SEND_FORWARD, mb, stage);
   } else {
-    if (!last) *rank.add_actions() = make(Action::RECV_BACKWARD, mb, stage);
+    if (toNext) *rank.add_actions() = make(Action::RECV_BACKWARD, mb, stage);
     *rank.add_actions() = make(Action::BACKWARD, mb, stage);
-    if (!first) *rank.add_actions() = make(Action::SEND_BACKWARD, mb, stage);
+    if (fromPrev) *rank.add_actions() = make(Action::SEND_BACKWARD, mb, stage);
+  }
+}
+
+/// Zero-bubble schedules (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"): the backward is
+/// split into B (input gradients, on the critical path) and W (weight gradients, deferred).
+/// A list schedule in unit time (F = B = W = 1): at each step every free rank runs, of what its
+/// inputs allow, a B (the latest stage first), else an F (the latest stage first) while fewer
+/// than `limit` of its microbatch chunks are forwarded and not yet W-ed, else its oldest pending W.
+/// Returns each rank's compute actions (F, B, W) in order, and the makespan.
+struct ListSchedule {
+  std::vector<std::vector<Action>> ranks;
+  uint32_t makespan = 0;
+};
+ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
+  const uint32_t S = p.stages(), m = p.microbatches(), P = S / std::max<uint32_t>(1, p.virtual_stages());
+  constexpr uint32_t kNever = ~0u;
+  std::vector<std::vector<uint32_t>> fDone(S, std::vector<uint32_t>(m, kNever)), bDone = fDone;
+  std::vector<uint32_t> nextF(S, 0), nextB(S, 0), live(P, 0), busyUntil(P, 0), left(P, 0);
+  std::vector<std::vector<uint32_t>> mine(P);
+  for (uint32_t s = 0; s < S; ++s) mine[rankOfStage(p, s)].push_back(s);
+  for (uint32_t r = 0; r < P; ++r) left[r] = 3 * m * static_cast<uint32_t>(mine[r].size());
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> pendingW(P);  // (stage, microbatch), oldest first
+  ListSchedule out;
+  out.ranks.resize(P);
+  for (uint32_t t = 0; std::any_of(left.begin(), left.end(), [](uint32_t n) { return n > 0; }); ++t) {
+    if (t > 64u * 3 * m * S + 64) break;  // cannot happen: some rank always has a W or a B to run
+    for (uint32_t r = 0; r < P; ++r) {
+      if (busyUntil[r] > t || left[r] == 0) continue;
+      std::optional<Action> pick;
+      for (auto it = mine[r].rbegin(); it != mine[r].rend() && !pick; ++it) {
+        const uint32_t s = *it, k = nextB[s];
+        if (k < m && fDone[s][k] <= t && (s + 1 == S || bDone[s + 1][k] <= t)) {
+          bDone[s][k] = t + 1;
+          ++nextB[s];
+          pendingW[r].emplace_back(s, k);
+          pick = make(Action::BACKWARD, k, s);
+        }
+      }
+      for (auto it = mine[r].rbegin(); it != mine[r].rend() && !pick && live[r] < limit; ++it) {
+        const uint32_t s = *it, k = nextF[s];
+        if (k < m && (s == 0 || fDone[s - 1][k] <= t)) {
+          fDone[s][k] = t + 1;
+          ++nextF[s];
+          ++live[r];
+          pick = make(Action::FORWARD, k, s);
+        }
+      }
+      if (!pick && !pendingW[r].empty()) {
+        auto [s, k] = pendingW[r].front();
+        pendingW[r].erase(pendingW[r].begin());
+        --live[r];
+        pick = make(Action::WEIGHT, k, s);
+      }
+      if (!pick) continue;
+      out.ranks[r].push_back(*pick);
+      busyUntil[r] = t + 1;
+      --left[r];
+      out.makespan = t + 1;
+    }
+  }
+  return out;
+}
+
+/// Writes zb-h1's or zbv's actions into `p`: the list schedule with the smallest in-flight limit
+/// (from 1F1B's P microbatches per rank, zbv's 2P chunks, up to every chunk) whose idle time per
+/// rank reaches the lower bound P − 1 (the last rank's first forward cannot start earlier), else
+/// the shortest.
+void generateZeroBubble(plan::Pipeline &p) {
+  const uint32_t S = p.stages(), m = p.microbatches(), V = std::max<uint32_t>(1, p.virtual_stages()), P = S / V;
+  const uint32_t first = V * P, last = std::max(first, V * m);
+  ListSchedule best;
+  for (uint32_t limit = first; limit <= last; ++limit) {
+    ListSchedule ls = listSchedule(p, limit);
+    const bool complete = std::all_of(ls.ranks.begin(), ls.ranks.end(),
+                                      [&](const std::vector<Action> &a) { return a.size() == 3 * m * V; });
+    if (!complete) continue;
+    if (best.ranks.empty() || ls.makespan < best.makespan) best = std::move(ls);
+    if (best.makespan == 3 * m * V + P - 1) break;
+  }
+  if (best.ranks.empty()) best = listSchedule(p, V * m);  // no limit: every chunk may be in flight
+  p.clear_ranks();
+  for (uint32_t r = 0; r < P; ++r) {
+    plan::Pipeline::RankSchedule &rank = *p.add_ranks();
+    for (const Action &a : best.ranks[r]) {
+      if (a.kind() == Action::WEIGHT)
+        *rank.add_actions() = a;
+      else
+        addCompute(p, rank, a.kind() == Action::FORWARD, a.microbatch(), a.stage());
+    }
   }
 }
 
@@ -53,35 +145,47 @@ llvm::Error generateSchedule(plan::Pipeline &p) {
   if (S % V != 0) return fail("pipeline schedule: " + llvm::Twine(S) + " stages are not " + llvm::Twine(V) + " per rank");
   const uint32_t P = S / V;
   const std::string &kind = p.schedule();
-  if (kind != "gpipe" && kind != "1f1b" && kind != "interleaved")
-    return fail("pipeline schedule '" + kind + "' cannot be generated (implemented: gpipe, 1f1b, interleaved)");
-  if ((kind == "interleaved") != (V > 1))
+  const bool zeroBubble = kind == "zb-h1" || kind == "zbv";
+  if (kind != "gpipe" && kind != "1f1b" && kind != "interleaved" && !zeroBubble)
+    return fail("pipeline schedule '" + kind + "' cannot be generated (implemented: gpipe, 1f1b, interleaved, zb-h1, zbv)");
+  const uint32_t wantV = kind == "interleaved" ? std::max<uint32_t>(V, 2) : kind == "zbv" ? 2 : 1;
+  if (V != wantV)
     return fail("pipeline schedule '" + kind + "' with " + llvm::Twine(V) +
-                " stages per rank (interleaved needs >= 2, gpipe and 1f1b 1)");
+                " stages per rank (interleaved needs >= 2, zbv 2, gpipe, 1f1b and zb-h1 1)");
+  if ((kind == "zbv") != p.v_shape())
+    return fail("pipeline schedule '" + kind + "': the stages are " + (p.v_shape() ? "" : "not ") +
+                "placed in a V (zbv's placement: stage s < P on rank s, stage s >= P on rank 2P - 1 - s)");
   if (kind == "interleaved" && m % P != 0)
     return fail("pipeline schedule interleaved: microbatches " + llvm::Twine(m) + " must be a multiple of the " +
                 llvm::Twine(P) + " pipeline ranks");
+  if (zeroBubble && (p.forward_only() || !p.weight_split()))
+    return fail("pipeline schedule '" + kind + "' needs the backward split into input-gradient (B) and " +
+                "weight-gradient (W) programs (STAGE_BACKWARD_WEIGHT), which this plan does not have");
+  if (zeroBubble) {
+    generateZeroBubble(p);
+    return llvm::Error::success();
+  }
   p.clear_ranks();
   for (uint32_t r = 0; r < P; ++r) {
     plan::Pipeline::RankSchedule &rank = *p.add_ranks();
     if (p.forward_only()) {
-      for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
+      for (uint32_t k = 0; k < m; ++k) addCompute(p, rank, true, k, r);
       continue;
     }
     if (kind == "gpipe") {
-      for (uint32_t k = 0; k < m; ++k) addCompute(rank, true, k, r, S);
-      for (uint32_t k = 0; k < m; ++k) addCompute(rank, false, k, r, S);
+      for (uint32_t k = 0; k < m; ++k) addCompute(p, rank, true, k, r);
+      for (uint32_t k = 0; k < m; ++k) addCompute(p, rank, false, k, r);
       continue;
     }
     if (kind == "1f1b") {
       const uint32_t warmup = std::min(S - r - 1, m);
       uint32_t f = 0, b = 0;
-      for (; f < warmup; ++f) addCompute(rank, true, f, r, S);
+      for (; f < warmup; ++f) addCompute(p, rank, true, f, r);
       while (f < m) {
-        addCompute(rank, true, f++, r, S);
-        addCompute(rank, false, b++, r, S);
+        addCompute(p, rank, true, f++, r);
+        addCompute(p, rank, false, b++, r);
       }
-      while (b < m) addCompute(rank, false, b++, r, S);
+      while (b < m) addCompute(p, rank, false, b++, r);
       continue;
     }
     // Interleaved 1F1B (Narayanan et al. 2021, section 2.2): the k-th of the rank's m·V chunk
@@ -98,19 +202,32 @@ llvm::Error generateSchedule(plan::Pipeline &p) {
     uint32_t mb, stage;
     for (uint32_t k = 0; k < warmup; ++k) {
       pass(k, true, mb, stage);
-      addCompute(rank, true, mb, stage, S);
+      addCompute(p, rank, true, mb, stage);
     }
     for (uint32_t k = 0; k + warmup < total; ++k) {
       pass(k + warmup, true, mb, stage);
-      addCompute(rank, true, mb, stage, S);
+      addCompute(p, rank, true, mb, stage);
       pass(k, false, mb, stage);
-      addCompute(rank, false, mb, stage, S);
+      addCompute(p, rank, false, mb, stage);
     }
     for (uint32_t k = total - warmup; k < total; ++k) {
       pass(k, false, mb, stage);
-      addCompute(rank, false, mb, stage, S);
+      addCompute(p, rank, false, mb, stage);
     }
   }
+  // A plan whose backward is split runs each W right after its B (and the B's send).
+  if (p.weight_split())
+    for (plan::Pipeline::RankSchedule &rank : *p.mutable_ranks()) {
+      plan::Pipeline::RankSchedule withW;
+      for (int i = 0; i < rank.actions_size(); ++i) {
+        const Action &a = rank.actions(i);
+        *withW.add_actions() = a;
+        const bool next = i + 1 < rank.actions_size() && rank.actions(i + 1).kind() == Action::SEND_BACKWARD;
+        if (a.kind() == Action::BACKWARD && !next) *withW.add_actions() = make(Action::WEIGHT, a.microbatch(), a.stage());
+        if (a.kind() == Action::SEND_BACKWARD) *withW.add_actions() = make(Action::WEIGHT, a.microbatch(), a.stage());
+      }
+      rank = std::move(withW);
+    }
   return llvm::Error::success();
 }
 
@@ -135,7 +252,8 @@ llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipe
     for (llvm::StringRef tok : tokens) {
       static const std::pair<const char *, Action::Kind> kinds[] = {
           {"sendF", Action::SEND_FORWARD}, {"recvF", Action::RECV_FORWARD}, {"sendB", Action::SEND_BACKWARD},
-          {"recvB", Action::RECV_BACKWARD}, {"F", Action::FORWARD},         {"B", Action::BACKWARD}};
+          {"recvB", Action::RECV_BACKWARD}, {"F", Action::FORWARD},         {"B", Action::BACKWARD},
+          {"W", Action::WEIGHT}};
       llvm::StringRef rest = tok;
       std::optional<Action::Kind> kind;
       for (auto &[prefix, k] : kinds)
@@ -146,7 +264,7 @@ llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipe
       auto [mbText, stageText] = rest.split('.');
       uint32_t mb = 0, stage = r;
       if (!kind || mbText.getAsInteger(10, mb) || (!stageText.empty() && stageText.getAsInteger(10, stage)))
-        return fail(at + ": '" + tok + "' is not an action (F3, B3, sendF3, recvF3, sendB3, recvB3; F3.2 names stage 2)");
+        return fail(at + ": '" + tok + "' is not an action (F3, B3, W3, sendF3, recvF3, sendB3, recvB3; F3.2 names stage 2)");
       *ranks[r]->add_actions() = make(*kind, mb, stage);
     }
   }
@@ -158,11 +276,18 @@ llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipe
   return llvm::Error::success();
 }
 
+uint32_t rankOfStage(const plan::Pipeline &p, uint32_t stage) {
+  const uint32_t P = std::max<uint32_t>(1, p.stages() / std::max<uint32_t>(1, p.virtual_stages()));
+  if (p.v_shape()) return stage < P ? stage : 2 * P - 1 - stage;
+  return stage % P;
+}
+
 std::string actionName(const Action &a) {
   std::string mb = std::to_string(a.microbatch());
   switch (a.kind()) {
   case Action::FORWARD: return "F" + mb;
   case Action::BACKWARD: return "B" + mb;
+  case Action::WEIGHT: return "W" + mb;
   case Action::SEND_FORWARD: return "sendF" + mb;
   case Action::RECV_FORWARD: return "recvF" + mb;
   case Action::SEND_BACKWARD: return "sendB" + mb;
@@ -181,10 +306,16 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   stats.peakInFlight.assign(S, 0);
   stats.busy.assign(P, 0);
   stats.peakSavedBytes.assign(P, 0);
-  std::vector<uint64_t> liveSaved(P, 0);
+  stats.stagePeakSavedBytes.assign(S, 0);
+  std::vector<uint64_t> liveSaved(P, 0), liveStage(S, 0);
   auto savedOf = [&](uint32_t s) -> uint64_t {
     return s < static_cast<uint32_t>(p.saved_bytes_size()) ? p.saved_bytes(s) : 0;
   };
+  // Of those, what W reads (kept after B until W) when the backward is split.
+  auto savedForW = [&](uint32_t s) -> uint64_t {
+    return s < static_cast<uint32_t>(p.saved_weight_bytes_size()) ? p.saved_weight_bytes(s) : 0;
+  };
+  const bool split = p.weight_split();
   std::vector<double> clock(P, 0);
   std::vector<int> next(P, 0);
   std::vector<uint32_t> inFlight(S, 0);
@@ -192,7 +323,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   std::map<std::tuple<int, uint32_t, uint32_t>, double> sent;
   std::set<std::tuple<int, uint32_t, uint32_t>> received;
   // (stage, microbatch) -> done: forwards, backwards, and the receives each waits for.
-  std::set<std::pair<uint32_t, uint32_t>> forwarded, backwarded, gotF, gotB;
+  std::set<std::pair<uint32_t, uint32_t>> forwarded, backwarded, weighted, gotF, gotB;
   auto where = [&](uint32_t r, int i) {
     return "rank " + std::to_string(r) + " (stage " + std::to_string(p.ranks(r).actions(i).stage()) +
            "), action #" + std::to_string(i) + " " + actionName(p.ranks(r).actions(i));
@@ -206,28 +337,50 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
         const int i = next[r];
         const Action &a = list[i];
         const uint32_t mb = a.microbatch(), s = a.stage();
-        if (s >= S || s % P != r)
+        if (s >= S || rankOfStage(p, s) != r)
           return fail("pipeline schedule: " + where(r, i) + " names stage " + llvm::Twine(s) + ", which is not on rank " +
                       llvm::Twine(r));
         if (mb >= m) return fail("pipeline schedule: " + where(r, i) + ": microbatch out of range");
         const bool first = s == 0, last = s + 1 == S;
+        // A neighbour on this rank (ZB-V's turn) hands its values over without a message.
+        const bool prevHere = !first && rankOfStage(p, s - 1) == r, nextHere = !last && rankOfStage(p, s + 1) == r;
         auto key = std::make_pair(s, mb);
         if (p.forward_only() && a.kind() != Action::FORWARD && a.kind() != Action::SEND_FORWARD &&
             a.kind() != Action::RECV_FORWARD)
           return fail("pipeline schedule: " + where(r, i) + ": a forward-only (inference) pipeline runs no backward");
-        if (a.kind() == Action::FORWARD || a.kind() == Action::BACKWARD) {
+        if (a.kind() == Action::WEIGHT) {
+          if (!split)
+            return fail("pipeline schedule: " + where(r, i) + ": this plan's backward is not split into B and W " +
+                        "(its schedule runs B only; W needs schedule zb-h1 or zbv)");
+          if (weighted.count(key)) return fail("pipeline schedule: " + where(r, i) + " runs twice");
+          if (!backwarded.count(key))
+            return fail("pipeline schedule: " + where(r, i) + " runs before its B" + llvm::Twine(mb));
+          stats.events.push_back({r, static_cast<uint32_t>(i), clock[r], clock[r] + 1});
+          clock[r] += 1;
+          stats.busy[r] += 1;
+          weighted.insert(key);
+          --inFlight[s];
+          liveSaved[r] -= savedForW(s);
+          liveStage[s] -= savedForW(s);
+        } else if (a.kind() == Action::FORWARD || a.kind() == Action::BACKWARD) {
           const bool fwd = a.kind() == Action::FORWARD;
           if (fwd ? forwarded.count(key) : backwarded.count(key))
             return fail("pipeline schedule: " + where(r, i) + " runs twice");
-          if (fwd && !first && !gotF.count(key))
+          if (fwd && prevHere && !forwarded.count({s - 1, mb}))
+            return fail("pipeline schedule: " + where(r, i) + " runs before F" + llvm::Twine(mb) + " of stage " +
+                        llvm::Twine(s - 1) + ", which hands it its inputs on this rank");
+          if (!fwd && nextHere && !backwarded.count({s + 1, mb}))
+            return fail("pipeline schedule: " + where(r, i) + " runs before B" + llvm::Twine(mb) + " of stage " +
+                        llvm::Twine(s + 1) + ", which hands it its output gradients on this rank");
+          if (fwd && !first && !prevHere && !gotF.count(key))
             return fail("pipeline schedule: " + where(r, i) + " runs before its inputs are received (recvF" +
                         llvm::Twine(mb) + ")");
           if (!fwd && !forwarded.count(key))
             return fail("pipeline schedule: " + where(r, i) + " runs before its forward F" + llvm::Twine(mb));
-          if (!fwd && !last && !gotB.count(key))
+          if (!fwd && !last && !nextHere && !gotB.count(key))
             return fail("pipeline schedule: " + where(r, i) + " runs before its output gradients are received (recvB" +
                         llvm::Twine(mb) + ")");
-          const double cost = fwd ? 1 : 2;
+          const double cost = fwd || split ? 1 : 2;
           stats.events.push_back({r, static_cast<uint32_t>(i), clock[r], clock[r] + cost});
           clock[r] += cost;
           stats.busy[r] += cost;
@@ -235,16 +388,18 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
             forwarded.insert(key);
             stats.peakInFlight[s] = std::max(stats.peakInFlight[s], ++inFlight[s]);
             stats.peakSavedBytes[r] = std::max(stats.peakSavedBytes[r], liveSaved[r] += savedOf(s));
+            stats.stagePeakSavedBytes[s] = std::max(stats.stagePeakSavedBytes[s], liveStage[s] += savedOf(s));
           } else {
             backwarded.insert(key);
-            --inFlight[s];
-            liveSaved[r] -= savedOf(s);
+            if (!split) --inFlight[s];
+            liveSaved[r] -= savedOf(s) - (split ? savedForW(s) : 0);
+            liveStage[s] -= savedOf(s) - (split ? savedForW(s) : 0);
           }
         } else if (a.kind() == Action::SEND_FORWARD || a.kind() == Action::SEND_BACKWARD) {
           const bool fwd = a.kind() == Action::SEND_FORWARD;
-          if (fwd ? last : first)
+          if (fwd ? last || nextHere : first || prevHere)
             return fail("pipeline schedule: " + where(r, i) + ": stage " + llvm::Twine(s) + " has no " +
-                        (fwd ? "next" : "previous") + " stage to send to");
+                        (fwd ? "next" : "previous") + " stage on another rank to send to");
           if (!(fwd ? forwarded.count(key) : backwarded.count(key)))
             return fail("pipeline schedule: " + where(r, i) + " sends before " + (fwd ? "F" : "B") + llvm::Twine(mb) +
                         " computed it");
@@ -252,9 +407,9 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
             return fail("pipeline schedule: " + where(r, i) + " sends twice");
         } else if (a.kind() == Action::RECV_FORWARD || a.kind() == Action::RECV_BACKWARD) {
           const bool fwd = a.kind() == Action::RECV_FORWARD;
-          if (fwd ? first : last)
+          if (fwd ? first || prevHere : last || nextHere)
             return fail("pipeline schedule: " + where(r, i) + ": stage " + llvm::Twine(s) + " has no " +
-                        (fwd ? "previous" : "next") + " stage to receive from");
+                        (fwd ? "previous" : "next") + " stage on another rank to receive from");
           auto from = std::make_tuple(int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), mb, fwd ? s - 1 : s + 1);
           auto it = sent.find(from);
           if (it == sent.end()) break;  // waits for the peer
@@ -281,6 +436,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
     for (uint32_t k = 0; k < m; ++k) {
       if (!forwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs F" + llvm::Twine(k));
       if (!p.forward_only() && !backwarded.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs B" + llvm::Twine(k));
+      if (split && !weighted.count({s, k})) return fail("pipeline schedule: stage " + llvm::Twine(s) + " never runs W" + llvm::Twine(k));
     }
   for (auto &[key, time] : sent)
     if (!received.count(key))
@@ -302,7 +458,12 @@ std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) 
   const bool chunks = p.stages() > P;
   for (int r = 0; r < p.ranks_size(); ++r) {
     os << "rank " << r << " (stage" << (chunks ? "s" : "");
-    for (uint32_t s = r; s < p.stages(); s += P) os << (s == static_cast<uint32_t>(r) ? " " : ", ") << s;
+    bool firstStage = true;
+    for (uint32_t s = 0; s < p.stages(); ++s)
+      if (rankOfStage(p, s) == static_cast<uint32_t>(r)) {
+        os << (firstStage ? " " : ", ") << s;
+        firstStage = false;
+      }
     os << "):";
     for (const Action &a : p.ranks(r).actions())
       os << " " << actionName(a) << (chunks ? "." + std::to_string(a.stage()) : std::string());
@@ -310,7 +471,7 @@ std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) 
   }
   os.setf(std::ios::fixed);
   os.precision(4);
-  os << "bubble (forward 1, backward 2): " << stats.bubble << " of " << stats.makespan
+  os << (p.weight_split() ? "bubble (forward 1, B 1, W 1): " : "bubble (forward 1, backward 2): ") << stats.bubble << " of " << stats.makespan
      << " time units per rank\npeak in-flight microbatches per stage:";
   for (uint32_t n : stats.peakInFlight) os << " " << n;
   os << "\n";

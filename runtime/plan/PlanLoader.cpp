@@ -251,10 +251,16 @@ llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const
   auto dims = [](const plan::Buffer &b) { return std::vector<int64_t>(b.shape().begin(), b.shape().end()); };
   std::map<std::string, std::pair<const plan::Program *, const plan::Buffer *>> produced;
   for (uint32_t s = 0; s < pl.stages(); ++s)
-    for (plan::Program::Role role :
-         {plan::Program::STAGE_FORWARD, plan::Program::STAGE_BACKWARD, plan::Program::STAGE_OPTIMIZER}) {
+    for (plan::Program::Role role : {plan::Program::STAGE_FORWARD, plan::Program::STAGE_BACKWARD,
+                                     plan::Program::STAGE_BACKWARD_WEIGHT, plan::Program::STAGE_OPTIMIZER}) {
       if (role == plan::Program::STAGE_OPTIMIZER && s >= pl.stages() / V) continue;  // one per rank
       if (role != plan::Program::STAGE_FORWARD && pl.forward_only()) continue;
+      if (role == plan::Program::STAGE_BACKWARD_WEIGHT && !pl.weight_split()) {
+        if (const plan::Program *extra = findStageProgram(p, role, s))
+          return fail(file + "program '" + extra->name() + "' is a stage_backward_weight program, but the plan's " +
+                      "pipeline does not split the backward (Pipeline.weight_split)");
+        continue;
+      }
       const plan::Program *prog = findStageProgram(p, role, s);
       if (!prog)
         return fail(file + "pipeline stage " + llvm::Twine(s) + " has no " + programRoleName(role) + " program");
@@ -604,6 +610,7 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
     // A stage role is one program per stage (Program.stage), any other role one per plan.
     const bool staged = prog.role() == plan::Program::STAGE_FORWARD ||
                         prog.role() == plan::Program::STAGE_BACKWARD ||
+                        prog.role() == plan::Program::STAGE_BACKWARD_WEIGHT ||
                         prog.role() == plan::Program::STAGE_OPTIMIZER;
     if (staged && (!p.has_pipeline() || prog.stage() < 0 ||
                    prog.stage() >= static_cast<int32_t>(p.pipeline().stages())))
@@ -693,6 +700,7 @@ llvm::StringRef programRoleName(plan::Program::Role role) {
   case plan::Program::STAGE_FORWARD: return "stage_forward";
   case plan::Program::STAGE_BACKWARD: return "stage_backward";
   case plan::Program::STAGE_OPTIMIZER: return "stage_optimizer";
+  case plan::Program::STAGE_BACKWARD_WEIGHT: return "stage_backward_weight";
   default: return "unspecified";
   }
 }

@@ -2,6 +2,7 @@
 #include "colossal/runtime/PipelineRunner.h"
 
 #include "colossal/runtime/Mesh.h"
+#include "colossal/runtime/PipelineSchedule.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -59,10 +60,10 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
   llvm::Expected<Communicator *> group = comm.axes(axis);
   if (!group) return group.takeError();
   r->pp_ = *group;
-  const uint32_t P = r->ranks_;
-  auto rankOf = [&](uint32_t stage) { return stage % P; };
+  auto rankOf = [&](uint32_t stage) { return rankOfStage(pl, stage); };
 
-  // This rank's programs: forward and backward of each of its stages, one optimizer.
+  // This rank's programs: forward and backward (with a split backward also W) of each of its
+  // stages, one optimizer.
   auto make = [&](const plan::Program *prog, std::unique_ptr<Executor> &out) -> llvm::Error {
     if (llvm::Error e = comm.prepare(*prog)) return e;
     auto ex = Executor::create(plan, registry, device, prog->name(), options);
@@ -70,16 +71,21 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
     out = std::move(*ex);
     return llvm::Error::success();
   };
-  std::vector<std::pair<uint32_t, const plan::Program *>> mine[2];  // (stage, program) per phase
-  for (uint32_t s = r->rank_; s < r->stages_; s += P) {
+  std::vector<std::pair<uint32_t, const plan::Program *>> mine[3];  // (stage, program) per phase
+  for (uint32_t s = 0; s < r->stages_; ++s) {
+    if (rankOf(s) != r->rank_) continue;
     Stage &st = r->local_[s];
     const plan::Program *f = plan.stageProgram(plan::Program::STAGE_FORWARD, s);
-    if (llvm::Error e = make(f, st.forward)) return std::move(e);
-    mine[0].emplace_back(s, f);
+    if (llvm::Error e = make(f, st.programs[kForward])) return std::move(e);
+    mine[kForward].emplace_back(s, f);
     if (pl.forward_only()) continue;
     const plan::Program *b = plan.stageProgram(plan::Program::STAGE_BACKWARD, s);
-    if (llvm::Error e = make(b, st.backward)) return std::move(e);
-    mine[1].emplace_back(s, b);
+    if (llvm::Error e = make(b, st.programs[kBackward])) return std::move(e);
+    mine[kBackward].emplace_back(s, b);
+    if (!pl.weight_split()) continue;
+    const plan::Program *w = plan.stageProgram(plan::Program::STAGE_BACKWARD_WEIGHT, s);
+    if (llvm::Error e = make(w, st.programs[kWeight])) return std::move(e);
+    mine[kWeight].emplace_back(s, w);
   }
   if (!pl.forward_only())
     if (llvm::Error e = make(plan.stageProgram(plan::Program::STAGE_OPTIMIZER, r->rank_), r->optimizer_))
@@ -95,7 +101,8 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
   std::map<std::string, std::vector<std::pair<uint32_t, bool>>> readers;
   for (const plan::Program &prog : plan.plan.programs()) {
     const bool fwd = prog.role() == plan::Program::STAGE_FORWARD;
-    if (!fwd && prog.role() != plan::Program::STAGE_BACKWARD) continue;
+    if (!fwd && prog.role() != plan::Program::STAGE_BACKWARD && prog.role() != plan::Program::STAGE_BACKWARD_WEIGHT)
+      continue;
     for (int i = 0; i < prog.outputs_size(); ++i)
       if (isTransfer(prog.outputs(i).name()))
         producer[prog.outputs(i).name()] = {static_cast<uint32_t>(prog.stage()), fwd, i};
@@ -117,13 +124,13 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
   // stage in the direction's order (ascending forward, descending backward), then output index.
   std::vector<std::tuple<bool, int64_t, int, Message>> incoming;
   std::set<std::string> seen;
-  for (int k = 0; k < 2; ++k)
+  for (int k = 0; k < 3; ++k)
     for (auto &[s, prog] : mine[k])
       for (const plan::Binding &in : prog->inputs()) {
         if (!isTransfer(in.name())) continue;
         ++r->localReaders_[in.name()];
         const Producer &p = producer.at(in.name());
-        if (p.forward && k == 1) r->savedHere_[in.name()] = true;
+        if (p.forward && k != kForward) r->savedHere_[in.name()] = true;
         if (rankOf(p.stage) == r->rank_ || !seen.insert(in.name()).second) continue;
         const plan::Buffer &b = prog->buffers(static_cast<int>(in.buffer()));
         Message m{in.name(), rankOf(p.stage), elements(b), static_cast<DType>(b.dtype()),
@@ -134,7 +141,8 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
     return std::make_pair(std::get<1>(a), std::get<2>(a)) < std::make_pair(std::get<1>(b), std::get<2>(b));
   });
   for (auto &[fwd, order, idx, m] : incoming) r->local_[m.tagStage].recv[fwd ? 0 : 1].push_back(m);
-  // Sends: each transferred output to every other rank that reads it, in output order.
+  // Sends: each transferred output to every other rank that reads it, in output order (a W's
+  // outputs stay in it).
   for (int k = 0; k < 2; ++k)
     for (auto &[s, prog] : mine[k])
       for (const plan::Binding &out : prog->outputs()) {
@@ -156,7 +164,8 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
       for (const plan::Buffer &b : prog.buffers())
         if (!b.state_name().empty()) r->owner_.try_emplace(b.state_name(), static_cast<uint32_t>(prog.stage()));
   for (const plan::Program &prog : plan.plan.programs())
-    if (prog.role() == plan::Program::STAGE_FORWARD || prog.role() == plan::Program::STAGE_BACKWARD)
+    if (prog.role() == plan::Program::STAGE_FORWARD || prog.role() == plan::Program::STAGE_BACKWARD ||
+        prog.role() == plan::Program::STAGE_BACKWARD_WEIGHT)
       for (const plan::Buffer &b : prog.buffers())
         if (!b.state_name().empty()) {
           r->owner_.try_emplace(b.state_name(), rankOf(static_cast<uint32_t>(prog.stage())));
@@ -164,6 +173,10 @@ PipelineRunner::create(const LoadedPlan &plan, const KernelRegistry &registry, D
         }
   for (auto &[name, ranks] : stateReaders)
     if (ranks.size() > 1) r->tied_.push_back(name);
+  for (const plan::Pipeline::Action &a : pl.ranks(static_cast<int>(r->rank_)).actions())
+    if (a.kind() != plan::Pipeline::Action::FORWARD && a.kind() != plan::Pipeline::Action::BACKWARD &&
+        a.kind() != plan::Pipeline::Action::WEIGHT)
+      r->explicit_.insert({int(a.kind()), a.stage()});
   const plan::TrainConfig &tc = plan.plan.train();
   const int64_t rows = tc.global_batch() / std::max<int64_t>(1, r->microbatches_ * dpSize);
   r->tokens_.resize(rows * tc.seq_len() * sizeof(int64_t));
@@ -214,11 +227,13 @@ llvm::Error PipelineRunner::send(uint32_t stage, bool forward, uint32_t mb) {
   return llvm::Error::success();
 }
 
-llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb, const Feed &feed,
+llvm::Error PipelineRunner::runProgram(uint32_t stage, Phase phase, uint32_t mb, const Feed &feed,
                                        const Collect *collect, double &lossSum) {
   Stage &st = local_.at(stage);
-  Executor &ex = forward ? *st.forward : *st.backward;
-  const std::string what = "stage " + std::to_string(stage) + ", " + (forward ? "F" : "B") + std::to_string(mb);
+  Executor &ex = *st.programs[phase];
+  const bool forward = phase == kForward;
+  static const char *const letter[] = {"F", "B", "W"};
+  const std::string what = "stage " + std::to_string(stage) + ", " + letter[phase] + std::to_string(mb);
   for (const BindingInfo &in : ex.inputs()) {
     if (!isTransfer(in.name)) {
       llvm::Expected<bool> fed = feed(ex, in, mb);
@@ -229,7 +244,7 @@ llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb
     auto it = kept_.find({in.name, mb});
     if (it == kept_.end())
       return fail(what + ": input '" + in.name + "' was neither received nor kept (the schedule runs " +
-                  (forward ? "F" : "B") + llvm::Twine(mb) + " before the action that provides it)");
+                  letter[phase] + llvm::Twine(mb) + " before the action that provides it)");
     if (llvm::Error e = ex.setInput(in.name, in.tensor.dtype, in.tensor.shape, it->second.bytes.data())) return e;
   }
   if (llvm::Error e = ex.run()) return fail(what + ": " + llvm::toString(std::move(e)));
@@ -240,7 +255,8 @@ llvm::Error PipelineRunner::runProgram(uint32_t stage, bool forward, uint32_t mb
     if (it->second.counted) saved_ -= static_cast<int64_t>(it->second.bytes.size());
     kept_.erase(it);
   }
-  const std::vector<Message> &sends = st.send[forward ? 0 : 1];
+  static const std::vector<Message> none;
+  const std::vector<Message> &sends = phase == kWeight ? none : st.send[forward ? 0 : 1];
   for (const BindingInfo &out : ex.outputs()) {
     if (collect && !isTransfer(out.name)) {
       if (llvm::Error e = (*collect)(out, mb)) return fail(what + ": output '" + out.name + "': " + llvm::toString(std::move(e)));
@@ -302,8 +318,25 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
     const double start = record_ ? now() : 0;
     llvm::Error e = llvm::Error::success();
     switch (a.kind()) {
-    case Action::FORWARD: e = runProgram(s, true, mb, feed, collect, lossSum); break;
-    case Action::BACKWARD: e = runProgram(s, false, mb, feed, collect, lossSum); break;
+    case Action::FORWARD:
+    case Action::BACKWARD: {
+      // Messages without an action of their own (to or from a stage whose neighbour runs on this
+      // rank: ZB-V's turn) are received before and sent after the compute that needs them.
+      const bool fwd = a.kind() == Action::FORWARD;
+      const Stage &st = local_.at(s);
+      if (!st.recv[fwd ? 0 : 1].empty() && !explicit_.count({int(fwd ? Action::RECV_FORWARD : Action::RECV_BACKWARD), s}))
+        e = receive(s, fwd, mb);
+      if (!e) e = runProgram(s, fwd ? kForward : kBackward, mb, feed, collect, lossSum);
+      if (!e && !st.send[fwd ? 0 : 1].empty() &&
+          !explicit_.count({int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), s}))
+        e = send(s, fwd, mb);
+      break;
+    }
+    case Action::WEIGHT:
+      e = local_.at(s).programs[kWeight] ? runProgram(s, kWeight, mb, feed, collect, lossSum)
+                                         : fail("stage " + llvm::Twine(s) + ": the schedule runs W" + llvm::Twine(mb) +
+                                                " but the plan's backward is not split");
+      break;
     case Action::RECV_FORWARD: e = receive(s, true, mb); break;
     case Action::RECV_BACKWARD: e = receive(s, false, mb); break;
     case Action::SEND_FORWARD: e = send(s, true, mb); break;

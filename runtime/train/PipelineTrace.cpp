@@ -37,6 +37,7 @@ Kind kindOf(Action::Kind k) {
   switch (k) {
   case Action::FORWARD: return Kind::Forward;
   case Action::BACKWARD: return Kind::Backward;
+  case Action::WEIGHT: return Kind::Weight;
   case Action::SEND_FORWARD: return Kind::SendForward;
   case Action::RECV_FORWARD: return Kind::RecvForward;
   case Action::SEND_BACKWARD: return Kind::SendBackward;
@@ -242,6 +243,7 @@ std::string traceEventName(const TraceEvent &e, bool chunked) {
   switch (e.kind) {
   case Kind::Forward: return "F" + mb;
   case Kind::Backward: return "B" + mb;
+  case Kind::Weight: return "W" + mb;
   case Kind::SendForward: return "sendF" + mb;
   case Kind::RecvForward: return "recvF" + mb;
   case Kind::SendBackward: return "sendB" + mb;

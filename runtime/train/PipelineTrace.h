@@ -49,7 +49,8 @@ class PipelineRunner;
 struct TraceEvent {
   enum class Kind : uint8_t {
     Forward,       // a pipeline action: STAGE_FORWARD of `stage` on `microbatch`
-    Backward,      // STAGE_BACKWARD
+    Backward,      // STAGE_BACKWARD (with a split backward: B, the input gradients)
+    Weight,        // STAGE_BACKWARD_WEIGHT (W, the weight gradients)
     SendForward,   // sendF: the forward's values to the next stage
     RecvForward,   // recvF
     SendBackward,  // sendB: the input gradients to the previous stage

@@ -2,7 +2,7 @@
 """Pipeline parallelism (docs/parallelism.md "Pipeline parallelism"): `mesh: {pp: P}` with
 `parallel.pipeline: {schedule, microbatches, stages}` against one rank.
 
-    pipeline_e2e.py --case train|llama|mesh|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
+    pipeline_e2e.py --case train|llama|mesh|zerobubble|inference|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
           gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip,
@@ -21,6 +21,13 @@
           grad_accum 4 (the same sums), and within 1e-6 of one rank; a checkpoint saved at step 10
           under pp=2 x tp=2 resumed under pp=4 (gpipe) and under one rank continues the same curve
           as an uninterrupted one-rank run (within 1e-6 per step).
+  zerobubble  zb-h1 and zbv (the backward split into B, input gradients, and W, weight
+          gradients): the GPT-2 preset under pp=2 and pp=4 with m in {P, 2P, 8}, with and without
+          grad_clip, bit-equal to grad_accum m and within 1e-6 of grad_accum 1; the Llama example and
+          a tied-head GPT-2 (zbv: the embedding and the head on rank 0); pp=2 x dp=2 (zb-h1) and
+          pp=2 x tp=2 (zbv) bit-equal to dp=2 / tp=2 with grad_accum 4; the schedule's bubble
+          (P-1)/(3m+P-1) for zb-h1 (a third of 1F1B's idle units) and (P-1)/(6m+P-1) for zbv, also
+          replayed from a --trace; saved activation peaks as --report predicted.
   inference  `mode: inference` under pp=2 (m=4) and pp=4 (m=8): the logits of the GPT-2 preset, the
           Llama example and (when present) the shared aidreams260K within 1e-5 of one rank's.
   trace   `train --trace T.json` (docs/parallelism.md "Traces") under pp=2 1f1b and gpipe (m=4), pp=4
@@ -91,7 +98,7 @@ def predicted(report):
         m = re.match(r"\s+(\d+)\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+(?:\d+|-)\s+(\d+)\s+(\d+)\s+(\d+)$", line)
         if m:
             rows[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-    bubble = re.search(r"bubble \(forward 1, backward 2\): ([\d.]+)", report)
+    bubble = re.search(r"bubble \(forward 1, (?:backward 2|B 1, W 1)\): ([\d.]+)", report)
     peaks = re.search(r"peak saved activation bytes per pipeline rank \(the schedule's\):((?: \d+)+)", report)
     return rows, float(bubble.group(1)) if bubble else None, [int(x) for x in peaks.group(1).split()] if peaks else None
 
@@ -103,14 +110,33 @@ def close_losses(label, rows, ref, tol):
     return ok
 
 
+def expected_bubble(schedule, pp, m, chunks):
+    """The schedule's bubble in logical time: (P-1)/(V·m+P-1) with F 1 and a whole backward 2;
+    zb-h1 (F = B = W = 1) idles P-1 of 3m+P-1 units per rank (a third of 1F1B's 3(P-1)); zbv the
+    same P-1 of 6m+P-1 (two chunks per rank): the lower bound, since the last rank's first forward
+    cannot start before P-1 units."""
+    if schedule == "zb-h1":
+        return (pp - 1) / (3 * m + pp - 1)
+    if schedule == "zbv":
+        return (pp - 1) / (6 * m + pp - 1)
+    return (pp - 1) / (chunks * m + pp - 1)
+
+
+def rank_of_stage(schedule, stage, pp):
+    """The pipeline rank that runs `stage` (runtime/plan/PipelineSchedule.cpp rankOfStage)."""
+    if schedule == "zbv":
+        return stage if stage < pp else 2 * pp - 1 - stage
+    return stage % pp
+
+
 def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=None, ref1=None, chunks=1):
     ok = True
     plan, report = compile_plan(s, name, pipeline_spec(s, name, pp, schedule, m, extra, cuts, chunks), model)
     stages, bubble, peaks = predicted(report)
     chunks = len(stages) // pp
-    want = (pp - 1) / (chunks * m + pp - 1)
+    want = expected_bubble(schedule, pp, m, chunks)
     if bubble is None or abs(bubble - want) > 5e-5:
-        print(f"  {name}: schedule bubble {bubble}, expected (P-1)/(V*m+P-1) = {want:.4f}  MISMATCH")
+        print(f"  {name}: schedule bubble {bubble}, expected {want:.4f}  MISMATCH")
         ok = False
     ref_plan = s.compile(name + "_ref", accum_spec(s, name + "_ref", m, extra)) if not model else \
         compile_plan(s, name + "_ref", accum_spec(s, name + "_ref", m, extra), model, pipeline=False)[0]
@@ -228,6 +254,57 @@ def case_mesh(args):
     return ok
 
 
+def case_zerobubble(args):
+    """zb-h1 and zbv: the backward split into B and W (docs/parallelism.md "Zero-bubble schedules")."""
+    s = t.Setup(args, need_shared=False)
+    if not d.mpirun_cmd(2):
+        print("skipped: no mpirun")
+        sys.exit(u.SKIP)
+    ok = True
+    clip = "  grad_clip: 1.0\n"
+    # The GPT-2 preset (8 rows): m in {P, 2P, 8}, with and without clipping.
+    for extra, cases in (("", [(2, "zb-h1", 2), (2, "zb-h1", 8), (4, "zb-h1", 8), (2, "zbv", 4), (4, "zbv", 4),
+                               (2, "zbv", 8)]),
+                         (clip, [(2, "zb-h1", 4), (4, "zbv", 8)])):
+        tag = "clip" if extra else "noclip"
+        ref1_plan = s.compile("one_" + tag, accum_spec(s, "one_" + tag, 1, extra))
+        ref1 = d.train(s, 1, ref1_plan, os.path.join(s.work, f"one_{tag}.jsonl"), args.steps)
+        for pp, schedule, m in cases:
+            ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, extra, ref1=ref1)
+    # Llama (GQA 4/2, RoPE), and a GPT-2 whose LM head is tied to the embedding: under zbv the
+    # embedding (stage 0) and the head (stage 2P-1) are on rank 0.
+    llama = os.path.join(s.work, "llama")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
+           "--quiet"], "export.py --arch llama", timeout=600)
+    ok &= check_pipeline(s, "llama_zbh1_pp2", 2, "zb-h1", 4, args.steps, model=os.path.join(llama, "model.onnx"))
+    ok &= check_pipeline(s, "llama_zbv_pp2", 2, "zbv", 4, args.steps, model=os.path.join(llama, "model.onnx"))
+    gpt2 = os.path.join(s.work, "gpt2")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "gpt2", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", gpt2, "--quiet"],
+          "export.py --arch gpt2", timeout=600)
+    tied = os.path.join(gpt2, "tied.onnx")
+    u.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py"),
+           os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
+    ok &= check_pipeline(s, "tied_zbv_pp2", 2, "zbv", 4, args.steps, model=tied)
+    ok &= check_pipeline(s, "tied_zbh1_pp4", 4, "zb-h1", 8, args.steps, model=tied)
+    # pp=2 x dp=2 (zb-h1) and pp=2 x tp=2 (zbv) against dp=2 / tp=2 with the same accumulation.
+    for axis, schedule in (("dp", "zb-h1"), ("tp", "zbv")):
+        name = f"pp2_{axis}2_{schedule}"
+        plan, _ = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", schedule, 4, clip))
+        ref_plan = s.compile(f"{axis}2_ref", s.spec(f"{axis}2_ref", d.BASE_SPEC + clip +
+                                                   f"  grad_accum: 4\nmesh: {{{axis}: 2}}\n"))
+        ref = d.train(s, 2, ref_plan, os.path.join(s.work, f"{axis}2_ref.jsonl"), args.steps)
+        rows = d.train(s, 4, plan, os.path.join(s.work, name + ".jsonl"), args.steps)
+        ok &= t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref)
+    # The traces: every action once, W included; the bubble replayed in logical time exact.
+    st = show_trace()
+    steps = max(3, min(args.steps, 4))
+    ok &= check_trace(s, st, "trace_pp2_zbh1", 2, "zb-h1", 4, 2, 1, steps)
+    ok &= check_trace(s, st, "trace_pp2_zbv", 2, "zbv", 4, 2, 1, steps, chunks=2)
+    return ok
+
+
 def case_inference(args):
     """Inference under pp (gpipe over microbatches of the batch): the outputs equal one rank's."""
     s = t.Setup(args, need_shared=False)
@@ -304,7 +381,7 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     stage_of = {}  # pid -> its coordinate on the pipeline axis
     for e in xs:
         if e["args"]["microbatch"] is not None:
-            stage_of[e["pid"]] = e["args"]["stage"] % pp
+            stage_of[e["pid"]] = rank_of_stage(schedule, e["args"]["stage"], pp)
     if sorted(stage_of) != list(range(pp * dp)):
         bad(f"ranks in the trace: {sorted(stage_of)}")
     for step, by_rank in st.rank_steps(trace).items():
@@ -313,12 +390,16 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
             if names != want_actions.get(stage_of[pid]):
                 bad(f"step {step} rank {pid}: traced {' '.join(names)}; the schedule lists "
                     f"{' '.join(want_actions.get(stage_of[pid], []))}")
-    compute = [e for e in xs if st.kind(e) in ("F", "B")]
-    if len(compute) != steps * pp * chunks * dp * 2 * m:
-        bad(f"{len(compute)} F/B events, expected {steps * pp * chunks * dp * 2 * m}")
+    phases = 3 if schedule in ("zb-h1", "zbv") else 2  # F, B (and W)
+    compute = [e for e in xs if st.kind(e) in st.COMPUTE]
+    if len(compute) != steps * pp * chunks * dp * phases * m:
+        bad(f"{len(compute)} compute events, expected {steps * pp * chunks * dp * phases * m}")
+    # A message per microbatch and direction at each cut between two ranks (zbv's turn on the last
+    # rank is no cut between ranks).
+    cuts = sum(rank_of_stage(schedule, k, pp) != rank_of_stage(schedule, k + 1, pp) for k in range(pp * chunks - 1))
     flows = [e for e in trace["traceEvents"] if e.get("ph") == "s"]
-    if len(flows) != steps * dp * (pp * chunks - 1) * m * 2:
-        bad(f"{len(flows)} flows, expected {steps * dp * (pp * chunks - 1) * m * 2}")
+    if len(flows) != steps * dp * cuts * m * 2:
+        bad(f"{len(flows)} flows, expected {steps * dp * cuts * m * 2}")
     peaks = {}
     for e in trace["traceEvents"]:
         if e.get("ph") == "C":
@@ -332,10 +413,10 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
         if abs(off) > rtt / 2 + 1000:
             bad(f"rank {r}: measured clock offset {off} ns is more than half the round trip {rtt} ns")
     per_step, mean, _ = st.analyse(trace, skip=1)
-    want_bubble = (pp - 1) / (chunks * m + pp - 1)
+    want_bubble = expected_bubble(schedule, pp, m, chunks)
     logical = [r["logical_bubble"] for r in per_step]
     if any(abs(b - want_bubble) > 1e-12 for b in logical):
-        bad(f"logical bubble per step {logical}, expected (P-1)/(m+P-1) = {want_bubble:.4f}")
+        bad(f"logical bubble per step {logical}, expected {want_bubble:.4f}")
     idle = ", ".join(f"rank {pid} {v:.1%}" for pid, v in sorted(mean["idle"].items()))
     print(f"  {name}: {len(xs)} slices, {len(flows)} flows; logical bubble {logical[0]:.4f} (expected "
           f"{want_bubble:.4f}); wall time: makespan {mean['makespan_us'] / 1e3:.1f} ms, bubble {mean['bubble']:.3f} "
@@ -452,6 +533,13 @@ def case_errors(args):
         f.write("rank 0 (stage 0): F0 sendF0 X1\n")
     expect("badaction", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 2, schedule_file: {bad}"),
            r"bad\.sched:1: 'X1' is not an action")
+    expect("zbv_v", d.BASE_SPEC + pipe.replace("schedule: 1f1b", "schedule: zbv, virtual_stages: 3"),
+           r"schedule zbv runs 2 chunks per rank \(virtual_stages 2\), got virtual_stages 3")
+    wfile = os.path.join(s.work, "w.sched")
+    with open(wfile, "w") as f:
+        f.write("rank 0: F0 sendF0 recvB0 B0 W0\nrank 1: recvF0 F0 B0 sendB0 W0\n")
+    expect("w_unsplit", d.BASE_SPEC + pipe.replace("microbatches: 4", f"microbatches: 1, schedule_file: {wfile}"),
+           r"w\.sched: pipeline schedule: rank \d \(stage \d\), action #4 W0: this plan's backward is not split")
     expect("zero", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 2, dp: 2") + "zero: {stage: 1}\n",
            r"mesh pp=2 together with zero.stage 1 is not supported yet")
     expect("file_no_pp", d.BASE_SPEC + f"parallel:\n  pipeline: {{schedule_file: {dead}}}\n",
@@ -470,5 +558,6 @@ def case_errors(args):
 
 
 if __name__ == "__main__":
-    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "inference": case_inference,
+    u.case_main(__doc__, {"train": case_train, "llama": case_llama, "mesh": case_mesh, "zerobubble": case_zerobubble,
+                          "inference": case_inference,
                           "trace": case_trace, "kill": case_kill, "errors": case_errors}, steps=10)

@@ -616,7 +616,8 @@ int runMain(int argc, char **argv) {
   // time it, docs/parallelism.md "Pipeline parallelism"): its mesh is then one rank.
   if (mode == "run" && !launchedByMpirun() && (*loaded)->plan.has_pipeline())
     if (const colossal::plan::Program *prog = (*loaded)->program(programName);
-        prog && (prog->role() == colossal::plan::Program::STAGE_FORWARD || prog->role() == colossal::plan::Program::STAGE_BACKWARD) &&
+        prog && (prog->role() == colossal::plan::Program::STAGE_FORWARD || prog->role() == colossal::plan::Program::STAGE_BACKWARD ||
+                 prog->role() == colossal::plan::Program::STAGE_BACKWARD_WEIGHT) &&
         std::none_of(prog->instructions().begin(), prog->instructions().end(),
                      [](const colossal::plan::Instruction &inst) {
                        auto it = inst.attrs().find("axes");

@@ -1,7 +1,8 @@
 //===- PipelineRunner.h - runs one rank's share of a pipeline schedule ---------*- C++ -*-===//
 //
 // docs/parallelism.md "Pipeline parallelism". Each rank of the pipeline axis runs its stage's
-// programs (Plan.pipeline; STAGE_FORWARD / STAGE_BACKWARD / STAGE_OPTIMIZER) in the order of its
+// programs (Plan.pipeline; STAGE_FORWARD / STAGE_BACKWARD / STAGE_BACKWARD_WEIGHT, the zero-bubble
+// schedules' W / STAGE_OPTIMIZER) in the order of its
 // action list. Values named `pp.<k>` move between programs: to another stage by a message
 // (non-blocking send, blocking receive; messages between two ranks are matched by microbatch
 // and direction and arrive in the order sent), or within the stage by a copy kept from the
@@ -24,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,7 +90,8 @@ public:
     return out;
   }
 
-  /// This rank's coordinate on the pipeline axis; it runs stages rank, rank + P, ... (P ranks).
+  /// This rank's coordinate on the pipeline axis; it runs stages rank, rank + P, ... (P ranks;
+  /// zbv: rank and 2P − 1 − rank).
   uint32_t rank() const { return rank_; }
   /// The pipeline axis's communicator (group rank = pipeline coordinate).
   Communicator &group() { return *pp_; }
@@ -107,10 +110,12 @@ private:
     DType dtype;
     uint32_t tagStage;
   };
-  /// One of this rank's stages: its programs and the messages around its actions, per
-  /// direction (0 forward, 1 backward), in message order.
+  /// A stage program's phase: forward, backward (B with a split backward), W.
+  enum Phase { kForward = 0, kBackward = 1, kWeight = 2 };
+  /// One of this rank's stages: its programs by phase (W only with a split backward) and the
+  /// messages around its actions, per direction (0 forward, 1 backward), in message order.
   struct Stage {
-    std::unique_ptr<Executor> forward, backward;
+    std::unique_ptr<Executor> programs[3];
     std::vector<Message> recv[2], send[2];
   };
   /// A value kept for a microbatch until the last of this rank's programs that read it ran.
@@ -123,7 +128,7 @@ private:
     return static_cast<int>((mb * stages_ + stage) * 2 + (forward ? 0 : 1));
   }
   void keep(const std::string &name, uint32_t mb, std::vector<char> bytes);
-  llvm::Error runProgram(uint32_t stage, bool forward, uint32_t mb, const Feed &feed, const Collect *collect,
+  llvm::Error runProgram(uint32_t stage, Phase phase, uint32_t mb, const Feed &feed, const Collect *collect,
                          double &lossSum);
   /// Runs this rank's action list; `collect` (inference) receives the model outputs.
   llvm::Error runActions(const Feed &feed, const Collect *collect, double &lossSum);
@@ -141,6 +146,9 @@ private:
   /// saved activation here (produced by a forward, read by one of this rank's backwards).
   std::map<std::string, int> localReaders_;
   std::map<std::string, bool> savedHere_;
+  /// (send/recv action kind, stage) this rank's schedule lists; the other messages of a stage
+  /// move at its compute actions.
+  std::set<std::pair<int, uint32_t>> explicit_;
   /// (name, microbatch) -> kept value; outgoing copies until the step's sends complete.
   std::map<std::pair<std::string, uint32_t>, Kept> kept_;
   std::map<std::pair<std::string, uint32_t>, std::vector<char>> outbox_;

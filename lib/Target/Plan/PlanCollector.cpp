@@ -884,7 +884,7 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     for (func::FuncOp f : moduleOp.getOps<func::FuncOp>()) {
       std::optional<ProgramRole> role = programRole(f);
       if (!role || (*role != ProgramRole::StageForward && *role != ProgramRole::StageBackward &&
-                    *role != ProgramRole::StageOptimizer))
+                    *role != ProgramRole::StageOptimizer && *role != ProgramRole::StageBackwardWeight))
         continue;
       auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
       staged.emplace_back(stage ? stage.getInt() : -1, static_cast<int>(*role), f);

@@ -66,6 +66,7 @@ plan::Program::Role planRole(ProgramRole role) {
   case ProgramRole::StageForward: return plan::Program::STAGE_FORWARD;
   case ProgramRole::StageBackward: return plan::Program::STAGE_BACKWARD;
   case ProgramRole::StageOptimizer: return plan::Program::STAGE_OPTIMIZER;
+  case ProgramRole::StageBackwardWeight: return plan::Program::STAGE_BACKWARD_WEIGHT;
   case ProgramRole::Microbatch: return plan::Program::ROLE_UNSPECIFIED;
   }
   llvm_unreachable("ProgramRole");
@@ -299,7 +300,8 @@ int64_t runsPerStep(const plan::Plan &planMsg, const plan::Program &program) {
         dp *= a.size();
     return planMsg.train().grad_accum() / std::max<int64_t>(dp, 1);
   }
-  if (program.role() == plan::Program::STAGE_FORWARD || program.role() == plan::Program::STAGE_BACKWARD)
+  if (program.role() == plan::Program::STAGE_FORWARD || program.role() == plan::Program::STAGE_BACKWARD ||
+      program.role() == plan::Program::STAGE_BACKWARD_WEIGHT)
     return planMsg.pipeline().microbatches();
   return program.role() == plan::Program::OPTIMIZER_STEP || program.role() == plan::Program::STAGE_OPTIMIZER ? 1 : 0;
 }
@@ -782,17 +784,19 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
       count += paramCount[name];
     const uint64_t saved = s < static_cast<uint32_t>(p.saved_bytes_size()) ? p.saved_bytes(s) : 0;
     const uint32_t inFlight = s < static_cast<uint32_t>(p.peak_in_flight_size()) ? p.peak_in_flight(s) : 0;
+    const uint64_t peak = s < static_cast<uint32_t>(p.stage_peak_saved_bytes_size()) ? p.stage_peak_saved_bytes(s)
+                                                                                     : saved * inFlight;
     os << llvm::formatv("  {0,-6} {1,6} {2,12} {3,14} {4,9:F2} {5,12} {6,12} {7,9} {8,12}\n", s,
                         s < ops.size() ? ops[s] : 0, count, s < flops.size() ? flops[s] : 0,
                         s < flops.size() ? double(flops[s]) / double(slowest) : 0.0,
-                        s < cuts.size() ? std::to_string(cuts[s]) : std::string("-"), saved, inFlight,
-                        saved * inFlight);
+                        s < cuts.size() ? std::to_string(cuts[s]) : std::string("-"), saved, inFlight, peak);
   }
   os << "  peak saved activation bytes per pipeline rank (the schedule's):";
   for (uint64_t bytes : p.peak_saved_bytes())
     os << " " << bytes;
   os << "\n";
-  os << llvm::formatv("  predicted bubble (forward 1, backward 2 time units): {0:F4}\n", p.bubble());
+  os << llvm::formatv("  predicted bubble ({0} time units): {1:F4}\n",
+                      p.weight_split() ? "forward 1, B 1, W 1" : "forward 1, backward 2", p.bubble());
 }
 
 static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const PlanOptions &options) {
@@ -813,23 +817,44 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
   p->set_schedule(record.getAs<StringAttr>("schedule").getValue().str());
   auto virtualStages = record.getAs<IntegerAttr>("virtual_stages");
   p->set_virtual_stages(static_cast<uint32_t>(virtualStages ? virtualStages.getInt() : 1));
-  p->set_forward_only(std::none_of(planMsg.programs().begin(), planMsg.programs().end(),
-                                   [](const plan::Program &prog) { return prog.role() == plan::Program::STAGE_BACKWARD; }));
-  // Saved per microbatch: what a stage's backward reads that some stage's forward computed (kept
-  // from its own forward, or received for it), as the runtime's runner counts it.
+  auto hasRole = [&](plan::Program::Role role) {
+    return std::any_of(planMsg.programs().begin(), planMsg.programs().end(),
+                       [&](const plan::Program &prog) { return prog.role() == role; });
+  };
+  p->set_forward_only(!hasRole(plan::Program::STAGE_BACKWARD));
+  p->set_weight_split(hasRole(plan::Program::STAGE_BACKWARD_WEIGHT));
+  p->set_v_shape(p->schedule() == "zbv");
+  // Saved per microbatch: what a stage's backward (B or W) reads that some stage's forward
+  // computed (kept from its own forward, or received for it), as the runtime's runner counts it;
+  // with a split backward, what W reads of it separately (kept after B until W).
   std::set<std::string> forwardOutputs;
   for (const plan::Program &f : planMsg.programs())
     if (f.role() == plan::Program::STAGE_FORWARD)
       for (const plan::Binding &out : f.outputs())
         forwardOutputs.insert(out.name());
-  std::vector<uint64_t> saved(p->stages(), 0);
-  for (const plan::Program &b : planMsg.programs())
-    if (b.role() == plan::Program::STAGE_BACKWARD && b.stage() >= 0 && b.stage() < int(p->stages()))
+  std::vector<std::map<std::string, uint64_t>> saved(p->stages()), savedForW(p->stages());
+  for (const plan::Program &b : planMsg.programs()) {
+    const bool weight = b.role() == plan::Program::STAGE_BACKWARD_WEIGHT;
+    if ((weight || b.role() == plan::Program::STAGE_BACKWARD) && b.stage() >= 0 && b.stage() < int(p->stages()))
       for (const plan::Binding &in : b.inputs())
-        if (forwardOutputs.count(in.name()))
-          saved[b.stage()] += b.buffers(static_cast<int>(in.buffer())).size_bytes();
-  for (uint64_t bytes : saved)
-    p->add_saved_bytes(bytes);
+        if (forwardOutputs.count(in.name())) {
+          const uint64_t bytes = b.buffers(static_cast<int>(in.buffer())).size_bytes();
+          saved[b.stage()][in.name()] = bytes;
+          if (weight)
+            savedForW[b.stage()][in.name()] = bytes;
+        }
+  }
+  auto total = [](const std::map<std::string, uint64_t> &named) {
+    uint64_t sum = 0;
+    for (auto &[name, bytes] : named)
+      sum += bytes;
+    return sum;
+  };
+  for (uint32_t s = 0; s < p->stages(); ++s) {
+    p->add_saved_bytes(total(saved[s]));
+    if (p->weight_split())
+      p->add_saved_weight_bytes(total(savedForW[s]));
+  }
   if (options.scheduleFile.empty()) {
     if (llvm::Error e = runtime::generateSchedule(*p))
       return module.emitError() << llvm::toString(std::move(e));
@@ -851,6 +876,8 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
     p->add_peak_in_flight(n);
   for (uint64_t bytes : stats->peakSavedBytes)
     p->add_peak_saved_bytes(bytes);
+  for (uint64_t bytes : stats->stagePeakSavedBytes)
+    p->add_stage_peak_saved_bytes(bytes);
   return success();
 }
 
