@@ -8,7 +8,8 @@ measured stage times predict.
 
 Model: examples/models/export.py --preset gpt2-train, spec examples/train/train_gpt2.yaml (B 8,
 T 64, AdamW). For each m: one rank with `grad_accum: m` (--threads 1, and --threads 2), and
-`mesh: {pp: 2}` with `parallel.pipeline: {schedule: gpipe | 1f1b, microbatches: m}` under
+`mesh: {pp: 2}` with `parallel.pipeline: {schedule: S, microbatches: m}` for S in --schedules
+(gpipe, 1f1b, zb-h1, zbv) under
 `colossal-run --nproc 2 --threads 1` (one core per rank) with `--trace`. Each round runs every
 configuration once, in table order, so that drift in the machine's load hits all alike.
 
@@ -79,12 +80,14 @@ def train(runner, plan, work, name, steps, ranks, threads, trace):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def time_alone(runner, plan, stages, repeat):
-    """{(stage, 'F'|'B'): µs}: each stage program run alone on one thread (colossal-run --program
-    stage<s>_forward|backward --zero-inputs; the median of `repeat` runs after 3 untimed)."""
+def time_alone(runner, plan, stages, repeat, weight=False):
+    """{(stage, 'F'|'B'|'W'): µs}: each stage program run alone on one thread (colossal-run --program
+    stage<s>_forward|backward|backward_weight --zero-inputs; the median of `repeat` runs after 3
+    untimed). `weight`: the plan's backward is split (zb-h1, zbv)."""
     out = {}
+    phases = (("forward", "F"), ("backward", "B")) + ((("backward_weight", "W"),) if weight else ())
     for s in range(stages):
-        for phase, k in (("forward", "F"), ("backward", "B")):
+        for phase, k in phases:
             p = run([runner, plan, "--program", f"stage{s}_{phase}", "--zero-inputs", "--threads", "1", "--warmup", "3",
                      "--repeat", str(repeat)])
             m = re.search(r"median ([\d.]+) ms", p.stderr)
@@ -100,6 +103,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="steps of each run left out")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--microbatches", default="2,4,8")
+    ap.add_argument("--schedules", default="gpipe,1f1b,zb-h1,zbv")
     ap.add_argument("--repeat", type=int, default=20, help="runs of each stage program timed alone")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--work", default="/tmp/colossal-ppbench")
@@ -122,14 +126,15 @@ def main():
         one = compile_plan(opt, model, a.work, f"one_m{m}", f"  grad_accum: {m}\n")
         configs.append((f"1 rank, 1 thread, grad_accum {m}", m, one, 1, 1, False))
         configs.append((f"1 rank, 2 threads, grad_accum {m}", m, one, 1, 2, False))
-        for schedule in ("gpipe", "1f1b"):
+        for schedule in a.schedules.split(","):
             plan = compile_plan(opt, model, a.work, f"pp2_{schedule}_m{m}",
                                 f"mesh: {{pp: 2}}\nparallel:\n  pipeline: {{schedule: {schedule}, microbatches: {m}}}\n")
             configs.append((f"pp=2 {schedule}, m={m}", m, plan, 2, 1, True))
     alone = {}  # label -> stage programs timed alone
     for label, m, plan, ranks, threads, traced in configs:
         if traced:
-            alone[label] = time_alone(runner, plan, 2, a.repeat)
+            stages = 4 if "zbv" in label else 2
+            alone[label] = time_alone(runner, plan, stages, a.repeat, weight="zb" in label)
     step_ms = {c[0]: [] for c in configs}
     analyses = {c[0]: [] for c in configs}
     traces = {}
