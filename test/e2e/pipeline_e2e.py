@@ -36,7 +36,8 @@
           microbatch and chunk; slices of a rank never overlap; every flow has one start inside a
           send and one end inside the matching receive, not before it); per rank and step the
           traced actions are --dump-schedule's list for that rank, F and B once per microbatch;
-          (P·V-1)·m·2 flows per pipeline group and step; each rank's saved-activation counter peaks
+          (P·V-1)·m·2 flows per pipeline group and step; the bytes each rank sends per step are
+          --report's point-to-point figures; each rank's saved-activation counter peaks
           at the metrics' pipeline_saved_peak_bytes of its stage; the bubble replayed from the
           trace in logical time (F 1, B 2) is exactly (P-1)/(V·m+P-1); the measured clock offsets
           are within half their round trip. A one-rank plan with grad_accum 2 traces two
@@ -369,7 +370,8 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
         print(f"  {name}: {msg}  MISMATCH")
         ok = False
 
-    plan, report = compile_plan(s, name, pipeline_spec(s, name, mesh, schedule, m, chunks=chunks))
+    spec = pipeline_spec(s, name, mesh, schedule, m, chunks=chunks)
+    plan, report = compile_plan(s, name, spec)
     want_actions = dumped_schedule(report)
     path = os.path.join(s.work, name + ".trace.json")
     rows = d.train(s, pp * dp, plan, os.path.join(s.work, name + ".jsonl"), steps, ["--trace", path])
@@ -400,6 +402,20 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     flows = [e for e in trace["traceEvents"] if e.get("ph") == "s"]
     if len(flows) != steps * dp * cuts * m * 2:
         bad(f"{len(flows)} flows, expected {steps * dp * cuts * m * 2}")
+    # The bytes each rank sends per step, as --report's point-to-point lines predict them.
+    p2p = {int(r): (int(f), int(b)) for r, f, b in re.findall(
+        r"pipeline rank (\d+): (\d+) forward \(activations\), (\d+) backward \(gradients\)", report)}
+    sent = {}
+    for e in xs:
+        if st.kind(e) in ("sendF", "sendB"):
+            key = (e["pid"], e["args"]["step"])
+            f, b = sent.get(key, (0, 0))
+            sent[key] = (f + e["args"]["bytes"], b) if st.kind(e) == "sendF" else (f, b + e["args"]["bytes"])
+    for (pid, step), got in sorted(sent.items()):
+        if got != p2p.get(stage_of[pid]):
+            bad(f"step {step} rank {pid}: sent {got} bytes (forward, backward); --report predicts {p2p.get(stage_of[pid])}")
+    if not p2p or len(sent) != steps * pp * dp:
+        bad(f"--report's point-to-point lines {p2p}, traced sends on {len(sent)} rank-steps")
     peaks = {}
     for e in trace["traceEvents"]:
         if e.get("ph") == "C":
@@ -408,6 +424,12 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     got_peak = [peaks.get(pid) for pid in sorted(stage_of)]
     if got_peak != [want_peak[stage_of[pid]] for pid in sorted(stage_of)]:
         bad(f"counter peaks {got_peak}, metrics' pipeline_saved_peak_bytes {want_peak}")
+    # --report-format=json's pipeline section: the same figures.
+    _, js = t.json_report(s, name + "_json", spec)
+    per_rank = js["pipeline"]["per_rank"]
+    if [r["peak_saved_bytes"] for r in per_rank] != want_peak or \
+            [(r["sent_forward_bytes"], r["sent_backward_bytes"]) for r in per_rank] != [p2p.get(k) for k in range(pp)]:
+        bad(f"--report-format=json pipeline.per_rank {per_rank}: peaks {want_peak}, sent {p2p}")
     other = trace["otherData"]
     for r, (off, rtt) in enumerate(zip(other["clock_measured_offset_ns"], other["clock_round_trip_ns"])):
         if abs(off) > rtt / 2 + 1000:

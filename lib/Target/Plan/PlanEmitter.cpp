@@ -410,6 +410,47 @@ void printZeroSummary(const plan::Plan &planMsg, llvm::raw_ostream &os) {
      << (whole.empty() ? "none" : whole) << "\n";
 }
 
+/// Point-to-point traffic of a pipeline plan, per pipeline rank and optimizer step: the bytes
+/// its stage programs send to stages on other ranks (forward: activations; backward: their
+/// gradients), once per receiving rank and microbatch, and the messages that carry them (the
+/// runtime's PipelineRunner sends one message per value and receiving rank).
+struct PointToPoint {
+  uint64_t forwardBytes = 0, backwardBytes = 0, messages = 0;
+};
+std::vector<PointToPoint> pipelinePointToPoint(const plan::Plan &planMsg) {
+  const plan::Pipeline &pl = planMsg.pipeline();
+  const uint32_t ranks = pl.stages() / std::max<uint32_t>(1, pl.virtual_stages());
+  std::vector<PointToPoint> out(ranks);
+  if (!planMsg.has_pipeline() || ranks == 0)
+    return out;
+  // Which ranks read each transferred value.
+  std::map<std::string, std::set<uint32_t>> readers;
+  for (const plan::Program &prog : planMsg.programs())
+    if (prog.role() == plan::Program::STAGE_FORWARD || prog.role() == plan::Program::STAGE_BACKWARD ||
+        prog.role() == plan::Program::STAGE_BACKWARD_WEIGHT)
+      for (const plan::Binding &in : prog.inputs())
+        if (llvm::StringRef(in.name()).starts_with("pp."))
+          readers[in.name()].insert(runtime::rankOfStage(pl, static_cast<uint32_t>(prog.stage())));
+  for (const plan::Program &prog : planMsg.programs()) {
+    const bool forward = prog.role() == plan::Program::STAGE_FORWARD;
+    if (!forward && prog.role() != plan::Program::STAGE_BACKWARD)
+      continue;
+    const uint32_t rank = runtime::rankOfStage(pl, static_cast<uint32_t>(prog.stage()));
+    for (const plan::Binding &o : prog.outputs()) {
+      auto it = readers.find(o.name());
+      if (it == readers.end())
+        continue;
+      const uint64_t bytes = prog.buffers(static_cast<int>(o.buffer())).size_bytes();
+      for (uint32_t to : it->second)
+        if (to != rank) {
+          (forward ? out[rank].forwardBytes : out[rank].backwardBytes) += bytes * pl.microbatches();
+          out[rank].messages += pl.microbatches();
+        }
+    }
+  }
+  return out;
+}
+
 /// `--report` for a mesh (docs/parallelism.md "Report"): the mesh; a note that the memory figures
 /// above are per rank (the plan's buffers and states have each rank's local shapes, replicated
 /// or sharded); then, per program, the count and bytes of each collective by (op, axes) for one
@@ -503,6 +544,18 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
   os << "  total: " << total << " bytes; " << totalElements << " elements (ZeRO count)"
      << psiText(totalElements) << (psi ? " with Ψ = " + std::to_string(psi) + " trainable elements" : "")
      << "\n";
+  if (planMsg.has_pipeline()) {
+    std::string axis;
+    for (const plan::MeshAxis &a : planMsg.mesh())
+      if (a.role() == plan::MeshAxis::PIPELINE)
+        axis = a.name();
+    os << "  point-to-point over '" << axis << "' (the pipeline's stages; not in the total above), bytes sent "
+       << "per " << (train ? "optimizer step" : "run") << ":\n";
+    std::vector<PointToPoint> p2p = pipelinePointToPoint(planMsg);
+    for (size_t r = 0; r < p2p.size(); ++r)
+      os << "    pipeline rank " << r << ": " << p2p[r].forwardBytes << " forward (activations), "
+         << p2p[r].backwardBytes << " backward (gradients), in " << p2p[r].messages << " messages\n";
+  }
   for (const plan::Program &program : planMsg.programs())
     if (uint64_t peak = gatheredParamPeak(program, paramStates))
       os << "  ZeRO-3 gathered parameters in " << program.name() << ": transient peak " << peak
@@ -621,6 +674,41 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                    {"memory", std::move(memory)}};
   if (train)
     out["zero_stage"] = planMsg.train().zero_stage();
+  // The pipeline (docs/parallelism.md "Pipeline parallelism"): the schedule's figures, per stage
+  // its rank and saved activation bytes, per pipeline rank its peak and point-to-point bytes.
+  if (planMsg.has_pipeline()) {
+    const plan::Pipeline &pl = planMsg.pipeline();
+    auto at = [](const auto &list, uint32_t i) -> int64_t {
+      return i < static_cast<uint32_t>(list.size()) ? static_cast<int64_t>(list.Get(i)) : 0;
+    };
+    json::Array stages, pipelineRanks;
+    for (uint32_t st = 0; st < pl.stages(); ++st)
+      stages.push_back(json::Object{{"stage", static_cast<int64_t>(st)},
+                                    {"rank", static_cast<int64_t>(runtime::rankOfStage(pl, st))},
+                                    {"saved_bytes_per_microbatch", at(pl.saved_bytes(), st)},
+                                    {"saved_weight_bytes_per_microbatch", at(pl.saved_weight_bytes(), st)},
+                                    {"peak_in_flight", at(pl.peak_in_flight(), st)},
+                                    {"peak_saved_bytes", at(pl.stage_peak_saved_bytes(), st)}});
+    std::vector<PointToPoint> p2p = pipelinePointToPoint(planMsg);
+    for (uint32_t r = 0; r < p2p.size(); ++r)
+      pipelineRanks.push_back(json::Object{{"rank", static_cast<int64_t>(r)},
+                                           {"peak_saved_bytes", at(pl.peak_saved_bytes(), r)},
+                                           {"actions", static_cast<int64_t>(r < static_cast<uint32_t>(pl.ranks_size())
+                                                                               ? pl.ranks(r).actions_size() : 0)},
+                                           {"sent_forward_bytes", static_cast<int64_t>(p2p[r].forwardBytes)},
+                                           {"sent_backward_bytes", static_cast<int64_t>(p2p[r].backwardBytes)},
+                                           {"messages", static_cast<int64_t>(p2p[r].messages)}});
+    out["pipeline"] = json::Object{{"schedule", pl.schedule()},
+                                   {"stages", static_cast<int64_t>(pl.stages())},
+                                   {"virtual_stages", static_cast<int64_t>(std::max<uint32_t>(1, pl.virtual_stages()))},
+                                   {"microbatches", static_cast<int64_t>(pl.microbatches())},
+                                   {"v_shape", pl.v_shape()},
+                                   {"weight_split", pl.weight_split()},
+                                   {"forward_only", pl.forward_only()},
+                                   {"bubble", pl.bubble()},
+                                   {"per_stage", std::move(stages)},
+                                   {"per_rank", std::move(pipelineRanks)}};
+  }
   os << llvm::formatv("{0:2}", json::Value(std::move(out))) << "\n";
 }
 
