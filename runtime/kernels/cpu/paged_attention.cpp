@@ -31,15 +31,16 @@
 // batch, where its blocks are, the block size or the thread count. Each row runs the same code in
 // the same order: one score per key (a dot product over D in 16 fixed lanes, added in a fixed
 // tree), the exact max, the exponentials summed in 16 fixed lanes over key position, and the
-// output accumulated over keys in position order. So a prompt prefilled whole, in chunks of 16
-// or 64, or decoded token by token gives bit-identical rows, and a request's tokens do not change
-// with what else is running (vLLM #5543, #7845 describe what happens otherwise). The price: no
-// register blocking across query rows (each row streams its keys and values once; across the
-// query heads of a GQA group and the rows of a chunk they stay in cache).
+// output accumulated over keys in position order; products are fused multiply-adds written out
+// (std::fma where the target has FMA), so the compiler's contraction choices cannot differ
+// between code paths. Up to 4 consecutive rows of a chunk share each key and value load; the
+// arithmetic of each row is the same as alone. So a prompt prefilled whole, in chunks of 16 or
+// 64, or decoded token by token gives bit-identical rows, and a request's tokens do not change
+// with what else is running (vLLM #5543, #7845 describe what happens otherwise).
 //
 // Work items are (sequence, tile of 16 query rows, query head), run in parallel (OpenMP, dynamic)
 // so that a long prefill chunk and many decodes in one batch spread over the threads. Scratch per
-// thread: the row's scores (MB·BS floats) and its output accumulator (Dv floats).
+// thread: for each of 4 rows, its scores (MB·BS floats) and its output accumulator (Dv floats).
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
@@ -47,15 +48,31 @@
 
 #include <cmath>
 #include <cstring>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <limits>
 
 namespace colossal::runtime::cpu {
 namespace {
 
-constexpr int kLanes = 16;       // fixed accumulation lanes (one AVX-512 vector of f32)
-constexpr int64_t kRowTile = 16; // query rows per work item
+constexpr int kLanes = 16;        // fixed accumulation lanes (one AVX-512 vector of f32)
+constexpr int64_t kRowTile = 16;  // query rows per work item
+constexpr int kRowBlock = 4;      // query rows sharing each key and value load
 
-/// Σ lane[0..16) in a fixed tree.
+/// c + a·b, rounded once where the target has FMA, else rounded twice. This file is compiled with
+/// -ffp-contract=off: no product and sum is fused unless written so, so that a scalar loop, its
+/// vectorized body and its epilogue compute the same bits (vectorization and alignment peeling
+/// depend on trip counts and addresses, which a row must not depend on).
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/// Σ lane[0..16) in a fixed tree: t_i = l_i + l_{i+8}; t_i += t_{i+4}; (t_0 + t_2) + (t_1 + t_3).
 inline float sumLanes(const float *lane) {
   float t[8];
   for (int i = 0; i < 8; ++i) t[i] = lane[i] + lane[i + 8];
@@ -63,13 +80,63 @@ inline float sumLanes(const float *lane) {
   return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
-/// a · b over n floats: lane k sums the products at indices ≡ k (mod 16), in index order.
-inline float dot(const float *a, const float *b, int64_t n) {
-  float lane[kLanes] = {};
+#if defined(__AVX512F__)
+/// sumLanes of a vector, in the same tree with shuffles.
+inline float sumLanes(__m512 v) {
+  const __m256 lo = _mm256_castpd_ps(_mm512_castpd512_pd256(_mm512_castps_pd(v)));
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 t8 = _mm256_add_ps(lo, hi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
+inline __mmask16 tailMask(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
+#endif
+
+/// out[r] = q_r · k over n floats for R query rows (q_r = q + r·qStride), sharing the loads of k:
+/// lane i of row r sums the products at indices ≡ i (mod 16) in index order, then sumLanes. Row r's
+/// result is the same bits for every R.
+template <int R> inline void dots(const float *q, int64_t qStride, const float *k, int64_t n, float *out) {
+#if defined(__AVX512F__)
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 kv = _mm512_loadu_ps(k + i);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + r * qStride + i), kv, acc[r]);
+  }
+  if (i < n) {  // the lanes past n keep their sums, as in the portable loop
+    const __mmask16 m = tailMask(n - i);
+    const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * qStride + i), kv, acc[r], m);
+  }
+  for (int r = 0; r < R; ++r) out[r] = sumLanes(acc[r]);
+#else
+  float lane[R][kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += a[i + k] * b[i + k];
-  for (int k = 0; i + k < n; ++k) lane[k] += a[i + k] * b[i + k];
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < kLanes; ++l) lane[r][l] = madd(q[r * qStride + i + l], k[i + l], lane[r][l]);
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; i + l < n; ++l) lane[r][l] = madd(q[r * qStride + i + l], k[i + l], lane[r][l]);
+  for (int r = 0; r < R; ++r) out[r] = sumLanes(lane[r]);
+#endif
+}
+
+/// Scores [0, n) → exp(score − max) in place; returns their sum (>= 1: the max's own term is e⁰),
+/// summed in 16 fixed lanes by key position. Out of line: one copy of its arithmetic for all rows.
+[[gnu::noinline]] float softmaxNumerators(float *scores, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) scores[j] = fastExp(scores[j] - mx);
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += scores[j + l];
+  for (int l = 0; j + l < n; ++l) lane[l] += scores[j + l];
   return sumLanes(lane);
 }
 
@@ -238,48 +305,107 @@ llvm::Error checkBatch(const KernelCall &c, const AttnDims &d) {
   return llvm::Error::success();
 }
 
+/// Per row of a row block: its scores (MB·BS floats) and its output accumulator (Dv floats).
 size_t scoreFloats(const AttnDims &d) { return static_cast<size_t>((d.MB * d.cache.BS + 15) / 16 * 16); }
-size_t perThreadFloats(const AttnDims &d) { return scoreFloats(d) + static_cast<size_t>((d.cache.Dv + 15) / 16 * 16); }
+size_t accFloats(const AttnDims &d) { return static_cast<size_t>((d.cache.Dv + 15) / 16 * 16); }
+size_t perThreadFloats(const AttnDims &d) { return kRowBlock * (scoreFloats(d) + accFloats(d)); }
 
 size_t pagedAttentionWorkspace(const KernelCall &c, int threads) {
   const AttnDims d = attnDims(c);
-  return sizeof(int64_t) * (d.S + 1) + perThreadFloats(d) * sizeof(float) * std::max(threads, 1);
+  return sizeof(int64_t) * ((d.S + 1 + 7) / 8 * 8) + perThreadFloats(d) * sizeof(float) * std::max(threads, 1);
 }
 
-/// One query row at position p (keys [0, p]): y[0..Dv) = softmax(scale · q·kⱼ) · vⱼ. `kHead` and
-/// `vHead` are the first (block, kv head) tiles' offsets; `table` the sequence's blocks.
-/// Every row of every batch goes through this one function (batch invariance, header comment).
-void attendRow(const float *q, int64_t p, const int32_t *table, const float *kCache, const float *vCache,
-               int64_t hk, const CacheDims &d, float scale, float *scores, float *acc, float *y) {
-  const int64_t n = p + 1;
-  for (int64_t j0 = 0, b = 0; j0 < n; j0 += d.BS, ++b) {
-    const int64_t tile = (int64_t(table[b]) * d.Hkv + hk) * d.BS;
-    const float *k = kCache + tile * d.D;
-    const int64_t m = std::min(d.BS, n - j0);
-    for (int64_t j = 0; j < m; ++j) scores[j0 + j] = dot(q, k + j * d.D, d.D) * scale;
-  }
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, scores[j]);
-  float lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += scores[j + k] = fastExp(scores[j + k] - mx);
-  for (int k = 0; j + k < n; ++k) lane[k] += scores[j + k] = fastExp(scores[j + k] - mx);
-  const float l = sumLanes(lane);  // >= 1: the max's own term is e⁰
+/// Where one work item reads and writes: one query head of one sequence.
+struct RowArgs {
+  const float *q;  // the first row's query; row r at q + r·qStride
+  float *y;        // the first row's output; row r at y + r·yStride
+  int64_t qStride, yStride;
+  const int32_t *table;
+  const float *kCache, *vCache;
+  int64_t hk;  // kv head
+  float scale;
+  float *scores, *acc;  // scratch: R · scoreFloats, R · accFloats
+  int64_t scoreStride, accStride;
+};
 
-  std::fill(acc, acc + d.Dv, 0.0f);
-  for (int64_t j0 = 0, b = 0; j0 < n; j0 += d.BS, ++b) {
-    const float *v = vCache + (int64_t(table[b]) * d.Hkv + hk) * d.BS * d.Dv;
-    const int64_t m = std::min(d.BS, n - j0);
-    for (int64_t jj = 0; jj < m; ++jj) {
-      const float w = scores[j0 + jj];
-      const float *vr = v + jj * d.Dv;
-#pragma omp simd
-      for (int64_t c = 0; c < d.Dv; ++c) acc[c] += w * vr[c];
+/// y_r = inv_r · Σ_{j <= p0 + r} w_rj · v_j for R rows (w_r = a.scores row r), accumulated per
+/// output element over keys in position order, one fused multiply-add per key.
+template <int R> void weightedValues(const RowArgs &a, int64_t p0, const CacheDims &d, const float *inv) {
+  const int64_t last = p0 + R;
+#if defined(__AVX512F__)
+  // 64 output columns at a time: R × 4 accumulators in registers over all keys.
+  for (int64_t c0 = 0; c0 < d.Dv; c0 += 4 * kLanes) {
+    const int64_t width = std::min<int64_t>(4 * kLanes, d.Dv - c0);
+    const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
+    __mmask16 mask[4];
+    for (int v = 0; v < 4; ++v) mask[v] = v < nv ? tailMask(width - v * kLanes) : 0;
+    __m512 acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
+      const float *vb = a.vCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.Dv + c0;
+      for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
+        __m512 vv[4];
+        for (int v = 0; v < nv; ++v) vv[v] = _mm512_maskz_loadu_ps(mask[v], vb + (j - j0) * d.Dv + v * kLanes);
+        for (int r = 0; r < R; ++r) {
+          if (j > p0 + r) continue;
+          const __m512 w = _mm512_set1_ps(a.scores[r * a.scoreStride + j]);
+          for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(inv[r]);
+      for (int v = 0; v < nv; ++v)
+        _mm512_mask_storeu_ps(a.y + r * a.yStride + c0 + v * kLanes, mask[v], _mm512_mul_ps(acc[r][v], s));
     }
   }
-  const float inv = 1.0f / l;
-  for (int64_t c = 0; c < d.Dv; ++c) y[c] = acc[c] * inv;
+#else
+  for (int r = 0; r < R; ++r) std::fill(a.acc + r * a.accStride, a.acc + r * a.accStride + d.Dv, 0.0f);
+  for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
+    const float *v = a.vCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.Dv;
+    for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
+      const float *vj = v + (j - j0) * d.Dv;
+      for (int r = 0; r < R; ++r) {
+        if (j > p0 + r) continue;
+        const float w = a.scores[r * a.scoreStride + j];
+        float *acc = a.acc + r * a.accStride;
+        for (int64_t c = 0; c < d.Dv; ++c) acc[c] = madd(w, vj[c], acc[c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int64_t c = 0; c < d.Dv; ++c) a.y[r * a.yStride + c] = a.acc[r * a.accStride + c] * inv[r];
+#endif
+}
+
+/// R query rows at positions p0 .. p0 + R − 1 (row r attends to keys [0, p0 + r]):
+/// y_r = softmax(scale · q_r·kⱼ) · vⱼ. Keys [0, p0] are visible to every row and go through the
+/// R-row loops (one load of each key and value for R rows); the few keys past p0 go row by row.
+/// Per row, every operation and its order is the same whatever R is and whichever rows share a
+/// block, so rows are bit-identical however a batch is cut (header comment).
+template <int R> void attendRows(const RowArgs &a, int64_t p0, const CacheDims &d) {
+  const int64_t shared = p0 + 1, last = p0 + R;  // keys seen by all rows; by the last row
+  for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
+    const float *k = a.kCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.D;
+    for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
+      const float *kj = k + (j - j0) * d.D;
+      float out[R];
+      if (j < shared) {
+        dots<R>(a.q, a.qStride, kj, d.D, out);
+        for (int r = 0; r < R; ++r) a.scores[r * a.scoreStride + j] = out[r] * a.scale;
+      } else {
+        for (int r = static_cast<int>(j - p0); r < R; ++r) {
+          dots<1>(a.q + r * a.qStride, 0, kj, d.D, out);
+          a.scores[r * a.scoreStride + j] = out[0] * a.scale;
+        }
+      }
+    }
+  }
+  float inv[R];
+  for (int r = 0; r < R; ++r) inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, p0 + 1 + r);
+
+  weightedValues<R>(a, p0, d, inv);
 }
 
 llvm::Error runPagedAttention(const KernelCall &c) {
@@ -300,7 +426,7 @@ llvm::Error runPagedAttention(const KernelCall &c) {
   for (int64_t s = 0; s < d.S; ++s)
     firstItem[s + 1] = firstItem[s] + (qsl[s + 1] - qsl[s] + kRowTile - 1) / kRowTile * d.Hq;
   const int64_t items = firstItem[d.S];
-  float *scratch = reinterpret_cast<float *>(firstItem + d.S + 1);
+  float *scratch = reinterpret_cast<float *>(firstItem + (d.S + 1 + 7) / 8 * 8);  // 64-byte aligned
   const size_t perThread = perThreadFloats(d);
   const int threads = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
@@ -310,11 +436,29 @@ llvm::Error runPagedAttention(const KernelCall &c) {
     const int64_t s = std::upper_bound(firstItem, firstItem + d.S + 1, item) - firstItem - 1;
     const int64_t local = item - firstItem[s], h = local % d.Hq, tile = local / d.Hq;
     const int64_t qLen = qsl[s + 1] - qsl[s], r0 = tile * kRowTile, r1 = std::min(qLen, r0 + kRowTile);
-    float *scores = scratch + perThread * omp_get_thread_num(), *acc = scores + scoreFloats(d);
-    for (int64_t r = r0; r < r1; ++r) {
+    float *scores = scratch + perThread * omp_get_thread_num();
+    RowArgs a;
+    a.qStride = d.Hq * d.cache.D;
+    a.yStride = d.Hq * d.cache.Dv;
+    a.table = tables + s * d.MB;
+    a.kCache = kc;
+    a.vCache = vc;
+    a.hk = h / group;
+    a.scale = scale;
+    a.scores = scores;
+    a.scoreStride = static_cast<int64_t>(scoreFloats(d));
+    a.acc = scores + kRowBlock * scoreFloats(d);
+    a.accStride = static_cast<int64_t>(accFloats(d));
+    for (int64_t r = r0; r < r1; r += kRowBlock) {
       const int64_t row = qsl[s] + r, pos = ctx[s] - qLen + r;
-      attendRow(q + (row * d.Hq + h) * d.cache.D, pos, tables + s * d.MB, kc, vc, h / group, d.cache, scale, scores,
-                acc, y + (row * d.Hq + h) * d.cache.Dv);
+      a.q = q + (row * d.Hq + h) * d.cache.D;
+      a.y = y + (row * d.Hq + h) * d.cache.Dv;
+      switch (std::min<int64_t>(kRowBlock, r1 - r)) {
+      case 1: attendRows<1>(a, pos, d.cache); break;
+      case 2: attendRows<2>(a, pos, d.cache); break;
+      case 3: attendRows<3>(a, pos, d.cache); break;
+      default: attendRows<4>(a, pos, d.cache); break;
+      }
     }
   }
   return llvm::Error::success();
