@@ -350,6 +350,7 @@ TEST(BlockManager, NoLeaksAfterARandomWorkload) {
 // (contiguous with the output length known in advance).
 struct WasteResult {
   double paged, contiguous, contiguousExact;
+  double meanRunning;  // sequences per step
   int64_t steps, preemptions;
 };
 
@@ -374,7 +375,7 @@ WasteResult simulateWaste(int32_t blockSize) {
   std::deque<SeqId> waiting(kRequests);
   std::iota(waiting.begin(), waiting.end(), 0);
   std::vector<SeqId> running;  // in admission order
-  WasteResult out{0, 0, 0, 0, 0};
+  WasteResult out{0, 0, 0, 0, 0, 0};
   int done = 0;
   while (done < kRequests) {
     while (!waiting.empty() && static_cast<int>(running.size()) < kMaxSeqs) {
@@ -418,6 +419,7 @@ WasteResult simulateWaste(int32_t blockSize) {
     out.paged += 1.0 - static_cast<double>(live) / (static_cast<double>(used) * blockSize);
     out.contiguous += 1.0 - static_cast<double>(live) / (static_cast<double>(running.size()) * kMaxSeqLen);
     out.contiguousExact += 1.0 - static_cast<double>(live) / static_cast<double>(reservedExact);
+    out.meanRunning += static_cast<double>(running.size());
     ++out.steps;
     for (size_t i = 0; i < running.size();) {
       const SeqId s = running[i];
@@ -435,6 +437,7 @@ WasteResult simulateWaste(int32_t blockSize) {
   out.paged /= out.steps;
   out.contiguous /= out.steps;
   out.contiguousExact /= out.steps;
+  out.meanRunning /= out.steps;
   return out;
 }
 
@@ -442,9 +445,9 @@ TEST(BlockManager, KvWasteOver1000Requests) {
   for (int32_t bs : {8, 16, 32}) {
     const WasteResult w = simulateWaste(bs);
     std::printf("KV waste, block_size %2d: paged %.2f%%, contiguous max_seq_len=512 %.2f%%, contiguous "
-                "prompt+max_tokens %.2f%% (%lld steps, %lld preemptions)\n",
+                "prompt+max_tokens %.2f%% (%lld steps, %lld preemptions, %.1f sequences per step)\n",
                 bs, 100 * w.paged, 100 * w.contiguous, 100 * w.contiguousExact, static_cast<long long>(w.steps),
-                static_cast<long long>(w.preemptions));
+                static_cast<long long>(w.preemptions), w.meanRunning);
     if (bs == 16) {
       EXPECT_LT(w.paged, 0.05);
       EXPECT_GT(w.contiguous, w.paged);

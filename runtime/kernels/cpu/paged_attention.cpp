@@ -8,8 +8,10 @@
 //
 // kv_append      inputs  k [T, Hkv, D], v [T, Hkv, Dv], slot_mapping [T] i32
 //                outputs k_cache, v_cache, updated in place: row t goes to slot slot_mapping[t]
-//                (−1: a padding row, skipped); every other slot keeps its contents.
-//                Error (at run time): a slot outside [−1, NB·BS).
+//                (−1: a padding row, skipped); every other slot keeps its contents. Slots other
+//                than −1 are distinct (the block manager hands out each once; of two rows sent to
+//                one slot, which lands is unspecified). Error (at run time): a slot outside
+//                [−1, NB·BS).
 // kv_copy_blocks inputs  block_copies [N, 2] i32 (src, dst) — the block manager's copy-on-write
 //                outputs k_cache, v_cache, in place: block dst (every head and slot) = block src,
 //                in order. Error: a block outside [0, NB).
