@@ -18,11 +18,18 @@ llvm::Error error(const llvm::Twine &msg) {
 llvm::Expected<std::unique_ptr<BlockManager>> BlockManager::create(const BlockManagerConfig &config) {
   if (config.numBlocks < 1) return error("kv_blocks must be >= 1, not " + llvm::Twine(config.numBlocks));
   if (config.blockSize < 1) return error("block_size must be >= 1, not " + llvm::Twine(config.blockSize));
+  if (config.maxSeqLen < 0) return error("max_seq_len must be >= 0 (0: no limit), not " + llvm::Twine(config.maxSeqLen));
+  const int64_t need = (config.maxSeqLen + config.blockSize - 1) / config.blockSize;
+  if (need > config.numBlocks)
+    return error("max_seq_len " + llvm::Twine(config.maxSeqLen) + " needs " + llvm::Twine(need) + " blocks of " +
+                 llvm::Twine(config.blockSize) + " tokens, but kv_blocks is " + llvm::Twine(config.numBlocks) + " (" +
+                 llvm::Twine(int64_t(config.numBlocks) * config.blockSize) + " tokens)");
   return std::unique_ptr<BlockManager>(new BlockManager(config));
 }
 
 BlockManager::BlockManager(const BlockManagerConfig &config)
-    : blockSize_(config.blockSize), prefixCaching_(config.prefixCaching), blocks_(config.numBlocks) {
+    : blockSize_(config.blockSize), prefixCaching_(config.prefixCaching), maxSeqLen_(config.maxSeqLen),
+      blocks_(config.numBlocks) {
   // A stack whose top is block 0, so blocks are handed out 0, 1, 2, ... from a fresh pool.
   free_.reserve(config.numBlocks);
   for (BlockId b = config.numBlocks - 1; b >= 0; --b) free_.push_back(b);
@@ -104,6 +111,9 @@ llvm::Expected<AllocateResult> BlockManager::allocate(SeqId seq, llvm::ArrayRef<
   if (prompt.empty()) return error("allocate: sequence " + llvm::Twine(seq) + " has an empty prompt");
   if (seqs_.count(seq)) return error("allocate: sequence " + llvm::Twine(seq) + " is already live");
   const int64_t len = static_cast<int64_t>(prompt.size());
+  if (maxSeqLen_ > 0 && len > maxSeqLen_)
+    return error("allocate: sequence " + llvm::Twine(seq) + " has " + llvm::Twine(len) + " tokens, above max_seq_len " +
+                 llvm::Twine(maxSeqLen_));
   const int64_t needed = blocksFor(len);
 
   // Prefix-cache hits: leading full blocks, not the one holding the prompt's last token.
@@ -158,6 +168,10 @@ bool BlockManager::canAppend(SeqId seq, int64_t n) const {
 llvm::Expected<AppendResult> BlockManager::append(SeqId seq, llvm::ArrayRef<TokenId> tokens) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return unknown(seq, "append");
+  const int64_t newLen = static_cast<int64_t>(it->second.tokens.size() + tokens.size());
+  if (maxSeqLen_ > 0 && newLen > maxSeqLen_)
+    return error("append: sequence " + llvm::Twine(seq) + " would have " + llvm::Twine(newLen) +
+                 " tokens, above max_seq_len " + llvm::Twine(maxSeqLen_));
   if (!canAppend(seq, static_cast<int64_t>(tokens.size()))) return AppendResult{KvStatus::OutOfBlocks, {}};
   Sequence &s = it->second;
   AppendResult result;

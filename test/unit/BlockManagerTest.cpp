@@ -280,6 +280,19 @@ TEST(BlockManager, EvictsLeastRecentlyReleasedCachedBlocksFirst) {
 TEST(BlockManager, Errors) {
   EXPECT_EQ(message(BlockManager::create({0, 16}).takeError()), "kv_blocks must be >= 1, not 0");
   EXPECT_EQ(message(BlockManager::create({4, 0}).takeError()), "block_size must be >= 1, not 0");
+  EXPECT_EQ(message(BlockManager::create({100, 16, true, 4096}).takeError()),
+            "max_seq_len 4096 needs 256 blocks of 16 tokens, but kv_blocks is 100 (1600 tokens)");
+  EXPECT_EQ(message(BlockManager::create({100, 16, true, -1}).takeError()), "max_seq_len must be >= 0 (0: no limit), not -1");
+  {
+    auto capped = BlockManager::create({256, 16, true, 4096});
+    ASSERT_TRUE(static_cast<bool>(capped));
+    EXPECT_EQ(message((*capped)->allocate(1, iota(4097)).takeError()),
+              "allocate: sequence 1 has 4097 tokens, above max_seq_len 4096");
+    allocateOk(**capped, 2, iota(4000));
+    EXPECT_EQ(message((*capped)->append(2, iota(97)).takeError()),
+              "append: sequence 2 would have 4097 tokens, above max_seq_len 4096");
+    appendOk(**capped, 2, iota(96));
+  }
   auto bm = make(4, 4);
   EXPECT_EQ(message(bm->allocate(1, {}).takeError()), "allocate: sequence 1 has an empty prompt");
   allocateOk(*bm, 1, iota(3));

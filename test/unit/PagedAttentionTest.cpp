@@ -210,7 +210,8 @@ TEST(PagedAttention, BatchInvariant) {
   for (const Sequence &s : seqs) ptrs.push_back(&s);
   PagedCache cache(ptrs, kHeads, 16, 5);
   std::vector<Chunk> all;
-  for (size_t i = 0; i < seqs.size(); ++i) all.push_back({static_cast<int>(i), &seqs[i], ctxQ[i].first, ctxQ[i].second});
+  for (size_t i = 0; i < seqs.size(); ++i)
+    all.push_back({static_cast<int>(i), &seqs[i], ctxQ[i].first, ctxQ[i].second});
   const int64_t rowFloats = kHeads.Hq * kHeads.Dv;
 
   // Alone, each sequence is a batch of one.
@@ -290,7 +291,8 @@ TEST(KvAppend, WritesSlotsAndNothingElse) {
     const int64_t b = slots[t] / BS, o = slots[t] % BS;
     for (int64_t h = 0; h < Hkv; ++h) {
       for (int64_t d = 0; d < D; ++d) wantK[((b * Hkv + h) * BS + o) * D + d] = k.data<float>()[(t * Hkv + h) * D + d];
-      for (int64_t d = 0; d < Dv; ++d) wantV[((b * Hkv + h) * BS + o) * Dv + d] = v.data<float>()[(t * Hkv + h) * Dv + d];
+      for (int64_t d = 0; d < Dv; ++d)
+        wantV[((b * Hkv + h) * BS + o) * Dv + d] = v.data<float>()[(t * Hkv + h) * Dv + d];
     }
   }
   expectBitEqual(kc.data<float>(), wantK.data(), kc.numel(), "k_cache");
@@ -335,7 +337,8 @@ TEST(PagedAttention, Errors) {
   EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 2, 2}), "query_start_loc[2] = 2, must be the number of query rows 3");
   EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 4, 3}), "sequence 1: query_start_loc decreases (4 then 3)");
   EXPECT_EQ(run({0, 1, 2, 3}, {1, 1}, {0, 2, 3}), "sequence 0: 2 queries but context length 1");
-  EXPECT_EQ(run({0, 1, 2, 3}, {9, 1}, {0, 2, 3}), "sequence 0: context length 9 exceeds the block table's 2 blocks of 4");
+  EXPECT_EQ(run({0, 1, 2, 3}, {9, 1}, {0, 2, 3}),
+            "sequence 0: context length 9 exceeds the block table's 2 blocks of 4");
   EXPECT_EQ(run({0, 4, 2, 3}, {5, 1}, {0, 2, 3}), "sequence 0: block_tables[0][1] = 4 is outside [0, 4)");
   EXPECT_EQ(run({0, 1, 2, -1}, {5, 4}, {0, 2, 3}), "");  // entries past ⌈ctx / BS⌉ are not read
 
@@ -344,7 +347,8 @@ TEST(PagedAttention, Errors) {
   EXPECT_EQ(errorMessage(verifyKernel("paged_attention", {&q3, &kc, &vc, &bt, &cl, &ql}, {&y3})),
             "query heads 3 not a multiple of kv heads 2");
   HostTensor qsl2 = i32({0, 3});
-  EXPECT_NE(errorMessage(verifyKernel("paged_attention", {&q, &kc, &vc, &bt, &cl, &qsl2}, {&y})).find("query_start_loc must be [3]"),
+  EXPECT_NE(errorMessage(verifyKernel("paged_attention", {&q, &kc, &vc, &bt, &cl, &qsl2}, {&y}))
+                .find("query_start_loc must be [3]"),
             std::string::npos);
   HostTensor vc2(DType::F32, {4, 2, 2, 8});
   EXPECT_NE(errorMessage(verifyKernel("paged_attention", {&q, &kc, &vc2, &bt, &cl, &ql}, {&y})).find("differ in"),

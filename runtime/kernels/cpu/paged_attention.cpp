@@ -275,7 +275,8 @@ llvm::Error verifyPagedAttention(const KernelCall &c) {
   if (llvm::Error e = verifyIndexVector(c.inputs[4], d.S, "context_lens")) return e;
   if (llvm::Error e = verifyIndexVector(c.inputs[5], d.S + 1, "query_start_loc")) return e;
   const Shape want = {d.T, d.Hq, d.cache.Dv};
-  if (Y.shape != want) return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(want));
+  if (Y.shape != want)
+    return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(want));
   if (c.hasAttr("scale") && !std::isfinite(c.attrFloat("scale", 1.0))) return kernelError("scale must be finite");
   return llvm::Error::success();
 }
@@ -291,7 +292,9 @@ llvm::Error checkBatch(const KernelCall &c, const AttnDims &d) {
   for (int64_t s = 0; s < d.S; ++s) {
     const int64_t qLen = int64_t(qsl[s + 1]) - qsl[s];
     const std::string where = "sequence " + std::to_string(s) + ": ";
-    if (qLen < 0) return kernelError(where + "query_start_loc decreases (" + llvm::Twine(qsl[s]) + " then " + llvm::Twine(qsl[s + 1]) + ")");
+    if (qLen < 0)
+      return kernelError(where + "query_start_loc decreases (" + llvm::Twine(qsl[s]) + " then " +
+                         llvm::Twine(qsl[s + 1]) + ")");
     if (ctx[s] > d.MB * d.cache.BS)
       return kernelError(where + "context length " + llvm::Twine(ctx[s]) + " exceeds the block table's " +
                          llvm::Twine(d.MB) + " blocks of " + llvm::Twine(d.cache.BS));

@@ -16,11 +16,12 @@
 //   step's kv_append writes the new tokens.
 // - Prefix cache: a full block is identified by a chained hash, h_i = XXH3-64 (LLVM's xxh3_64bits)
 //   of the bytes of (h_{i−1} as little-endian uint64, the block's blockSize int32 token ids), with
-//   h_{−1} = 0, so equal hashes stand for equal prefixes, not only equal blocks. Once a full block's keys and values are computed
-//   (markComputed), its hash is registered; a later sequence whose prompt starts with the same
-//   tokens reuses the block instead of recomputing it. A hit is verified against the stored token
-//   ids and parent hash, so a hash collision is a miss, never wrong keys. Only full blocks are
-//   cached, and never the block holding a prompt's last token (its logits must be computed).
+//   h_{−1} = 0, so equal hashes stand for equal prefixes, not only equal blocks. Once a full
+//   block's keys and values are computed (markComputed), its hash is registered; a later sequence
+//   whose prompt starts with the same tokens reuses the block instead of recomputing it. A hit is
+//   verified against the stored token ids and parent hash, so a hash collision is a miss, never
+//   wrong keys. Only full blocks are cached, and never the block holding a prompt's last token
+//   (its logits must be computed).
 // - Eviction: a cached block whose count drops to 0 stays cached but evictable; new blocks come
 //   from never-cached free blocks first, then from the least recently released cached block
 //   (LRU). A sequence releases its blocks last to first, so a chain is evicted from its tail: a
@@ -58,6 +59,7 @@ struct BlockManagerConfig {
   int32_t numBlocks = 0;        // >= 1: blocks in the pool (generate.kv_blocks)
   int32_t blockSize = 16;       // >= 1: token slots per block (generate.block_size)
   bool prefixCaching = true;    // off: no hashes registered, no hits, released blocks are free
+  int64_t maxSeqLen = 0;        // tokens one sequence may hold (generate.max_seq_len); 0: no limit
 };
 
 /// Whether a call that may need new blocks got them. OutOfBlocks leaves the manager unchanged.
@@ -90,7 +92,9 @@ struct PrefixCacheStats {
 
 class BlockManager {
 public:
-  /// Errors: numBlocks or blockSize < 1 ("kv_blocks must be >= 1, not 0").
+  /// Errors: numBlocks or blockSize < 1 ("kv_blocks must be >= 1, not 0"); maxSeqLen < 0; a pool
+  /// that cannot hold one sequence of maxSeqLen tokens ("max_seq_len 4096 needs 256 blocks of 16
+  /// tokens, but kv_blocks is 100 (1600 tokens)").
   static llvm::Expected<std::unique_ptr<BlockManager>> create(const BlockManagerConfig &config);
 
   int32_t numBlocks() const { return static_cast<int32_t>(blocks_.size()); }
@@ -108,13 +112,14 @@ public:
   /// A new sequence `seq` holding `prompt` (>= 1 token): its block table covers every prompt
   /// token, leading full blocks taken from the prefix cache where their chained hash is
   /// registered (their count goes up), the rest newly allocated (count 1). OutOfBlocks when the
-  /// pool cannot hold the blocks not found in the cache. Errors: `seq` already live, empty prompt.
+  /// pool cannot hold the blocks not found in the cache. Errors: `seq` already live, empty prompt,
+  /// a prompt longer than maxSeqLen.
   llvm::Expected<AllocateResult> allocate(SeqId seq, llvm::ArrayRef<TokenId> prompt);
 
   /// Appends generated (or draft) tokens to `seq`: a new block whenever the last one is full,
   /// copy-on-write when the last block is partially filled and shared (at most one copy per call:
   /// only the first new token can land in a shared block). OutOfBlocks when the pool cannot hold
-  /// the new blocks. Errors: `seq` unknown.
+  /// the new blocks. Errors: `seq` unknown, a length beyond maxSeqLen.
   llvm::Expected<AppendResult> append(SeqId seq, llvm::ArrayRef<TokenId> tokens);
 
   /// Whether append(seq, n tokens) would get its blocks now (false for an unknown `seq`).
@@ -181,6 +186,7 @@ private:
 
   int32_t blockSize_;
   bool prefixCaching_;
+  int64_t maxSeqLen_;
   std::vector<Block> blocks_;
   std::vector<BlockId> free_;     // never cached or uncached, count 0 (a stack: LIFO reuse)
   std::list<BlockId> evictable_;  // cached, count 0; front = least recently released
