@@ -34,8 +34,8 @@
 // the same order: one score per key (a dot product over D in 16 fixed lanes, added in a fixed
 // tree), the exact max, the exponentials summed in 16 fixed lanes over key position, and the
 // output accumulated over keys in position order; products are fused multiply-adds written out
-// (std::fma where the target has FMA), so the compiler's contraction choices cannot differ
-// between code paths. Up to 4 consecutive rows of a chunk share each key and value load; the
+// (AVX-512 fmadd, else std::fma where the target has FMA) and the file is compiled with
+// -ffp-contract=off, so the compiler's contraction choices cannot differ between code paths. Up to 4 consecutive rows of a chunk share each key and value load; the
 // arithmetic of each row is the same as alone. So a prompt prefilled whole, in chunks of 16 or
 // 64, or decoded token by token gives bit-identical rows, and a request's tokens do not change
 // with what else is running (vLLM #5543, #7845 describe what happens otherwise).
