@@ -3,6 +3,13 @@
 // steadier figure on a shared machine with one thread), and the backward/forward ratio.
 //
 //   colossal-attention-bench [B H T D [causal [runs]]]     (defaults: 8 6 256 64 1 20)
+//
+// `paged` times paged_attention (serving, paged_attention.cpp) against the dense attention kernel
+// doing the same work: S sequences, each q_len queries at the end of a context of ctx tokens
+// (q_len 1: decode; q_len = ctx: a whole prefill), the dense kernel on [S, Hq, q_len, D] queries
+// and contiguous [S, Hkv, ctx, D] keys and values, causal; paged on blocks of 16 in shuffled order.
+//
+//   colossal-attention-bench paged [S ctx q_len Hq Hkv D [runs]]   (defaults: 8 512 1 8 2 64 20)
 // Threads: OMP_NUM_THREADS.
 #include "colossal/runtime/Kernel.h"
 #include "colossal/runtime/Tensor.h"
@@ -18,6 +25,7 @@
 #include <functional>
 #include <ctime>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -75,9 +83,50 @@ void runOnce(const KernelDesc &desc, KernelCall &call, AlignedBuffer &ws) {
   }
 }
 
+int benchPaged(int argc, char **argv) {
+  auto arg = [&](int i, int64_t fallback) { return argc > i ? std::atoll(argv[i]) : fallback; };
+  const int64_t S = arg(2, 8), ctx = arg(3, 512), qLen = arg(4, 1), Hq = arg(5, 8), Hkv = arg(6, 2), D = arg(7, 64);
+  const int runs = static_cast<int>(arg(8, 20));
+  constexpr int64_t BS = 16;
+  const int64_t MB = (ctx + BS - 1) / BS, NB = S * MB;
+  std::mt19937 rng(1);
+  Buf q({S * qLen, Hq, D}, rng), kc({NB, Hkv, BS, D}, rng), vc({NB, Hkv, BS, D}, rng), y({S * qLen, Hq, D}, rng);
+  Buf qd({S, Hq, qLen, D}, rng), kd({S, Hkv, ctx, D}, rng), vd({S, Hkv, ctx, D}, rng), yd({S, Hq, qLen, D}, rng);
+  std::vector<int32_t> blocks(NB);
+  for (int64_t i = 0; i < NB; ++i) blocks[i] = static_cast<int32_t>(i);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  std::vector<int32_t> ctxLens(S, static_cast<int32_t>(ctx)), qsl(S + 1);
+  for (int64_t s = 0; s <= S; ++s) qsl[s] = static_cast<int32_t>(s * qLen);
+  auto i32 = [](std::vector<int32_t> &v, Shape shape) { return TensorRef{DType::I32, std::move(shape), v.data()}; };
+
+  colossal::plan::Instruction inst;
+  (*inst.mutable_attrs())["causal"].set_i(1);
+  const KernelRegistry &reg = KernelRegistry::cpu();
+  KernelCall p, d;
+  p.threads = d.threads = omp_get_max_threads();
+  d.instruction = &inst;
+  p.inputs = {q.ref(), kc.ref(), vc.ref(), i32(blocks, {S, MB}), i32(ctxLens, {S}), i32(qsl, {S + 1})};
+  p.outputs = {y.ref()};
+  d.inputs = {qd.ref(), kd.ref(), vd.ref()};
+  d.outputs = {yd.ref()};
+  AlignedBuffer wp, wd;
+  const auto [pagedWall, pagedCpu] =
+      medianMs([&] { runOnce(*reg.find("paged_attention", DType::F32, DeviceKind::CPU), p, wp); }, runs);
+  const auto [denseWall, denseCpu] =
+      medianMs([&] { runOnce(*reg.find("attention", DType::F32, DeviceKind::CPU), d, wd); }, runs);
+  std::printf("S%lld ctx%lld q_len%lld Hq%lld Hkv%lld D%lld, %d threads: paged_attention %.3f ms (cpu %.3f), "
+              "attention %.3f ms (cpu %.3f); paged/dense %.2f wall, %.2f cpu\n",
+              static_cast<long long>(S), static_cast<long long>(ctx), static_cast<long long>(qLen),
+              static_cast<long long>(Hq), static_cast<long long>(Hkv), static_cast<long long>(D),
+              omp_get_max_threads(), pagedWall, pagedCpu, denseWall, denseCpu, pagedWall / denseWall,
+              pagedCpu / denseCpu);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "paged") return benchPaged(argc, argv);
   const int64_t B = argc > 1 ? std::atoll(argv[1]) : 8, H = argc > 2 ? std::atoll(argv[2]) : 6,
                 T = argc > 3 ? std::atoll(argv[3]) : 256, D = argc > 4 ? std::atoll(argv[4]) : 64;
   const int causal = argc > 5 ? std::atoi(argv[5]) : 1, runs = argc > 6 ? std::atoi(argv[6]) : 20;

@@ -20,6 +20,7 @@ void registerCpuKernels(KernelRegistry &r) {
   cpu::registerSoftmaxKernels(r);
   cpu::registerMatmulKernels(r);
   cpu::registerAttentionKernels(r);
+  cpu::registerPagedAttentionKernels(r);
   cpu::registerShapeKernels(r);
   cpu::registerNNKernels(r);
   cpu::registerReduceKindKernels(r);

@@ -123,6 +123,7 @@ void registerNormKernels(KernelRegistry &r);
 void registerSoftmaxKernels(KernelRegistry &r);
 void registerMatmulKernels(KernelRegistry &r);
 void registerAttentionKernels(KernelRegistry &r);
+void registerPagedAttentionKernels(KernelRegistry &r);  // paged_attention.cpp (serving's KV cache)
 void registerShapeKernels(KernelRegistry &r);
 void registerNNKernels(KernelRegistry &r);
 void registerReduceKindKernels(KernelRegistry &r);  // reduce_kinds.cpp
