@@ -461,8 +461,10 @@ def AssignPipelineStages : Pass<"colossal-assign-pipeline-stages", "mlir::Module
       `cuts` empty: the cost model's split. An op costs its forward FLOPs
                     (passes/Memory/CostModel.h) times 3 (forward, input gradient and weight
                     gradient) plus 5 FLOPs per byte it and its backward move (operands and results
-                    twice, a parameter's gradient written and accumulated); the split minimises
-                    the slowest stage's cost, which with
+                    twice, a parameter's gradient written and accumulated), and each stage pays
+                    for the cuts at its two ends: 2 × 5 FLOPs per byte crossing the cut (the
+                    values sent or received, and their gradients the other way); the split
+                    minimises the slowest stage's cost, which with
                     m microbatches minimises Σ stage time + (m−1)·max stage time (Alpa's
                     objective; Σ is the same for every contiguous split).
       `cuts` given: one POSIX regex per cut, matched against the ONNX node names (the ops'

@@ -64,36 +64,49 @@ uint64_t opCost(Operation *op) {
 }
 
 /// The ends (exclusive) of `stages` contiguous runs of `cost` minimising the largest run's sum,
-/// every run non-empty (cost.size() >= stages). Binary search over the largest sum, then a
-/// greedy packing that cuts early only to leave one op per remaining stage.
-std::vector<size_t> minMaxSplit(llvm::ArrayRef<uint64_t> cost, int64_t stages) {
+/// every run non-empty (cost.size() >= stages). A run [i, j) also pays `cut[i]` and `cut[j]`:
+/// the cost of the messages at its two ends (cut[k]: the cut before op k; cut[0] = cut[n] = 0).
+/// Binary search over the largest sum, then a greedy packing that ends each run at the furthest
+/// op the limit allows (with its end's message), cutting early only to leave one op per
+/// remaining stage.
+std::vector<size_t> minMaxSplit(llvm::ArrayRef<uint64_t> cost, llvm::ArrayRef<uint64_t> cut, int64_t stages) {
   const size_t n = cost.size();
   auto pack = [&](uint64_t limit, std::vector<size_t> *ends) {
     size_t i = 0;
     for (int64_t s = 0; s < stages; ++s) {
       const size_t left = static_cast<size_t>(stages - s - 1);
-      uint64_t sum = 0;
-      size_t j = i;
+      const uint64_t start = cut[i];
+      uint64_t sum = start;
+      size_t j = i, best = 0;
       if (s + 1 == stages) {
         for (; j < n; ++j)
           sum += cost[j];
+        best = n;
+        if (sum > limit)
+          return false;
       } else {
-        while (j < n - left && (j == i || sum + cost[j] <= limit))
+        // The furthest end j (at least one op, leaving `left` ops) with ops + both messages
+        // within the limit; the ops' sum alone only grows, so the scan stops once it is over.
+        while (j < n - left && sum + cost[j] <= limit) {
           sum += cost[j++];
+          if (sum + cut[j] <= limit)
+            best = j;
+        }
+        if (best == 0)
+          return false;
       }
-      if (sum > limit)
-        return false;
       if (ends)
-        ends->push_back(j);
-      i = j;
+        ends->push_back(best);
+      i = best;
     }
     return i == n;
   };
   uint64_t lo = 0, hi = 0;
-  for (uint64_t c : cost) {
-    lo = std::max(lo, c);
-    hi += c;
+  for (size_t k = 0; k < n; ++k) {
+    lo = std::max(lo, cost[k]);
+    hi += cost[k] + 2 * cut[k];
   }
+  hi += 1;  // one op per stage always fits under the whole sum with every message
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
     if (pack(mid, nullptr))
@@ -138,12 +151,41 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
                                 << ": more stages than the training step can be cut into (it "
                                    "has " << ops.size() << " ops)";
 
+    // Bytes crossing the cut before op k: the values defined before it and read at or after it.
+    llvm::DenseMap<Operation *, size_t> index;
+    for (size_t i = 0; i < ops.size(); ++i)
+      index[ops[i]] = i;
+    std::vector<uint64_t> crossing(ops.size() + 1, 0);
+    {
+      std::vector<int64_t> delta(ops.size() + 2, 0);
+      for (size_t i = 0; i < ops.size(); ++i)
+        for (Value r : ops[i]->getResults()) {
+          size_t last = i;
+          for (Operation *user : r.getUsers())
+            if (auto it = index.find(user); it != index.end())
+              last = std::max(last, it->second);
+          if (last > i) {  // crosses the cuts before ops i + 1 .. last
+            delta[i + 1] += static_cast<int64_t>(numBytes(r.getType()));
+            delta[last + 1] -= static_cast<int64_t>(numBytes(r.getType()));
+          }
+        }
+      int64_t run = 0;
+      for (size_t k = 0; k <= ops.size(); ++k)
+        crossing[k] = static_cast<uint64_t>(run += delta[k]);
+      crossing[0] = crossing[ops.size()] = 0;
+    }
+    // A cut costs each of its two stages kFlopsPerByte per byte, twice: the values one side
+    // sends and the other receives, and their gradients back.
+    std::vector<uint64_t> cutCost(ops.size() + 1, 0);
+    for (size_t k = 0; k <= ops.size(); ++k)
+      cutCost[k] = 2 * kFlopsPerByte * crossing[k];
+
     std::vector<size_t> ends;
     if (cuts.empty()) {
       SmallVector<uint64_t> cost;
       for (Operation *op : ops)
         cost.push_back(std::max<uint64_t>(1, opCost(op)));
-      ends = minMaxSplit(cost, stages);
+      ends = minMaxSplit(cost, cutCost, stages);
     } else {
       if (static_cast<int64_t>(cuts.size()) != stages - 1)
         return module.emitError() << "parallel.pipeline.stages lists " << cuts.size()
@@ -181,6 +223,7 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     SmallVector<int64_t> stageOps(stages, 0), stageFlops(stages, 0);
     size_t begin = 0;
     for (int64_t s = 0; s < stages; ++s) {
+      stageFlops[s] += static_cast<int64_t>(cutCost[begin] + cutCost[ends[s]]);
       for (size_t i = begin; i < ends[s]; ++i) {
         ops[i]->setAttr(kStageAttr, b.getI64IntegerAttr(s));
         stageOf[ops[i]] = s;
