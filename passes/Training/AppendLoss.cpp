@@ -93,13 +93,8 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                                  lossResult, labelsType)))
         return failure();
     } else if (kind == "cross_entropy") {
-      if (logits.empty())
-        return module.emitError("colossal-append-loss: kind=cross_entropy needs logits=NAME");
-      logitsResult = findOutput(basis, logits);
-      if (!logitsResult)
-        return module.emitError() << "train.loss.logits: '" << logits
-                                  << "' is not an output of the model (outputs: "
-                                  << outputNames(basis) << ")";
+      if (failed(findLogits(module, basis, /*required=*/true, logitsResult)))
+        return failure();
       if (inputs.size() != 1)
         return module.emitError()
                << "training with cross_entropy needs a model with exactly one input left after "
@@ -107,28 +102,11 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                << inputs.size() << (inputs.empty() ? "" : ": ") << llvm::join(inputNames, ", ")
                << (inputs.size() > 1 ? "; bind the others with the spec's values" : "");
       tokens = inputs[0];
-      if (findArg(basis, kInputAttr, labels))
-        return module.emitError() << "train.loss.labels: '" << labels
-                                  << "' is already an input of the model; the compiler creates "
-                                     "the labels input, choose another name";
-      auto lt = llvm::dyn_cast<RankedTensorType>(results[*logitsResult].getType());
-      if (!lt || lt.getRank() < 2 || !lt.getElementType().isF32())
-        return module.emitError() << "train.loss.logits: '" << logits
-                                  << "' must be f32 [..., C] of rank >= 2, got "
-                                  << results[*logitsResult].getType();
-      labelsType = RankedTensorType::get(lt.getShape().drop_back(), IntegerType::get(ctx, 64));
+      if (failed(labelsForLogits(module, basis, results, *logitsResult, labelsType)))
+        return failure();
     } else {
-      if (output.empty())
-        return module.emitError("colossal-append-loss: kind=output needs output=NAME");
-      lossResult = findOutput(basis, output);
-      if (!lossResult)
-        return module.emitError() << "train.loss.output: '" << output
-                                  << "' is not an output of the model (outputs: "
-                                  << outputNames(basis) << ")";
-      auto lossType = llvm::cast<RankedTensorType>(results[*lossResult].getType());
-      if (!lossType.getElementType().isF32() || lossType.getNumElements() != 1)
-        return module.emitError() << "train.loss.output: '" << output
-                                  << "' must be a scalar f32 loss, got " << lossType;
+      if (failed(findLossOutput(module, basis, results, lossResult)))
+        return failure();
       labelsArg = findArg(basis, kInputAttr, labels);
       if (!labelsArg)
         return module.emitError() << "train.loss.labels: '" << labels
@@ -144,13 +122,8 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                   "the spec's values (token ids and labels); it has "
                << inputs.size() << ": " << llvm::join(inputNames, ", ");
       tokens = inputs[0] == *labelsArg ? inputs[1] : inputs[0];
-      if (!logits.empty()) {
-        logitsResult = findOutput(basis, logits);
-        if (!logitsResult)
-          return module.emitError() << "train.loss.logits: '" << logits
-                                    << "' is not an output of the model (outputs: "
-                                    << outputNames(basis) << ")";
-      }
+      if (failed(findLogits(module, basis, /*required=*/false, logitsResult)))
+        return failure();
     }
 
     NamedAttrList config;
@@ -245,6 +218,56 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
 
   static Builder b0(MLIRContext *ctx) { return Builder(ctx); }
 
+  /// train.loss.logits: the output `logits` of `basis` (required: kind cross_entropy).
+  LogicalResult findLogits(ModuleOp module, func::FuncOp basis, bool required,
+                           std::optional<unsigned> &logitsResult) {
+    if (logits.empty()) {
+      if (required)
+        return module.emitError("colossal-append-loss: kind=cross_entropy needs logits=NAME");
+      return success();
+    }
+    logitsResult = findOutput(basis, logits);
+    if (!logitsResult)
+      return module.emitError() << "train.loss.logits: '" << logits
+                                << "' is not an output of the model (outputs: "
+                                << outputNames(basis) << ")";
+    return success();
+  }
+
+  /// cross_entropy: the labels input the pass creates (not a model input), int64 of the logits'
+  /// shape without the class dim; the logits f32 [..., C], rank >= 2.
+  LogicalResult labelsForLogits(ModuleOp module, func::FuncOp basis, ValueRange results,
+                                unsigned logitsResult, RankedTensorType &labelsType) {
+    if (findArg(basis, kInputAttr, labels))
+      return module.emitError() << "train.loss.labels: '" << labels
+                                << "' is already an input of the model; the compiler creates "
+                                   "the labels input, choose another name";
+    auto lt = llvm::dyn_cast<RankedTensorType>(results[logitsResult].getType());
+    if (!lt || lt.getRank() < 2 || !lt.getElementType().isF32())
+      return module.emitError() << "train.loss.logits: '" << logits
+                                << "' must be f32 [..., C] of rank >= 2, got "
+                                << results[logitsResult].getType();
+    labelsType = RankedTensorType::get(lt.getShape().drop_back(), IntegerType::get(module.getContext(), 64));
+    return success();
+  }
+
+  /// kind output: the model's scalar f32 output `output`, the loss.
+  LogicalResult findLossOutput(ModuleOp module, func::FuncOp basis, ValueRange results,
+                               std::optional<unsigned> &lossResult) {
+    if (output.empty())
+      return module.emitError("colossal-append-loss: kind=output needs output=NAME");
+    lossResult = findOutput(basis, output);
+    if (!lossResult)
+      return module.emitError() << "train.loss.output: '" << output
+                                << "' is not an output of the model (outputs: "
+                                << outputNames(basis) << ")";
+    auto lossType = llvm::cast<RankedTensorType>(results[*lossResult].getType());
+    if (!lossType.getElementType().isF32() || lossType.getNumElements() != 1)
+      return module.emitError() << "train.loss.output: '" << output
+                                << "' must be a scalar f32 loss, got " << lossType;
+    return success();
+  }
+
   /// train.inputs: every unbound input of `basis` has a source, every source names an input (or
   /// the labels the pass creates for cross_entropy); finds the logits / loss output.
   LogicalResult checkDataInputs(ModuleOp module, func::FuncOp basis, ArrayRef<unsigned> inputs,
@@ -252,7 +275,6 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                                 std::optional<unsigned> &logitsResult,
                                 std::optional<unsigned> &lossResult,
                                 RankedTensorType &labelsType) {
-    MLIRContext *ctx = module.getContext();
     const bool created = kind == "cross_entropy";
     std::string sources;
     for (const std::string &name : dataInputs)
@@ -276,47 +298,16 @@ struct AppendLossPass : colossal::impl::AppendLossBase<AppendLossPass> {
                                 << ")";
     }
     if (created) {
-      if (logits.empty())
-        return module.emitError("colossal-append-loss: kind=cross_entropy needs logits=NAME");
-      logitsResult = findOutput(basis, logits);
-      if (!logitsResult)
-        return module.emitError() << "train.loss.logits: '" << logits
-                                  << "' is not an output of the model (outputs: "
-                                  << outputNames(basis) << ")";
-      if (findArg(basis, kInputAttr, labels))
-        return module.emitError() << "train.loss.labels: '" << labels
-                                  << "' is already an input of the model; the compiler creates "
-                                     "the labels input, choose another name";
-      if (!llvm::is_contained(dataInputs, std::string(labels)))
+      if (failed(findLogits(module, basis, /*required=*/true, logitsResult)))
+        return failure();
+      if (!llvm::is_contained(dataInputs, std::string(labels)) && !findArg(basis, kInputAttr, labels))
         return module.emitError() << "train.inputs: the labels '" << labels
                                   << "' of the cross_entropy loss have no source (give them npy)";
-      auto lt = llvm::dyn_cast<RankedTensorType>(results[*logitsResult].getType());
-      if (!lt || lt.getRank() < 2 || !lt.getElementType().isF32())
-        return module.emitError() << "train.loss.logits: '" << logits
-                                  << "' must be f32 [..., C] of rank >= 2, got "
-                                  << results[*logitsResult].getType();
-      labelsType = RankedTensorType::get(lt.getShape().drop_back(), IntegerType::get(ctx, 64));
-      return success();
+      return labelsForLogits(module, basis, results, *logitsResult, labelsType);
     }
-    if (output.empty())
-      return module.emitError("colossal-append-loss: kind=output needs output=NAME");
-    lossResult = findOutput(basis, output);
-    if (!lossResult)
-      return module.emitError() << "train.loss.output: '" << output
-                                << "' is not an output of the model (outputs: "
-                                << outputNames(basis) << ")";
-    auto lossType = llvm::cast<RankedTensorType>(results[*lossResult].getType());
-    if (!lossType.getElementType().isF32() || lossType.getNumElements() != 1)
-      return module.emitError() << "train.loss.output: '" << output
-                                << "' must be a scalar f32 loss, got " << lossType;
-    if (!logits.empty()) {
-      logitsResult = findOutput(basis, logits);
-      if (!logitsResult)
-        return module.emitError() << "train.loss.logits: '" << logits
-                                  << "' is not an output of the model (outputs: "
-                                  << outputNames(basis) << ")";
-    }
-    return success();
+    if (failed(findLossOutput(module, basis, results, lossResult)))
+      return failure();
+    return findLogits(module, basis, /*required=*/false, logitsResult);
   }
 
   /// @eval (the model and the loss) and @train_step (its copy), `colossal.train` = `config`.
