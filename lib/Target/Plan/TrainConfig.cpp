@@ -40,6 +40,30 @@ const CollectedProgram *program(const CollectedModule &collected, ProgramRole ro
   return nullptr;
 }
 
+/// What both data contracts end with: the labels input (when there is one) is an input of
+/// @train_step and @eval, vocab_size comes from @forward's logits output (when named), and the
+/// driver's model and spec hashes.
+template <typename Fail, typename Derive>
+LogicalResult finishTrainConfig(const CollectedProgram &forward, const CollectedProgram &trainStep,
+                                const CollectedProgram &eval, const PlanOptions &options,
+                                plan::TrainConfig &config, Fail fail, Derive derive) {
+  if (!config.labels_input().empty())
+    for (const CollectedProgram *p : {&trainStep, &eval})
+      if (!binding(*p, p->inputs, config.labels_input()))
+        return fail("labels_input '" + config.labels_input() + "' is no input of @" + p->name);
+  if (!config.logits_output().empty()) {
+    const Tensor *logits = binding(forward, forward.outputs, config.logits_output());
+    if (!logits || logits->type.shape.empty())
+      return fail("logits_output '" + config.logits_output() + "' is no output of @forward");
+    if (!derive("vocab_size", logits->type.shape.back(), "@forward's logits output"))
+      return failure();
+  }
+  config.set_source_model(options.sourceModel);
+  config.set_source_model_hash(options.sourceModelHash);
+  config.set_spec_hash(options.specHash);
+  return success();
+}
+
 /// TrainConfig.data_inputs (the spec's train.inputs): each name of `names` gets its source from
 /// `options`; global_batch comes from @forward's data inputs (the created labels are not among
 /// them), grad_accum from @train_step's rows.
@@ -86,22 +110,8 @@ LogicalResult collectDataInputs(ModuleOp module, ArrayAttr names, const Collecte
                 " rows, which must divide global_batch " + llvm::Twine(config.global_batch()));
   if (!derive("grad_accum", config.global_batch() / rows, "@train_step's data inputs"))
     return failure();
-  if (!config.labels_input().empty())
-    for (const CollectedProgram *p : {&trainStep, &eval})
-      if (!binding(*p, p->inputs, config.labels_input()))
-        return fail("labels_input '" + config.labels_input() + "' is no input of @" + p->name);
-  if (!config.logits_output().empty()) {
-    const Tensor *logits = binding(forward, forward.outputs, config.logits_output());
-    if (!logits || logits->type.shape.empty())
-      return fail("logits_output '" + config.logits_output() + "' is no output of @forward");
-    if (!derive("vocab_size", logits->type.shape.back(), "@forward's logits output"))
-      return failure();
-  }
-  config.set_source_model(options.sourceModel);
-  config.set_source_model_hash(options.sourceModelHash);
-  config.set_spec_hash(options.specHash);
   (void)module;
-  return success();
+  return finishTrainConfig(forward, trainStep, eval, options, config, fail, derive);
 }
 } // namespace
 
@@ -207,22 +217,10 @@ LogicalResult collectTrainConfig(ModuleOp module, const CollectedModule &collect
   if (!derive("grad_accum", config.global_batch() / stepTokens->type.shape[0],
               "@train_step's tokens input"))
     return failure();
-  for (const CollectedProgram *p : {trainStep, eval})
-    if (!binding(*p, p->inputs, config.labels_input()))
-      return fail("labels_input '" + config.labels_input() + "' is no input of @" + p->name);
-  if (!config.logits_output().empty()) {
-    const Tensor *logits = binding(*forward, forward->outputs, config.logits_output());
-    if (!logits || logits->type.shape.empty())
-      return fail("logits_output '" + config.logits_output() + "' is no output of @forward");
-    if (!derive("vocab_size", logits->type.shape.back(), "@forward's logits output"))
-      return failure();
-  }
-
+  if (config.labels_input().empty())
+    return fail("labels_input is empty: a token-file plan's @train_step reads its labels");
   // 3. From the driver.
-  config.set_source_model(options.sourceModel);
-  config.set_source_model_hash(options.sourceModelHash);
-  config.set_spec_hash(options.specHash);
-  return success();
+  return finishTrainConfig(*forward, *trainStep, *eval, options, config, fail, derive);
 }
 
 } // namespace colossal
