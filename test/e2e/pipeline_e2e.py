@@ -13,7 +13,7 @@
           rank's peak of saved activation bytes, counted by the runtime, equals the --report
           prediction (one stage per rank: its saved bytes per microbatch x in-flight).
           The same model exported with a fixed batch trains like the dynamic one.
-  llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b and pp=4 gpipe, the shared
+  llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b, pp=4 gpipe and pp=2 interleaved, the shared
           pretrained aidreams260K (when ../shared is present) under pp=2, and a GPT-2 whose LM head
           is tied to the embedding in the graph (tie_lm_head.py: one parameter read on the first
           and the last stage) under pp=2 and pp=4: bit-equal to grad_accum m.
@@ -157,6 +157,36 @@ def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=N
     return ok
 
 
+def export_llama_and_tied(s):
+    """The Llama example (GQA 4/2 heads, RoPE; B 8, T 64, dynamic batch) and a GPT-2 whose LM head
+    is its embedding in the graph (tie_lm_head.py: one parameter read on the first and the last
+    stage), exported into the workdir: (llama model, tied model)."""
+    llama = os.path.join(s.work, "llama")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
+           "--quiet"], "export.py --arch llama", timeout=600)
+    gpt2 = os.path.join(s.work, "gpt2")
+    u.run([sys.executable, u.EXPORT_PY, "--arch", "gpt2", "--layers", "2", "--d-model", "64", "--heads", "4",
+           "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", gpt2, "--quiet"],
+          "export.py --arch gpt2", timeout=600)
+    tied = os.path.join(gpt2, "tied.onnx")
+    u.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py"),
+           os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
+    return os.path.join(llama, "model.onnx"), tied
+
+
+def check_with_mesh(s, axis, schedule, extra, steps):
+    """pp=2 x `axis`=2 under `schedule` (m=4) against `axis`=2 with grad_accum 4 (the same sums):
+    bit-equal per step. Returns (ok, the pipeline run's metrics rows)."""
+    name = f"pp2_{axis}2_{schedule}"
+    plan, _ = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", schedule, 4, extra))
+    ref_plan = s.compile(f"{axis}2_ref", s.spec(f"{axis}2_ref", d.BASE_SPEC + extra +
+                                               f"  grad_accum: 4\nmesh: {{{axis}: 2}}\n"))
+    ref = d.train(s, 2, ref_plan, os.path.join(s.work, f"{axis}2_ref.jsonl"), steps)
+    rows = d.train(s, 4, plan, os.path.join(s.work, name + ".jsonl"), steps)
+    return t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref), rows
+
+
 def case_train(args):
     s = t.Setup(args, need_shared=False)
     if not d.mpirun_cmd(2):
@@ -200,20 +230,10 @@ def case_llama(args):
     if not d.mpirun_cmd(2):
         print("skipped: no mpirun")
         sys.exit(u.SKIP)
-    llama = os.path.join(s.work, "llama")
-    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
-           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
-           "--quiet"], "export.py --arch llama", timeout=600)
-    model = os.path.join(llama, "model.onnx")
+    model, tied = export_llama_and_tied(s)
     ok = check_pipeline(s, "llama_pp2", 2, "1f1b", 4, args.steps, model=model)
     ok &= check_pipeline(s, "llama_pp4", 4, "gpipe", 8, args.steps, model=model)
-    gpt2 = os.path.join(s.work, "gpt2")
-    u.run([sys.executable, u.EXPORT_PY, "--arch", "gpt2", "--layers", "2", "--d-model", "64", "--heads", "4",
-           "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", gpt2, "--quiet"],
-          "export.py --arch gpt2", timeout=600)
-    tied = os.path.join(gpt2, "tied.onnx")
-    u.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py"),
-           os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
+    ok &= check_pipeline(s, "llama_interleaved_pp2", 2, "interleaved", 4, args.steps, model=model, chunks=2)
     ok &= check_pipeline(s, "tied_pp2", 2, "1f1b", 4, args.steps, model=tied)
     ok &= check_pipeline(s, "tied_pp4", 4, "gpipe", 8, args.steps, model=tied)
     shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
@@ -235,14 +255,9 @@ def case_mesh(args):
     one = s.compile("one", accum_spec(s, "one", 4, clip))
     full = d.train(s, 1, one, os.path.join(s.work, "one.jsonl"), steps)
     for axis in ("dp", "tp"):
-        name = f"pp2_{axis}2"
-        plan, _ = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", "1f1b", 4, clip))
-        ref_plan = s.compile(f"{axis}2_ref", s.spec(f"{axis}2_ref", d.BASE_SPEC + clip +
-                                                   f"  grad_accum: 4\nmesh: {{{axis}: 2}}\n"))
-        ref = d.train(s, 2, ref_plan, os.path.join(s.work, f"{axis}2_ref.jsonl"), args.steps)
-        rows = d.train(s, 4, plan, os.path.join(s.work, name + ".jsonl"), args.steps)
-        ok &= t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref)
-        ok &= close_losses(f"{name} vs one rank", rows, full[:len(rows)], 1e-6)
+        good, rows = check_with_mesh(s, axis, "1f1b", clip, args.steps)
+        ok &= good
+        ok &= close_losses(f"pp2_{axis}2 vs one rank", rows, full[:len(rows)], 1e-6)
     # Save at step 10 under pp=2 x tp=2; resume under pp=4 and under one rank.
     ckpt = os.path.join(s.work, "ckpt")
     plan, _ = compile_plan(s, "pp2_tp2_save", pipeline_spec(s, "pp2_tp2_save", "2, tp: 2", "1f1b", 4, clip))
@@ -274,30 +289,15 @@ def case_zerobubble(args):
             ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, extra, ref1=ref1)
     # Llama (GQA 4/2, RoPE), and a GPT-2 whose LM head is tied to the embedding: under zbv the
     # embedding (stage 0) and the head (stage 2P-1) are on rank 0.
-    llama = os.path.join(s.work, "llama")
-    u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
-           "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
-           "--quiet"], "export.py --arch llama", timeout=600)
-    ok &= check_pipeline(s, "llama_zbh1_pp2", 2, "zb-h1", 4, args.steps, model=os.path.join(llama, "model.onnx"))
-    ok &= check_pipeline(s, "llama_zbv_pp2", 2, "zbv", 4, args.steps, model=os.path.join(llama, "model.onnx"))
-    gpt2 = os.path.join(s.work, "gpt2")
-    u.run([sys.executable, u.EXPORT_PY, "--arch", "gpt2", "--layers", "2", "--d-model", "64", "--heads", "4",
-           "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", gpt2, "--quiet"],
-          "export.py --arch gpt2", timeout=600)
-    tied = os.path.join(gpt2, "tied.onnx")
-    u.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py"),
-           os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
+    model, tied = export_llama_and_tied(s)
+    ok &= check_pipeline(s, "llama_zbh1_pp2", 2, "zb-h1", 4, args.steps, model=model)
+    ok &= check_pipeline(s, "llama_zbv_pp2", 2, "zbv", 4, args.steps, model=model)
+    ok &= check_pipeline(s, "llama_zbv_pp4", 4, "zbv", 8, args.steps, model=model)
     ok &= check_pipeline(s, "tied_zbv_pp2", 2, "zbv", 4, args.steps, model=tied)
     ok &= check_pipeline(s, "tied_zbh1_pp4", 4, "zb-h1", 8, args.steps, model=tied)
     # pp=2 x dp=2 (zb-h1) and pp=2 x tp=2 (zbv) against dp=2 / tp=2 with the same accumulation.
     for axis, schedule in (("dp", "zb-h1"), ("tp", "zbv")):
-        name = f"pp2_{axis}2_{schedule}"
-        plan, _ = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", schedule, 4, clip))
-        ref_plan = s.compile(f"{axis}2_ref", s.spec(f"{axis}2_ref", d.BASE_SPEC + clip +
-                                                   f"  grad_accum: 4\nmesh: {{{axis}: 2}}\n"))
-        ref = d.train(s, 2, ref_plan, os.path.join(s.work, f"{axis}2_ref.jsonl"), args.steps)
-        rows = d.train(s, 4, plan, os.path.join(s.work, name + ".jsonl"), args.steps)
-        ok &= t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref)
+        ok &= check_with_mesh(s, axis, schedule, clip, args.steps)[0]
     # The traces: every action once, W included; the bubble replayed in logical time exact.
     st = show_trace()
     steps = max(3, min(args.steps, 4))
