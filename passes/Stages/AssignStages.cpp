@@ -14,6 +14,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Regex.h"
 
+#include <set>
+
 namespace colossal {
 #define GEN_PASS_DEF_ASSIGNPIPELINESTAGES
 #include "passes/Passes.h.inc"
@@ -37,6 +39,30 @@ std::string nodeName(Location loc) {
   if (auto callsite = llvm::dyn_cast<CallSiteLoc>(loc))
     return nodeName(callsite.getCallee());
   return "";
+}
+
+/// " (node names here: 'a', 'b', 'c', ...)": up to three names of `ops`' nodes, those sharing the
+/// longest prefix with `pattern`'s literal start first, for a cut point that matched nothing.
+std::string nameHint(llvm::ArrayRef<Operation *> ops, llvm::StringRef pattern) {
+  llvm::StringRef literal = pattern.take_until([](char c) { return llvm::StringRef(".[]()*+?{}|^$\\").contains(c); });
+  std::vector<std::pair<size_t, std::string>> names;  // (-shared prefix, name) in model order
+  std::set<std::string> seen;
+  for (Operation *op : ops) {
+    std::string n = nodeName(op->getLoc());
+    if (n.empty() || !seen.insert(n).second)
+      continue;
+    size_t shared = 0;
+    while (shared < n.size() && shared < literal.size() && n[shared] == literal[shared])
+      ++shared;
+    names.emplace_back(shared, n);
+  }
+  if (names.empty())
+    return " (its ops carry no ONNX node names)";
+  std::stable_sort(names.begin(), names.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+  std::string out = " (node names here: ";
+  for (size_t i = 0; i < std::min<size_t>(3, names.size()); ++i)
+    out += (i ? ", '" : "'") + names[i].second + "'";
+  return out + (names.size() > 3 ? ", ...; " : "; ") + "a fused op answers to its first node's name)";
 }
 
 /// Bytes an op moves per FLOP's worth of time: one core does ~50 GFLOP/s in a contraction and
@@ -202,7 +228,7 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
         }
         if (!last)
           return module.emitError() << "parallel.pipeline.stages: cut point '" << pattern
-                                    << "' matches no node of the training step";
+                                    << "' matches no node of the training step" << nameHint(ops, pattern);
         if (*last + 1 >= ops.size())
           return module.emitError() << "parallel.pipeline.stages: cut point '" << pattern
                                     << "' is after the last op: the last stage would be empty";

@@ -453,7 +453,8 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
 std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) {
   std::ostringstream os;
   os << "pipeline schedule " << p.schedule() << ": " << p.stages() << " stages, " << p.microbatches()
-     << " microbatches\n";
+     << " microbatches (rank R: coordinate R on the pipeline axis; every data- and tensor-parallel group "
+        "runs the same lists)\n";
   const uint32_t P = static_cast<uint32_t>(std::max(1, p.ranks_size()));
   const bool chunks = p.stages() > P;
   for (int r = 0; r < p.ranks_size(); ++r) {
