@@ -62,11 +62,13 @@ warnings.filterwarnings("ignore", message="scatter_reduce\\(\\) is in beta")
 
 class Case:
     """One gradient check: ONNX nodes producing 'Y' from `params` (float initializers, trained) and
-    `consts` (Constant nodes), and the same function `fn(tensors) -> Y` in torch."""
+    `consts` (Constant nodes), and the same function `fn(tensors) -> Y` in torch. With
+    `expect_error` (a regex) the gradient is not defined: colossal-opt must fail with one `error:`
+    line, matching it."""
 
-    def __init__(self, name, covers, params, nodes, fn, consts=None, opset=17):
+    def __init__(self, name, covers, params, nodes, fn, consts=None, opset=17, expect_error=None):
         self.name, self.covers, self.params, self.nodes, self.fn = name, covers, params, nodes, fn
-        self.consts, self.opset = consts or {}, opset
+        self.consts, self.opset, self.expect_error = consts or {}, opset, expect_error
 
 
 RNG = np.random.default_rng(1234)
@@ -381,6 +383,15 @@ def indexing_cases():
     scatter_el("scatter_legacy", rnd(3, 4), np.array([[0, 2], [2, 1]]), rnd(2, 2), 1, "none",
                "Scatter (opset 10, distinct indices)", op="Scatter", opset=10)
     dup = np.array([[1, 1, -1], [3, 1, 0], [1, 2, 0]])  # rows 1 and 3 (= -1) of column 2 receive twice
+    # Duplicates without a reduction: which update lands is undefined, so no gradient; one error
+    # that names the node (the torch function only gives Y's shape).
+    cs.append(Case("scatter_elements_none_duplicates", "ScatterElements (no reduction, duplicates: refused)",
+                   {"D": rnd(4, 3), "U": rnd(3, 3)},
+                   [N("ScatterElements", ["D", "I", "U"], name="write_rows", axis=0)],
+                   lambda t: scatter_ref(t["D"], dup, t["U"], 0, "add"), consts={"I": dup}, opset=18,
+                   expect_error=r"node 'write_rows': autodiff: 'colossal.scatter_elements' \(ONNX node "
+                                r"'write_rows'\) with reduction 'none' writes data position \[1, 1\] from "
+                                r"more than one update"))
     scatter_el("scatter_elements_add", rnd(4, 3), dup, rnd(3, 3), 0, "add",
                "ScatterElements add (duplicate indices)")
     scatter_el("scatter_elements_add_neg_axis", rnd(2, 5, 3), RNG.integers(-3, 3, size=(2, 4, 3)), rnd(2, 4, 3),
@@ -747,6 +758,21 @@ def compile_and_run(args, work, model, inputs):
     return {os.path.splitext(f)[0]: np.load(os.path.join(outdir, f)) for f in os.listdir(outdir)}, None
 
 
+def expect_compile_error(args, work, model, pattern):
+    """(ok, worst, message) for a model whose gradient must be refused with one clear error."""
+    spec = os.path.join(work, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write("mode: inference\ninputs: {}\n")
+    p = subprocess.run([args.opt, model, "--spec", spec, "--pass-pipeline=" + PIPELINE, "-o",
+                        os.path.join(work, "m.cplan")], capture_output=True, text=True, timeout=600)
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    if p.returncode == 0:
+        return False, float("inf"), "compiled, but an error was expected"
+    if len(errors) != 1 or not re.search(pattern, errors[0]):
+        return False, float("inf"), f"expected one error matching {pattern!r}, got: " + " | ".join(errors)
+    return True, 0.0, "refused: " + errors[0]
+
+
 def grad_key(name):
     """The key of parameter NAME's gradient among colossal-run's output files (their stems): the
     output `grad:NAME` (colossal-test-gradients) as colossal-run names its file."""
@@ -821,6 +847,8 @@ def run_case(args, case):
     model.ir_version = 8
     path = os.path.join(work, "model.onnx")
     onnx.save(model, path)
+    if case.expect_error:
+        return expect_compile_error(args, work, path, case.expect_error)
     got, err = compile_and_run(args, work, path, {})
     if err:
         return False, float("inf"), err
