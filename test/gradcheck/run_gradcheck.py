@@ -18,6 +18,10 @@ blocks follow: an MLP block, a LayerNorm + causal attention block, a small resid
 GPT-2 of examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from
 torch.
 
+A case with `expect_error` checks the other side: a gradient that is not defined (ScatterElements
+without a reduction and with duplicate indices) is refused with one compile error naming the ONNX
+node.
+
 Prints one line per case and a summary; exits 1 when any case fails. A case whose backward kernel
 the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP, and fails the run too
 (a check that did not run has not passed; ctest runs it against this build's colossal-run, which
