@@ -349,3 +349,51 @@ LogicalResult UnaryFnOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian product of colossal.binary (VJPOpInterface)
+//===----------------------------------------------------------------------===//
+
+// The float functions of the table; the others take integers or yield i1, so autodiff never
+// reaches them. mod and fmod are a − q·b with q = floor(a/b) resp. trunc(a/b) flat almost
+// everywhere (torch.remainder, torch.fmod); prelu is piecewise linear with slope b below 0.
+LogicalResult BinaryFnOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                   SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  Value lhs = getLhs(), rhs = getRhs(), g = resultGrads[0];
+  auto lt = rankedType(lhs), rt = rankedType(rhs);
+  Type elt = lt.getElementType();
+  StringRef fn = getFn();
+  auto c = [&](double v) { return scalarConstant(b, loc, elt, v); };
+  auto mul = [&](Value p, Value q) -> Value { return MulOp::create(b, loc, p, q); };
+  auto select = [&](Value cond, Value p, Value q) -> Value {
+    return WhereOp::create(b, loc, cond, p, q);
+  };
+  auto round = [&](StringRef f, Value v) -> Value {
+    return UnaryFnOp::create(b, loc, v.getType(), b.getStringAttr(f), v, FloatAttr(),
+                             FloatAttr());
+  };
+  if (!llvm::isa<FloatType>(elt) || lookupBinaryFn(fn)->boolResult)
+    return success();
+  if (fn == "mod" || fn == "fmod") {
+    if (needed[0])
+      og[0] = reduceToShape(b, loc, g, lt);
+    if (needed[1]) {
+      Value q = DivOp::create(b, loc, lhs, rhs);
+      Value whole = fn == "mod" ? round("floor", q)
+                                : select(LessOp::create(b, loc, q, c(0)), round("ceil", q),
+                                         round("floor", q));
+      og[1] = NegOp::create(b, loc, reduceToShape(b, loc, mul(g, whole), rt));
+    }
+    return success();
+  }
+  if (fn == "prelu") {
+    Value negative = LessOp::create(b, loc, lhs, c(0));
+    if (needed[0])
+      og[0] = reduceToShape(b, loc, mul(g, select(negative, rhs, c(1))), lt);
+    if (needed[1])
+      og[1] = reduceToShape(b, loc, mul(g, select(negative, lhs, c(0))), rt);
+    return success();
+  }
+  return emitOpError("has no vector-Jacobian product for fn '") << fn << "'";
+}

@@ -50,7 +50,7 @@ def Colossal_UnaryFnOp : Colossal_Op<"unary", [InferTypeOpAdaptor, VJP, Sharded]
   let hasFolder = 1;
 }
 
-def Colossal_BinaryFnOp : Colossal_Op<"binary", [InferTypeOpAdaptor, Sharded]> {
+def Colossal_BinaryFnOp : Colossal_Op<"binary", [InferTypeOpAdaptor, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::elementwise()">.body;
   let summary = "Elementwise binary function selected by `fn`, with NumPy broadcasting";
   let description = [{
@@ -68,7 +68,9 @@ def Colossal_BinaryFnOp : Colossal_Op<"binary", [InferTypeOpAdaptor, Sharded]> {
     | `less_equal` `greater_equal` | float, int | a ≤ b, a ≥ b → i1 (LessOrEqual, GreaterOrEqual) |
 
     Integer `mod`/`fmod` by zero give 0 (ONNX leaves it undefined; never a trap). Folds when both
-    operands are constants.
+    operands are constants. VJP for the float functions (as torch.remainder, torch.fmod and
+    torch.prelu): `mod` da = g, db = −g·floor(a/b); `fmod` da = g, db = −g·trunc(a/b); `prelu`
+    da = g·(a < 0 ? b : 1), db = g·(a < 0 ? a : 0); broadcast dims summed back.
   }];
   let arguments = (ins StrAttr:$fn, AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);

@@ -6,9 +6,12 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
+#include "dialects/Colossal/VJP.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 #include <cmath>
@@ -629,5 +632,206 @@ LogicalResult PadOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<boo
   if (needed[0])
     og[0] = PadGradOp::create(b, getLoc(), getX().getType(), resultGrads[0], getPadsAttr(),
                               getModeAttr());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products of cumsum, gather_elements and the scatters (VJPOpInterface)
+//===----------------------------------------------------------------------===//
+
+// y_j = Σ_{i ∈ W(j)} x_i with W(j) the prefix (suffix with `reverse`) before or at j. Its
+// transpose sums dy over the j whose window holds i: the suffix (prefix) after or at i, with the
+// same exclusivity.
+LogicalResult CumSumOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool>,
+                                 SmallVectorImpl<Value> &og) {
+  og[0] = CumSumOp::create(b, getLoc(), resultGrads[0], getAxisAttr(), getExclusiveAttr(),
+                           b.getBoolAttr(!getReverse()));
+  return success();
+}
+
+// Every output element reads one data element: its cotangent goes back there, and elements read
+// several times sum their cotangents (torch.gather's backward, a scatter_add).
+LogicalResult GatherElementsOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                         ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
+  if (!needed[0])
+    return success();
+  Location loc = getLoc();
+  Value zeros = splatConstant(b, loc, rankedOf(getData()), 0.0);
+  og[0] = ScatterElementsOp::create(b, loc, zeros, getIndices(), resultGrads[0], getAxisAttr(),
+                                    b.getStringAttr("add"));
+  return success();
+}
+
+namespace {
+
+/// How a scatter's VJP addresses its operands: `gather(t)` reads a data-shaped t at every update
+/// position (updates' shape), `scatter(base, v, reduction)` writes an updates-shaped v into a
+/// copy of a data-shaped base, with the scatter's own indices (and axis).
+struct ScatterAccess {
+  llvm::function_ref<Value(Value)> gather;
+  llvm::function_ref<Value(Value, Value, StringRef)> scatter;
+};
+
+/// Operands data (0), indices (1), updates (2); `out` the forward result, `g` its cotangent.
+/// Formulas as torch's scatter, scatter_add and scatter_reduce(include_self=True) backward
+/// (torch/csrc/autograd/FunctionsManual.cpp), with j the data position update i writes:
+///   none  ddata = g with zeros where an update was written   dupd_i = g_j
+///   add   ddata = g                                          dupd_i = g_j
+///   mul   ddata = g·Π_{i→j} upd_i                            dupd_i = g_j·data_j·Π_{i'→j, i'≠i} upd_i'
+///         (the product of the others without dividing by a zero: zero updates are counted and
+///         replaced by 1, as torch does)
+///   max, min  the cotangent is shared evenly by data_j and the updates that equal out_j.
+void scatterVJP(OpBuilder &b, Location loc, StringRef reduction, Value data, Value updates,
+                Value out, Value g, ArrayRef<bool> needed, SmallVectorImpl<Value> &og,
+                const ScatterAccess &at) {
+  Type elt = rankedOf(data).getElementType();
+  auto c = [&](double v) { return scalarConstant(b, loc, elt, v); };
+  auto dataConst = [&](double v) { return splatConstant(b, loc, rankedOf(data), v); };
+  auto mul = [&](Value p, Value q) -> Value { return MulOp::create(b, loc, p, q); };
+  auto select = [&](Value cond, Value p, Value q) -> Value {
+    return WhereOp::create(b, loc, cond, p, q);
+  };
+  auto equal = [&](Value p, Value q) -> Value { return EqualOp::create(b, loc, p, q); };
+  auto indicator = [&](Value cond) { return select(cond, c(1), c(0)); };
+
+  if (reduction == "none" || reduction == "add") {
+    if (needed[0])
+      og[0] = reduction == "add"
+                  ? g
+                  : at.scatter(g, splatConstant(b, loc, rankedOf(updates), 0.0), "none");
+    if (needed[2])
+      og[2] = at.gather(g);
+    return;
+  }
+  if (reduction == "mul") {
+    if (needed[0])
+      og[0] = mul(g, at.scatter(dataConst(1), updates, "mul"));
+    if (needed[2]) {
+      Value isZero = equal(updates, c(0));
+      Value safe = select(isZero, c(1), updates);
+      Value nonzeroProduct = at.scatter(dataConst(1), safe, "mul");
+      Value zerosAt = at.gather(at.scatter(dataConst(0), indicator(isZero), "add"));
+      Value gdp = at.gather(mul(g, mul(data, nonzeroProduct)));
+      Value ifNonzero = select(equal(zerosAt, c(0)), DivOp::create(b, loc, gdp, safe), c(0));
+      Value ifZero = select(equal(zerosAt, c(1)), gdp, c(0));
+      og[2] = select(isZero, ifZero, ifNonzero);
+    }
+    return;
+  }
+  // max / min
+  Value dataWins = equal(data, out);
+  Value updWins = equal(updates, at.gather(out));
+  Value ties = AddOp::create(b, loc, indicator(dataWins),
+                             at.scatter(dataConst(0), indicator(updWins), "add"));
+  Value share = DivOp::create(b, loc, g, ties);
+  if (needed[0])
+    og[0] = select(dataWins, share, c(0));
+  if (needed[2])
+    og[2] = select(updWins, at.gather(share), c(0));
+}
+
+/// The first data position (row-major offset) two index entries write, or nullopt when the
+/// indices are not a constant or all positions differ. `target(k, idx)` gives entry k's offset.
+template <typename TargetFn>
+std::optional<SmallVector<int64_t>> duplicateTarget(Value indices, RankedTensorType data,
+                                                    int64_t entries, TargetFn target) {
+  Attribute attr;
+  if (!matchPattern(indices, m_Constant(&attr)))
+    return std::nullopt;
+  auto idx = HostTensor::from(attr);
+  if (!idx)
+    return std::nullopt;
+  llvm::DenseSet<int64_t> seen;
+  for (int64_t k = 0; k < entries; ++k) {
+    std::optional<int64_t> off = target(k, *idx);
+    if (!off)
+      return std::nullopt; // out of range: the runtime reports it
+    if (!seen.insert(*off).second) {
+      SmallVector<int64_t> pos;
+      unflatten(*off, data.getShape(), pos);
+      return pos;
+    }
+  }
+  return std::nullopt;
+}
+
+LogicalResult duplicateNoneError(Operation *op, ArrayRef<int64_t> pos) {
+  std::string at;
+  for (int64_t p : pos)
+    at += (at.empty() ? "" : ", ") + std::to_string(p);
+  return op->emitOpError("with reduction 'none' writes data position [")
+         << at << "] from more than one update (duplicate indices, undefined in ONNX), so "
+         << "its updates have no gradient; use distinct indices or a reduction such as 'add'";
+}
+
+} // namespace
+
+LogicalResult ScatterElementsOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                          ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  auto data = rankedOf(getData());
+  auto idxType = rankedOf(getIndices());
+  int64_t axis = getAxis(), n = data.getDimSize(axis);
+  if (getReduction() == "none" && needed[2]) {
+    auto dStrides = stridesOf(data.getShape());
+    SmallVector<int64_t> pos;
+    auto dup = duplicateTarget(getIndices(), data, idxType.getNumElements(),
+                               [&](int64_t k, const HostTensor &idx) -> std::optional<int64_t> {
+                                 int64_t v = idx.i[k];
+                                 if (v < -n || v >= n)
+                                   return std::nullopt;
+                                 unflatten(k, idxType.getShape(), pos);
+                                 pos[axis] = v < 0 ? v + n : v;
+                                 int64_t off = 0;
+                                 for (size_t d = 0; d < pos.size(); ++d)
+                                   off += pos[d] * dStrides[d];
+                                 return off;
+                               });
+    if (dup)
+      return duplicateNoneError(*this, *dup);
+  }
+  auto gather = [&](Value t) -> Value {
+    return GatherElementsOp::create(b, loc, t, getIndices(), getAxisAttr());
+  };
+  auto scatter = [&](Value base, Value v, StringRef red) -> Value {
+    return ScatterElementsOp::create(b, loc, base, getIndices(), v, getAxisAttr(),
+                                     b.getStringAttr(red));
+  };
+  scatterVJP(b, loc, getReduction(), getData(), getUpdates(), getResult(), resultGrads[0], needed,
+             og, ScatterAccess{gather, scatter});
+  return success();
+}
+
+LogicalResult ScatterNDOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &og) {
+  Location loc = getLoc();
+  auto data = rankedOf(getData());
+  auto idxType = rankedOf(getIndices());
+  int64_t m = idxType.getShape().back();
+  if (getReduction() == "none" && needed[2]) {
+    // Index tuple k writes the slice at data[tuple, :...]; its first element stands for it.
+    auto dStrides = stridesOf(data.getShape());
+    auto dup = duplicateTarget(getIndices(), data, m ? idxType.getNumElements() / m : 0,
+                               [&](int64_t k, const HostTensor &idx) -> std::optional<int64_t> {
+                                 int64_t off = 0;
+                                 for (int64_t j = 0; j < m; ++j) {
+                                   int64_t v = idx.i[k * m + j], n = data.getDimSize(j);
+                                   if (v < -n || v >= n)
+                                     return std::nullopt;
+                                   off += (v < 0 ? v + n : v) * dStrides[j];
+                                 }
+                                 return off;
+                               });
+    if (dup)
+      return duplicateNoneError(*this, *dup);
+  }
+  auto gather = [&](Value t) -> Value {
+    return GatherNDOp::create(b, loc, t, getIndices(), b.getI64IntegerAttr(0));
+  };
+  auto scatter = [&](Value base, Value v, StringRef red) -> Value {
+    return ScatterNDOp::create(b, loc, base, getIndices(), v, b.getStringAttr(red));
+  };
+  scatterVJP(b, loc, getReduction(), getData(), getUpdates(), getResult(), resultGrads[0], needed,
+             og, ScatterAccess{gather, scatter});
   return success();
 }

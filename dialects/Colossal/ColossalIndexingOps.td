@@ -56,11 +56,12 @@ class ColossalIndexing_ArgReduceOp<string mnemonic, string which>
 def ColossalIndexing_ArgMaxOp : ColossalIndexing_ArgReduceOp<"argmax", "Max">;
 def ColossalIndexing_ArgMinOp : ColossalIndexing_ArgReduceOp<"argmin", "Min">;
 
-def ColossalIndexing_CumSumOp : Colossal_Op<"cumsum", [SameOperandsAndResultType]> {
+def ColossalIndexing_CumSumOp : Colossal_Op<"cumsum", [SameOperandsAndResultType, VJP]> {
   let summary = "Cumulative sum along `axis` (ONNX CumSum)";
   let description = [{
     y[..., j, ...] = Σ x[..., i, ...] over i ≤ j (i < j with `exclusive`; i ≥ j, resp. i > j, with
-    `reverse`). `axis` in [0, rank). Ints and floats. Folds when `x` is a constant.
+    `reverse`). `axis` in [0, rank). Ints and floats. Folds when `x` is a constant. VJP: the
+    transposed sum, a cumsum of dy with the same `exclusive` and the opposite `reverse`.
   }];
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis, BoolAttr:$exclusive, BoolAttr:$reverse);
   let results = (outs AnyRankedTensor:$result);
@@ -73,12 +74,13 @@ def ColossalIndexing_CumSumOp : Colossal_Op<"cumsum", [SameOperandsAndResultType
 // Index-driven data movement
 //===----------------------------------------------------------------------===//
 
-def ColossalIndexing_GatherElementsOp : Colossal_Op<"gather_elements", [InferTypeOpAdaptor]> {
+def ColossalIndexing_GatherElementsOp : Colossal_Op<"gather_elements", [InferTypeOpAdaptor, VJP]> {
   let summary = "ONNX GatherElements: y[i...] = data[i... with dim `axis` replaced by indices[i...]]";
   let description = [{
     `data`: tensor<D...xT>, `indices`: tensor<I...xi64|i32> of the same rank, I[d] ≤ D[d] for
     d ≠ axis. Result: tensor<I...xT>. Negative indices count from the end; an index out of range
-    is a runtime error naming the instruction. Folds when both operands are constants.
+    is a runtime error naming the instruction. Folds when both operands are constants. VJP:
+    scatter_elements `add` of dy into zeros of data's shape (repeated indices add up).
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
@@ -101,13 +103,15 @@ def ColossalIndexing_GatherNDOp : Colossal_Op<"gather_nd", [InferTypeOpAdaptor]>
   let hasFolder = 1;
 }
 
-def ColossalIndexing_ScatterElementsOp : Colossal_Op<"scatter_elements", [InferTypeOpAdaptor]> {
+def ColossalIndexing_ScatterElementsOp : Colossal_Op<"scatter_elements", [InferTypeOpAdaptor, VJP]> {
   let summary = "ONNX ScatterElements (and Scatter): write `updates` into a copy of `data`";
   let description = [{
     `data`: tensor<D...xT>, `indices`: tensor<I...xi64|i32> and `updates`: tensor<I...xT>, all of
     one rank. out = data; then for every index i of `indices`, with j = i but j[axis] =
     indices[i]: out[j] = updates[i] (`reduction` none; the last write wins), or combined with
-    add, mul, max or min. Result: data's type.
+    add, mul, max or min. Result: data's type. VJP (as torch.scatter / scatter_reduce with
+    include_self): see `scatterVJP` in ColossalIndexingOps.cpp; `none` with constant duplicate
+    indices (undefined in ONNX) has none.
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, AnyRankedTensor:$updates,
                    I64Attr:$axis, StrAttr:$reduction);
@@ -116,7 +120,7 @@ def ColossalIndexing_ScatterElementsOp : Colossal_Op<"scatter_elements", [InferT
   let hasVerifier = 1;
 }
 
-def ColossalIndexing_ScatterNDOp : Colossal_Op<"scatter_nd", [InferTypeOpAdaptor]> {
+def ColossalIndexing_ScatterNDOp : Colossal_Op<"scatter_nd", [InferTypeOpAdaptor, VJP]> {
   let summary = "ONNX ScatterND: write slices of `updates` at index tuples into a copy of `data`";
   let description = [{
     `data`: tensor<D...xT> (rank r), `indices`: tensor<I...xi64|i32> (rank q, I[q−1] = m ≤ r),
@@ -124,6 +128,8 @@ def ColossalIndexing_ScatterNDOp : Colossal_Op<"scatter_nd", [InferTypeOpAdaptor
     out[indices[k], :...] = updates[k, :...] (`reduction` none), or combined with add, mul, max
     or min, in index order. Result: data's type. Folds when all three operands are constants
     (and every index is in range): torch writes `shape[i] = n` on a shape tensor this way.
+    VJP: scatter_elements' with gather_nd and scatter_nd in place of gather_elements and
+    scatter_elements.
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, AnyRankedTensor:$updates,
                    StrAttr:$reduction);

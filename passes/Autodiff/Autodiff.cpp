@@ -41,6 +41,38 @@ std::string onnxNode(Location loc) {
   return name;
 }
 
+/// Calls `vjp.buildVJP`. When it fails, its own diagnostics (why it does not cover this op)
+/// become one error that also names the ONNX node (`where`): "autodiff: 'colossal.x' (ONNX node
+/// 'n') <the VJP's reason>". The reason's notes are dropped (the VJPs attach none; MLIR's own
+/// "see current operation" note comes with the new error).
+LogicalResult buildVJPOrExplain(VJPOpInterface vjp, OpBuilder &b, ArrayRef<Value> resultGrads,
+                                ArrayRef<bool> needed, SmallVectorImpl<Value> &operandGrads,
+                                StringRef where) {
+  Operation *op = vjp.getOperation();
+  std::string reason;
+  LogicalResult built = failure();
+  {
+    ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() != DiagnosticSeverity::Error || !reason.empty())
+        return failure(); // not ours to rewrite: pass it on
+      reason = d.str();
+      return success();
+    });
+    built = vjp.buildVJP(b, resultGrads, needed, operandGrads);
+  }
+  if (succeeded(built) && reason.empty())
+    return success();
+  // emitOpError's "'colossal.x' op " becomes the subject of the sentence.
+  std::string subject = "'" + op->getName().getStringRef().str() + "'";
+  StringRef why = reason;
+  InFlightDiagnostic diag = op->emitError() << "autodiff: " << subject << where;
+  if (why.consume_front(subject + " op "))
+    diag << " " << why;
+  else
+    diag << " cannot be differentiated" << (why.empty() ? "" : ": ") << why;
+  return failure();
+}
+
 } // namespace
 
 FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss, Value seed,
@@ -120,9 +152,8 @@ FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss, Valu
     SmallVector<Value> operandGrads(op->getNumOperands(), Value());
     // Pipeline parallelism: the VJP's ops (and the cotangent sums below) run on the op's stage.
     Operation *before = terminator->getPrevNode();
-    if (failed(vjp.buildVJP(b, resultGrads, needed, operandGrads)))
-      return op->emitError() << "autodiff: cannot differentiate '" << op->getName() << "'"
-                             << where;
+    if (failed(buildVJPOrExplain(vjp, b, resultGrads, needed, operandGrads, where)))
+      return failure();
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       Value g = operandGrads[i];
       if (!needed[i] || !g)

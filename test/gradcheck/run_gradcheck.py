@@ -18,6 +18,10 @@ blocks follow: an MLP block, a LayerNorm + causal attention block, a small resid
 GPT-2 of examples/models with a cross-entropy (SoftmaxCrossEntropyLoss) output, all exported from
 torch.
 
+A case with `expect_error` checks the other side: a gradient that is not defined (ScatterElements
+without a reduction and with duplicate indices) is refused with one compile error naming the ONNX
+node.
+
 Prints one line per case and a summary; exits 1 when any case fails. A case whose backward kernel
 the given colossal-run lacks ("unknown op 'unary_grad'") is reported as SKIP, and fails the run too
 (a check that did not run has not passed; ctest runs it against this build's colossal-run, which
@@ -57,15 +61,18 @@ GRAD_KERNELS = {"softmax_grad", "log_softmax_grad", "layer_norm_grad", "rms_norm
                 "pad_grad", "resize_grad"}
 
 torch.set_default_dtype(torch.float64)
+warnings.filterwarnings("ignore", message="scatter_reduce\\(\\) is in beta")
 
 
 class Case:
     """One gradient check: ONNX nodes producing 'Y' from `params` (float initializers, trained) and
-    `consts` (Constant nodes), and the same function `fn(tensors) -> Y` in torch."""
+    `consts` (Constant nodes), and the same function `fn(tensors) -> Y` in torch. With
+    `expect_error` (a regex) the gradient is not defined: colossal-opt must fail with one `error:`
+    line, matching it."""
 
-    def __init__(self, name, covers, params, nodes, fn, consts=None, opset=17):
+    def __init__(self, name, covers, params, nodes, fn, consts=None, opset=17, expect_error=None):
         self.name, self.covers, self.params, self.nodes, self.fn = name, covers, params, nodes, fn
-        self.consts, self.opset = consts or {}, opset
+        self.consts, self.opset, self.expect_error = consts or {}, opset, expect_error
 
 
 RNG = np.random.default_rng(1234)
@@ -302,6 +309,8 @@ def build_cases():
     ]
 
     cs += cnn_cases()
+    cs += indexing_cases()
+    cs += binary_cases()
 
     # A data-dependent If (docs/misc-ops.md): both branches are imported and each output is a
     # where, so the gradient reaches the taken branch's operands only. sum(X) picks the branch.
@@ -315,6 +324,163 @@ def build_cases():
                        {"X": (sign * rnd(3, 4, lo=0.1, hi=1)).astype(np.float32), "W": rnd(4, 4)},
                        if_nodes, lambda t: torch.where(t["X"].sum() > 0, t["X"] @ t["W"], torch.exp(t["X"]) @ t["W"]),
                        consts={"zero": np.array(0, np.float32)}))
+    return cs
+
+
+def indexing_cases():
+    """GatherElements, ScatterElements (and Scatter), ScatterND and CumSum. torch's gather and
+    scatter take no negative indices: the reference gets them normalized, the model as given.
+    Without a reduction the indices are distinct (ONNX leaves duplicates undefined); with one,
+    they repeat, and max/min have ties (an update equal to data or to another update), which
+    torch.scatter_reduce(include_self=True) splits evenly."""
+    cs = []
+
+    def norm(idx, n):
+        return torch.as_tensor(np.where(idx < 0, idx + n, idx))
+
+    def gather_el(name, data, idx, axis, covers):
+        ax = axis % data.ndim
+        cs.append(Case(name, covers, {"D": data}, [N("GatherElements", ["D", "I"], axis=axis)],
+                       lambda t: torch.gather(t["D"], ax, norm(idx, data.shape[ax])), consts={"I": idx}))
+
+    gather_el("gather_elements_axis0", rnd(4, 3), np.array([[1, 3, 0], [1, 0, 0]]), 0,
+              "GatherElements (axis 0, repeated indices)")
+    gather_el("gather_elements_neg_axis", rnd(2, 3, 5), RNG.integers(-5, 5, size=(2, 3, 4)), -1,
+              "GatherElements (axis -1, negative and repeated indices)")
+    gather_el("gather_elements_smaller", rnd(3, 5, 2), RNG.integers(0, 5, size=(2, 4, 2)), 1,
+              "GatherElements (axis 1, indices smaller than data)")
+
+    def scatter_ref(data, idx, upd, ax, red):
+        idx = norm(idx, data.shape[ax])
+        if red == "none":
+            return data.scatter(ax, idx, upd)
+        if red == "add":
+            return data.scatter_add(ax, idx, upd)
+        return data.scatter_reduce(ax, idx, upd, reduce={"mul": "prod", "max": "amax", "min": "amin"}[red],
+                                   include_self=True)
+
+    def scatter_el(name, data, idx, upd, axis, red, covers, op="ScatterElements", opset=18):
+        ax = axis % data.ndim
+        attrs = {"axis": axis, **({"reduction": red} if op == "ScatterElements" else {})}
+        cs.append(Case(name, covers, {"D": data, "U": upd}, [N(op, ["D", "I", "U"], **attrs)],
+                       lambda t: scatter_ref(t["D"], idx, t["U"], ax, red), consts={"I": idx}, opset=opset))
+
+    def ties(data, upd, idx, ax):
+        """Sets some updates equal to the data element they land on or to an earlier update there."""
+        upd = upd.copy()
+        flat = [tuple(i) for i in np.ndindex(*idx.shape)]
+        landed = {}
+        for n, i in enumerate(flat):
+            j = list(i)
+            j[ax] = idx[i] % data.shape[ax]
+            j = tuple(j)
+            if n % 3 == 0:
+                upd[i] = landed.get(j, data[j])
+            landed.setdefault(j, upd[i])
+        return upd
+
+    # distinct target per column (axis 0; -4 is row 0)
+    scatter_el("scatter_elements_none", rnd(4, 3), np.array([[1, 0, 3], [3, 2, -4]]), rnd(2, 3), 0, "none",
+               "ScatterElements (no reduction, distinct indices)")
+    scatter_el("scatter_elements_none_neg_axis", rnd(2, 3, 5), np.array([[[4, 0, -2]], [[1, 2, 3]]]),
+               rnd(2, 1, 3), -1, "none", "ScatterElements (axis -1, distinct indices, smaller updates)")
+    scatter_el("scatter_legacy", rnd(3, 4), np.array([[0, 2], [2, 1]]), rnd(2, 2), 1, "none",
+               "Scatter (opset 10, distinct indices)", op="Scatter", opset=10)
+    dup = np.array([[1, 1, -1], [3, 1, 0], [1, 2, 0]])  # rows 1 and 3 (= -1) of column 2 receive twice
+    # Duplicates without a reduction: which update lands is undefined, so no gradient; one error
+    # that names the node (the torch function only gives Y's shape).
+    cs.append(Case("scatter_elements_none_duplicates", "ScatterElements (no reduction, duplicates: refused)",
+                   {"D": rnd(4, 3), "U": rnd(3, 3)},
+                   [N("ScatterElements", ["D", "I", "U"], name="write_rows", axis=0)],
+                   lambda t: scatter_ref(t["D"], dup, t["U"], 0, "add"), consts={"I": dup}, opset=18,
+                   expect_error=r"node 'write_rows': autodiff: 'colossal.scatter_elements' \(ONNX node "
+                                r"'write_rows'\) with reduction 'none' writes data position \[1, 1\] from "
+                                r"more than one update"))
+    scatter_el("scatter_elements_add", rnd(4, 3), dup, rnd(3, 3), 0, "add",
+               "ScatterElements add (duplicate indices)")
+    scatter_el("scatter_elements_add_neg_axis", rnd(2, 5, 3), RNG.integers(-3, 3, size=(2, 4, 3)), rnd(2, 4, 3),
+               -1, "add", "ScatterElements add (axis -1, duplicates)")
+    u = rnd(3, 3, lo=0.5, hi=1.5) * np.sign(rnd(3, 3))
+    u[0, 0] = u[2, 1] = 0.0  # a zero update alone at its target and one sharing it
+    d = rnd(4, 3)
+    d[0, 2] = 0.0  # a zero data element that receives updates
+    scatter_el("scatter_elements_mul", d, dup, u.astype(np.float32), 0, "mul",
+               "ScatterElements mul (duplicates, zero updates and data)")
+    d, up = rnd(4, 3), rnd(3, 3)
+    scatter_el("scatter_elements_max", d, dup, ties(d, up, dup, 0), 0, "max",
+               "ScatterElements max (duplicates, ties)")
+    d, up = rnd(3, 4, 2), rnd(3, 3, 2)
+    idx = RNG.integers(-4, 4, size=(3, 3, 2))
+    scatter_el("scatter_elements_min_neg_axis", d, idx, ties(d, up, idx, 1), -2, "min",
+               "ScatterElements min (axis -2, duplicates, ties)")
+
+    def scatter_nd_ref(data, idx, upd, red):
+        """ScatterND as ScatterElements on rows: data [R, S] (R = Π D[:m]), one row per tuple."""
+        m = idx.shape[-1]
+        lead, rest = data.shape[:m], data.shape[m:]
+        tup = np.where(idx < 0, idx + np.array(lead), idx).reshape(-1, m)
+        rows = torch.as_tensor(np.ravel_multi_index(tup.T, lead))
+        s = int(np.prod(rest))
+        d2, u2 = data.reshape(-1, s), upd.reshape(-1, s)
+        y = scatter_ref(d2, rows[:, None].expand(-1, s).numpy(), u2, 0, red)
+        return y.reshape(data.shape)
+
+    def scatter_nd(name, data, idx, upd, red, covers):
+        cs.append(Case(name, covers, {"D": data, "U": upd}, [N("ScatterND", ["D", "I", "U"], reduction=red)],
+                       lambda t: scatter_nd_ref(t["D"], idx, t["U"], red), consts={"I": idx}, opset=18))
+
+    scatter_nd("scatter_nd_none_rows", rnd(4, 3), np.array([[-1], [0]]), rnd(2, 3), "none",
+               "ScatterND (rows, negative index, distinct)")
+    scatter_nd("scatter_nd_none_elements", rnd(3, 4), np.array([[[0, 1], [2, -1]], [[1, 1], [2, 0]]]), rnd(2, 2),
+               "none", "ScatterND (element tuples, distinct)")
+    scatter_nd("scatter_nd_add", rnd(3, 2, 4), np.array([[0], [2], [-3]]), rnd(3, 2, 4), "add",
+               "ScatterND add (duplicate slices)")
+    idx = np.array([[1, 0], [2, 1], [1, 0], [0, 2]])
+    u = rnd(4, 5, lo=0.5, hi=1.5)
+    u[0, 1] = u[2, 3] = u[0, 4] = u[2, 4] = 0.0  # one zero per slot, or two at [1, 0, 4]
+    scatter_nd("scatter_nd_mul", rnd(3, 3, 5), idx, u, "mul", "ScatterND mul (duplicates, zero updates)")
+    d, up = rnd(3, 4), rnd(3, 4)
+    up[1] = d[2]        # a tie with data
+    up[2, :2] = up[0, :2]  # a tie between updates
+    up[2, 2:] = d[0, 2:]
+    scatter_nd("scatter_nd_max", d, np.array([[0], [2], [0]]), up, "max", "ScatterND max (duplicates, ties)")
+    scatter_nd("scatter_nd_min", d, np.array([[0], [2], [0]]), up, "min", "ScatterND min (duplicates, ties)")
+
+    def cumsum(name, x, axis, exclusive=0, reverse=0):
+        def fn(t):
+            v = t["X"].flip(axis) if reverse else t["X"]
+            y = v.cumsum(axis)
+            if exclusive:
+                y = y - v
+            return y.flip(axis) if reverse else y
+        cs.append(Case(name, f"CumSum (axis {axis}{', exclusive' if exclusive else ''}{', reverse' if reverse else ''})",
+                       {"X": x}, [N("CumSum", ["X", "ax"], exclusive=exclusive, reverse=reverse)], fn,
+                       consts={"ax": np.array(axis, np.int64)}, opset=14))
+
+    cumsum("cumsum", rnd(3, 5), 1)
+    cumsum("cumsum_1d", rnd(7), 0)
+    cumsum("cumsum_exclusive_neg_axis", rnd(2, 3, 4), -1, exclusive=1)
+    cumsum("cumsum_reverse", rnd(4, 3, 2), 0, reverse=1)
+    cumsum("cumsum_exclusive_reverse", rnd(2, 5, 3), -2, exclusive=1, reverse=1)
+    return cs
+
+
+def binary_cases():
+    """The float functions of the `binary` table: Mod (fmod = 0, NumPy's sign of the divisor,
+    and fmod = 1, C's), PRelu (the slope broadcast to x). Operands lie away from the jumps."""
+    cs = []
+    a, b = rnd(3, 4, lo=-3, hi=3), away(4, m=0.4)
+    cs.append(Case("mod", "Mod (fmod=0; binary mod)", {"A": a, "B": b}, [N("Mod", ["A", "B"])],
+                   lambda t: torch.remainder(t["A"], t["B"]), opset=13))
+    cs.append(Case("mod_bcast", "Mod (fmod=0, both broadcast)", {"A": rnd(3, 1, lo=-3, hi=3), "B": away(2, 1, 4, m=0.4)},
+                   [N("Mod", ["A", "B"])], lambda t: torch.remainder(t["A"], t["B"]), opset=13))
+    cs.append(Case("fmod", "Mod (fmod=1; binary fmod)", {"A": a, "B": away(3, 1, m=0.4)},
+                   [N("Mod", ["A", "B"], fmod=1)], lambda t: torch.fmod(t["A"], t["B"]), opset=13))
+    x = away(2, 3, 4, 5, m=0.05)
+    cs.append(Case("prelu_channel", "PRelu (slope [C, 1, 1]; binary prelu)", {"X": x, "S": rnd(3, 1, 1)},
+                   [N("PRelu", ["X", "S"])], lambda t: torch.where(t["X"] < 0, t["S"] * t["X"], t["X"]), opset=16))
+    cs.append(Case("prelu_full", "PRelu (slope of x's shape)", {"X": away(3, 4, m=0.05), "S": rnd(3, 4)},
+                   [N("PRelu", ["X", "S"])], lambda t: torch.where(t["X"] < 0, t["S"] * t["X"], t["X"]), opset=16))
     return cs
 
 
@@ -596,6 +762,21 @@ def compile_and_run(args, work, model, inputs):
     return {os.path.splitext(f)[0]: np.load(os.path.join(outdir, f)) for f in os.listdir(outdir)}, None
 
 
+def expect_compile_error(args, work, model, pattern):
+    """(ok, worst, message) for a model whose gradient must be refused with one clear error."""
+    spec = os.path.join(work, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write("mode: inference\ninputs: {}\n")
+    p = subprocess.run([args.opt, model, "--spec", spec, "--pass-pipeline=" + PIPELINE, "-o",
+                        os.path.join(work, "m.cplan")], capture_output=True, text=True, timeout=600)
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    if p.returncode == 0:
+        return False, float("inf"), "compiled, but an error was expected"
+    if len(errors) != 1 or not re.search(pattern, errors[0]):
+        return False, float("inf"), f"expected one error matching {pattern!r}, got: " + " | ".join(errors)
+    return True, 0.0, "refused: " + errors[0]
+
+
 def grad_key(name):
     """The key of parameter NAME's gradient among colossal-run's output files (their stems): the
     output `grad:NAME` (colossal-test-gradients) as colossal-run names its file."""
@@ -670,6 +851,8 @@ def run_case(args, case):
     model.ir_version = 8
     path = os.path.join(work, "model.onnx")
     onnx.save(model, path)
+    if case.expect_error:
+        return expect_compile_error(args, work, path, case.expect_error)
     got, err = compile_and_run(args, work, path, {})
     if err:
         return False, float("inf"), err

@@ -168,3 +168,91 @@ func.func @max_unpool(%x: tensor<1x2x4x4xf32> {colossal.param = "x"}) -> (tensor
   %l = colossal.reduce_sum %s {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x5x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// CumSum's VJP is the transposed running sum: the same exclusivity, the other direction.
+// CHECK-LABEL: func.func @cumsum
+// CHECK: colossal.reduce_sum
+// CHECK: %[[DY:.*]] = colossal.mul %{{.*}}, %arg1
+// CHECK: %[[DX:.*]] = colossal.cumsum %[[DY]] {axis = 1 : i64, exclusive = true, reverse = true} : tensor<2x5xf32>
+// CHECK: return %{{.*}}, %[[DX]]
+func.func @cumsum(%x: tensor<2x5xf32> {colossal.param = "x"}, %r: tensor<2x5xf32> {colossal.input = "r"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %c = colossal.cumsum %x {axis = 1 : i64, exclusive = true, reverse = false} : tensor<2x5xf32>
+  %m = colossal.mul %c, %r : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %l = colossal.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// GatherElements and ScatterElements `add` are each other's adjoints: the scatter's updates get
+// a gather_elements of the cotangent, the gather's data a scatter_elements `add` into zeros; w
+// (the scatter's data too) sums both paths.
+// CHECK-LABEL: func.func @gather_scatter_add
+// CHECK: %[[Z:.*]] = colossal.constant dense<0.000000e+00> : tensor<4x3xf32>
+// CHECK: %[[DS:.*]] = colossal.add
+// CHECK: %[[DG:.*]] = colossal.gather_elements %[[DS]], %arg2 {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+// CHECK: %[[DX:.*]] = colossal.scatter_elements %[[Z]], %arg2, %[[DG]] {axis = 0 : i64, reduction = "add"}
+// CHECK: %[[DW:.*]] = colossal.add %[[DS]], %[[DX]]
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @gather_scatter_add(%x: tensor<4x3xf32> {colossal.input = "x"}, %w: tensor<4x3xf32> {colossal.param = "w"}, %i: tensor<2x3xi64> {colossal.input = "i"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %g = colossal.gather_elements %w, %i {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  %s = colossal.scatter_elements %w, %i, %g {axis = 0 : i64, reduction = "add"} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  %m = colossal.mul %s, %s : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = colossal.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Without a reduction the written positions of data get no gradient (a scatter of zeros into the
+// cotangent) and each update the cotangent of the position it wrote. The indices are an input:
+// nothing checks them for duplicates at compile time.
+// CHECK-LABEL: func.func @scatter_none
+// CHECK: %[[Z:.*]] = colossal.constant dense<0.000000e+00> : tensor<2x3xf32>
+// CHECK: %[[DY:.*]] = colossal.add
+// CHECK: %[[DX:.*]] = colossal.scatter_elements %[[DY]], %arg2, %[[Z]] {axis = 0 : i64, reduction = "none"}
+// CHECK: %[[DU:.*]] = colossal.gather_elements %[[DY]], %arg2 {axis = 0 : i64}
+// CHECK: return %{{.*}}, %[[DX]], %[[DU]]
+func.func @scatter_none(%x: tensor<4x3xf32> {colossal.param = "x"}, %u: tensor<2x3xf32> {colossal.param = "u"}, %i: tensor<2x3xi64> {colossal.input = "i"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %s = colossal.scatter_elements %x, %i, %u {axis = 0 : i64, reduction = "none"} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  %m = colossal.mul %s, %s : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = colossal.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// ScatterND `max`: the cotangent is shared by data and the updates equal to the result.
+// CHECK-LABEL: func.func @scatter_nd_max
+// CHECK: %[[Y:.*]] = colossal.scatter_nd %arg0, %arg2, %arg1 {reduction = "max"}
+// CHECK: %[[DW:.*]] = colossal.equal %arg0, %[[Y]]
+// CHECK: %[[YU:.*]] = colossal.gather_nd %[[Y]], %arg2 {batch_dims = 0 : i64}
+// CHECK: %[[UW:.*]] = colossal.equal %arg1, %[[YU]]
+// CHECK: colossal.scatter_nd %{{.*}}, %arg2, %{{.*}} {reduction = "add"}
+// CHECK: %[[SHARE:.*]] = colossal.div
+// CHECK: %[[DX:.*]] = colossal.where %[[DW]], %[[SHARE]]
+// CHECK: %[[DU:.*]] = colossal.gather_nd %[[SHARE]], %arg2
+// CHECK: colossal.where %[[UW]], %[[DU]]
+func.func @scatter_nd_max(%x: tensor<3x2xf32> {colossal.param = "x"}, %u: tensor<2x2xf32> {colossal.param = "u"}, %i: tensor<2x1xi64> {colossal.input = "i"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %y = colossal.scatter_nd %x, %i, %u {reduction = "max"} : (tensor<3x2xf32>, tensor<2x1xi64>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// PRelu (`binary "prelu"`): x's cotangent is g·(x < 0 ? slope : 1), the slope's g·(x < 0 ? x : 0)
+// summed over the dims it was broadcast along.
+// CHECK-LABEL: func.func @prelu
+// CHECK: %[[NEG:.*]] = colossal.less %arg0, %{{.*}} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xi1>
+// CHECK: colossal.where %[[NEG]], %arg1, %{{.*}} : (tensor<2x3x4xi1>, tensor<3x1xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// CHECK: colossal.where %[[NEG]], %arg0, %{{.*}} : (tensor<2x3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// CHECK: %[[DS:.*]] = colossal.reduce_sum %{{.*}} {axes = array<i64: 0, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+// CHECK: colossal.reshape %[[DS]] : tensor<3xf32> -> tensor<3x1xf32>
+func.func @prelu(%x: tensor<2x3x4xf32> {colossal.param = "x"}, %s: tensor<3x1xf32> {colossal.param = "s"}) -> (tensor<f32> {colossal.output = "loss"}) {
+  %y = colossal.binary "prelu" %x, %s : (tensor<2x3x4xf32>, tensor<3x1xf32>) -> tensor<2x3x4xf32>
+  %l = colossal.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
