@@ -318,7 +318,8 @@ def main():
     if "predicted_makespan_us" in mean:
         print(f"predicted from the stage medians: makespan {mean['predicted_makespan_us'] / 1e3:.2f} ms, "
               f"bubble {mean['predicted_bubble']:.4f}")
-    print(f"logical time (F 1, B 2): bubble {mean['logical_bubble']:.4f}")
+    split = any(kind(e) == "W" for e in slices(trace))
+    print(f"logical time ({'F 1, B 1, W 1' if split else 'F 1, B 2'}): bubble {mean['logical_bubble']:.4f}")
     if a.png:
         render(trace, a.png, a.step)
         print(f"wrote {a.png}")

@@ -826,6 +826,15 @@ Expected<Spec> parseSpecFile(StringRef path) {
       spec.pipeline.reset();
     else if (!spec.pipeline)
       spec.pipeline = Spec::Pipeline();
+    if (pp > 1 && !spec.pipeline->cuts.empty()) {
+      const int64_t stages = pp * std::max<int64_t>(1, spec.pipeline->virtualStages);
+      const size_t cuts = spec.pipeline->cuts.size();
+      if (static_cast<int64_t>(cuts) != stages - 1)
+        return fail("parallel.pipeline.stages lists " + Twine(cuts) + (cuts == 1 ? " cut point; " : " cut points; ") +
+                    Twine(stages) + " stages (mesh pp=" + Twine(pp) +
+                    (stages > pp ? " x virtual_stages " + std::to_string(stages / pp) : std::string()) + ") need " +
+                    Twine(stages - 1));
+    }
     if (pp > 1 && spec.mode != "train" && spec.mode != "inference")
       return fail("mesh pp=" + Twine(pp) + ": pipeline parallelism of " + spec.mode +
                   " is not supported yet (train and inference)");

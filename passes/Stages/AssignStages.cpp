@@ -215,7 +215,7 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
     } else {
       if (static_cast<int64_t>(cuts.size()) != stages - 1)
         return module.emitError() << "parallel.pipeline.stages lists " << cuts.size()
-                                  << " cut points; " << int64_t(stages) << " stages (mesh pp"
+                                  << (cuts.size() == 1 ? " cut point; " : " cut points; ") << int64_t(stages) << " stages (mesh pp"
                                   << (virtualStages > 1 ? " x virtual_stages" : "") << ") need "
                                   << int64_t(stages) - 1;
       for (const std::string &pattern : cuts) {

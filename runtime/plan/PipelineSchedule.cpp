@@ -337,9 +337,13 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
         const int i = next[r];
         const Action &a = list[i];
         const uint32_t mb = a.microbatch(), s = a.stage();
-        if (s >= S || rankOfStage(p, s) != r)
-          return fail("pipeline schedule: " + where(r, i) + " names stage " + llvm::Twine(s) + ", which is not on rank " +
-                      llvm::Twine(r));
+        if (s >= S)
+          return fail("pipeline schedule: rank " + llvm::Twine(r) + ", action #" + llvm::Twine(i) + " " +
+                      actionName(a) + " names stage " + llvm::Twine(s) + " of " + llvm::Twine(S));
+        if (rankOfStage(p, s) != r)
+          return fail("pipeline schedule: rank " + llvm::Twine(r) + ", action #" + llvm::Twine(i) + " " +
+                      actionName(a) + " names stage " + llvm::Twine(s) + ", which runs on rank " +
+                      llvm::Twine(rankOfStage(p, s)));
         if (mb >= m) return fail("pipeline schedule: " + where(r, i) + ": microbatch out of range");
         const bool first = s == 0, last = s + 1 == S;
         // A neighbour on this rank (ZB-V's turn) hands its values over without a message.

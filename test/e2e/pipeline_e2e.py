@@ -179,12 +179,22 @@ def check_with_mesh(s, axis, schedule, extra, steps):
     """pp=2 x `axis`=2 under `schedule` (m=4) against `axis`=2 with grad_accum 4 (the same sums):
     bit-equal per step. Returns (ok, the pipeline run's metrics rows)."""
     name = f"pp2_{axis}2_{schedule}"
-    plan, _ = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", schedule, 4, extra))
+    plan, report = compile_plan(s, name, pipeline_spec(s, name, f"2, {axis}: 2", schedule, 4, extra))
     ref_plan = s.compile(f"{axis}2_ref", s.spec(f"{axis}2_ref", d.BASE_SPEC + extra +
                                                f"  grad_accum: 4\nmesh: {{{axis}: 2}}\n"))
     ref = d.train(s, 2, ref_plan, os.path.join(s.work, f"{axis}2_ref.jsonl"), steps)
     rows = d.train(s, 4, plan, os.path.join(s.work, name + ".jsonl"), steps)
-    return t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref), rows
+    ok = t.same_losses(f"{name} vs {axis}=2 with the same accumulation", rows, ref)
+    # The report's all_reduce elements for pipeline rank 0 (its stages' programs only) against
+    # what rank 0 counted (the metrics; plus the runtime's loss reductions, a few elements).
+    block = re.search(r"communication per optimizer step on pipeline rank 0 .*?\n((?:  .*\n)*?)  total", report)
+    predicted = sum(int(n) for n in re.findall(r"all_reduce over '[^']+': \d+ bytes in \d+ collectives; (\d+) elements",
+                                               block.group(1))) if block else None
+    measured = rows[-1].get("comm_elements", {}).get("all_reduce")
+    good = predicted is not None and measured is not None and 0 <= measured - predicted <= 16
+    print(f"  {name}: all_reduce elements per step on rank 0: report {predicted}, measured {measured}"
+          + ("" if good else "  MISMATCH"))
+    return ok and good, rows
 
 
 def case_train(args):
@@ -427,6 +437,8 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     # --report-format=json's pipeline section: the same figures.
     _, js = t.json_report(s, name + "_json", spec)
     per_rank = js["pipeline"]["per_rank"]
+    if [r["schedule"] for r in per_rank] != [want_actions.get(k) for k in range(pp)]:
+        bad("--report-format=json pipeline.per_rank schedules differ from --dump-schedule's lists")
     if [r["peak_saved_bytes"] for r in per_rank] != want_peak or \
             [(r["sent_forward_bytes"], r["sent_backward_bytes"]) for r in per_rank] != [p2p.get(k) for k in range(pp)]:
         bad(f"--report-format=json pipeline.per_rank {per_rank}: peaks {want_peak}, sent {p2p}")
@@ -532,7 +544,7 @@ def case_errors(args):
     expect("cut", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/nowhere/.*']"),
            r"cut point '/nowhere/\.\*' matches no node")
     expect("cuts", d.BASE_SPEC + pipe.replace("microbatches: 4", "microbatches: 4, stages: ['/h.0/.*', '/h.1/.*']"),
-           r"stages lists 2 cut points; 2 stages \(mesh pp\) need 1")
+           r"cuts\.yaml: parallel\.pipeline\.stages lists 2 cut points; 2 stages \(mesh pp=2\) need 1")
     expect("stages", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 4096").replace("microbatches: 4", "microbatches: 1"),
            r"mesh pp=4096: more stages than the training step can be cut into")
     expect("interleaved_m", d.BASE_SPEC + pipe.replace("pp: 2", "pp: 4").replace(

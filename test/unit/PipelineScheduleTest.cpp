@@ -67,7 +67,9 @@ TEST(PipelineSchedule, BubblesMatchTheClosedForms) {
       EXPECT_EQ(zb.makespan, 3.0 * m + P - 1) << "zb-h1 P=" << P << " m=" << m;
       for (uint32_t r = 0; r < P; ++r)  // P − 1 idle units per rank: a third of 1F1B's 3(P − 1)
         EXPECT_EQ(zb.makespan - zb.busy[r], double(P - 1)) << "zb-h1 P=" << P << " m=" << m << " rank " << r;
-      if (m >= 2 * P)
+      // From m >= 2P always; between P and 2P it is reached too except at P = 8, m = 9 (the list
+      // schedule's choices), and never worse than zb-h1's.
+      if (m >= 2 * P || !(P == 8 && m == 9))
         EXPECT_NEAR(zv.bubble, double(P - 1) / (6 * m + P - 1), 1e-12) << "zbv P=" << P << " m=" << m;
       else
         EXPECT_LE(zv.bubble, zb.bubble) << "zbv P=" << P << " m=" << m;

@@ -289,10 +289,18 @@ uint64_t globalElements(const plan::StateTensor &st) {
 }
 
 /// How often `program` runs per optimizer step (train plans: train_step grad_accum/dp times per
-/// rank, optimizer_step once, eval not at all) or per run (inference: forward once).
+/// rank, optimizer_step once, eval not at all) or per run (inference: forward once). Under
+/// pipeline parallelism the stage programs run instead (each stage program on its own rank, the
+/// forward, backward and W once per microbatch), never train_step, optimizer_step or forward.
 int64_t runsPerStep(const plan::Plan &planMsg, const plan::Program &program) {
+  if (planMsg.has_pipeline() && (program.role() == plan::Program::TRAIN_STEP ||
+                                 program.role() == plan::Program::OPTIMIZER_STEP ||
+                                 program.role() == plan::Program::FORWARD))
+    return 0;
   if (planMsg.mode() != "train")
-    return program.role() == plan::Program::FORWARD ? 1 : 0;
+    return program.role() == plan::Program::FORWARD             ? 1
+           : program.role() == plan::Program::STAGE_FORWARD ? planMsg.pipeline().microbatches()
+                                                                 : 0;
   if (program.role() == plan::Program::TRAIN_STEP) {
     int64_t dp = 1;
     for (const plan::MeshAxis &a : planMsg.mesh())
@@ -305,6 +313,25 @@ int64_t runsPerStep(const plan::Plan &planMsg, const plan::Program &program) {
     return planMsg.pipeline().microbatches();
   return program.role() == plan::Program::OPTIMIZER_STEP || program.role() == plan::Program::STAGE_OPTIMIZER ? 1 : 0;
 }
+
+/// The pipeline rank that runs `program` (a stage program's rank; a stage optimizer's `stage` is
+/// its rank), or -1: every rank (no pipeline, or not a stage program).
+int64_t pipelineRankOf(const plan::Plan &planMsg, const plan::Program &program) {
+  if (!planMsg.has_pipeline())
+    return -1;
+  switch (program.role()) {
+  case plan::Program::STAGE_OPTIMIZER: return program.stage();
+  case plan::Program::STAGE_FORWARD:
+  case plan::Program::STAGE_BACKWARD:
+  case plan::Program::STAGE_BACKWARD_WEIGHT:
+    return runtime::rankOfStage(planMsg.pipeline(), static_cast<uint32_t>(program.stage()));
+  default: return -1;
+  }
+}
+
+/// The collectives one rank runs per optimizer step (or run): each program's, times its runs,
+/// for the programs of pipeline rank `rank` (-1: without a pipeline, all of them).
+CollectiveTally tallyPerStep(const plan::Plan &planMsg, int64_t rank);
 
 CollectiveTally tallyCollectives(const plan::Program &program) {
   CollectiveTally tally;
@@ -330,6 +357,23 @@ CollectiveTally tallyCollectives(const plan::Program &program) {
     c.calls += 1;
   }
   return tally;
+}
+
+CollectiveTally tallyPerStep(const plan::Plan &planMsg, int64_t rank) {
+  CollectiveTally perStep;
+  for (const plan::Program &program : planMsg.programs()) {
+    const int64_t at = pipelineRankOf(planMsg, program);
+    if (at >= 0 && at != rank)
+      continue;
+    const int64_t runs = runsPerStep(planMsg, program);
+    for (const auto &[key, v] : tallyCollectives(program)) {
+      CollectiveCount &c = perStep[key];
+      c.bytes += runs * v.bytes;
+      c.calls += runs * v.calls;
+      c.elements += runs * v.elements;
+    }
+  }
+  return perStep;
 }
 
 /// The largest sum of bytes of gathered parameters alive at once in `program` (ZeRO stage 3:
@@ -494,7 +538,6 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
   if (train && planMsg.train().zero_stage() > 0)
     printZeroSummary(planMsg, os);
   os << "collectives per program call (bytes = each call's input buffer on one rank):\n";
-  CollectiveTally perStep;
   for (const plan::Program &program : planMsg.programs()) {
     CollectiveTally tally = tallyCollectives(program);
     int64_t runs = runsPerStep(planMsg, program);
@@ -503,15 +546,12 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
       os << "not part of a " << (train ? "step" : "run");
     else
       os << runs << (runs == 1 ? " call" : " calls") << " per " << (train ? "step" : "run");
+    if (int64_t at = pipelineRankOf(planMsg, program); at >= 0)
+      os << " on pipeline rank " << at;
     os << "):" << (tally.empty() ? " none" : "") << "\n";
-    for (const auto &[key, v] : tally) {
+    for (const auto &[key, v] : tally)
       os << "    " << key << ": " << v.calls << (v.calls == 1 ? " call, " : " calls, ") << v.bytes
          << " bytes\n";
-      CollectiveCount &step = perStep[key];
-      step.bytes += runs * v.bytes;
-      step.calls += runs * v.calls;
-      step.elements += runs * v.elements;
-    }
   }
   // Ψ: the trainable elements of the whole model (global shapes), for the ZeRO counts.
   uint64_t psi = 0;
@@ -522,28 +562,36 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
     paramStates.insert(st.name());
     psi += globalElements(st);
   }
-  os << "communication per " << (train ? "optimizer step" : "run")
-     << " (bytes of each rank's collective inputs):\n";
-  uint64_t total = 0, totalElements = 0;
-  bool any = false;
   auto psiText = [&](uint64_t elements) {
     return psi ? llvm::formatv(" = {0:F3} Ψ", static_cast<double>(elements) / static_cast<double>(psi)).str()
                : std::string();
   };
-  for (const auto &[key, v] : perStep) {
-    if (v.calls == 0)
-      continue;
-    any = true;
-    os << "  " << key << ": " << v.bytes << " bytes in " << v.calls << " collectives; "
-       << v.elements << " elements (ZeRO count)" << psiText(v.elements) << "\n";
-    total += v.bytes;
-    totalElements += v.elements;
+  // One rank's collectives; under a pipeline each pipeline rank runs only its stages' programs.
+  const int64_t pipelineRanks =
+      planMsg.has_pipeline() ? planMsg.pipeline().stages() / std::max<uint32_t>(1, planMsg.pipeline().virtual_stages()) : 0;
+  for (int64_t rank = pipelineRanks ? 0 : -1; rank < pipelineRanks; ++rank) {
+    os << "communication per " << (train ? "optimizer step" : "run")
+       << (rank >= 0 ? " on pipeline rank " + std::to_string(rank) : std::string())
+       << " (bytes of each rank's collective inputs):\n";
+    uint64_t total = 0, totalElements = 0;
+    bool any = false;
+    for (const auto &[key, v] : tallyPerStep(planMsg, rank)) {
+      if (v.calls == 0)
+        continue;
+      any = true;
+      os << "  " << key << ": " << v.bytes << " bytes in " << v.calls << " collectives; "
+         << v.elements << " elements (ZeRO count)" << psiText(v.elements) << "\n";
+      total += v.bytes;
+      totalElements += v.elements;
+    }
+    if (!any)
+      os << "  none\n";
+    os << "  total: " << total << " bytes; " << totalElements << " elements (ZeRO count)"
+       << psiText(totalElements) << (psi ? " with Ψ = " + std::to_string(psi) + " trainable elements" : "")
+       << "\n";
+    if (rank < 0)
+      break;
   }
-  if (!any)
-    os << "  none\n";
-  os << "  total: " << total << " bytes; " << totalElements << " elements (ZeRO count)"
-     << psiText(totalElements) << (psi ? " with Ψ = " + std::to_string(psi) + " trainable elements" : "")
-     << "\n";
   if (planMsg.has_pipeline()) {
     std::string axis;
     for (const plan::MeshAxis &a : planMsg.mesh())
@@ -620,23 +668,24 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
   }
   // Communication per optimizer step (train) or run (inference), as the text report counts it.
   const bool train = planMsg.mode() == "train";
-  CollectiveTally perStep;
-  for (const plan::Program &program : planMsg.programs()) {
-    int64_t runs = runsPerStep(planMsg, program);
-    for (const auto &[key, v] : tallyCollectives(program)) {
-      CollectiveCount &c = perStep[key];
-      c.bytes += runs * v.bytes;
-      c.calls += runs * v.calls;
-      c.elements += runs * v.elements;
-    }
-  }
+  // Under a pipeline, one entry per collective and pipeline rank (its `pipeline_rank`).
   json::Array communication;
-  for (const auto &[key, v] : perStep)
-    if (v.calls)
-      communication.push_back(json::Object{{"collective", key},
-                                           {"bytes", static_cast<int64_t>(v.bytes)},
-                                           {"calls", static_cast<int64_t>(v.calls)},
-                                           {"elements", static_cast<int64_t>(v.elements)}});
+  const int64_t pipelineRanks =
+      planMsg.has_pipeline() ? planMsg.pipeline().stages() / std::max<uint32_t>(1, planMsg.pipeline().virtual_stages()) : 0;
+  for (int64_t rank = pipelineRanks ? 0 : -1; rank < pipelineRanks; ++rank) {
+    for (const auto &[key, v] : tallyPerStep(planMsg, rank))
+      if (v.calls) {
+        json::Object entry{{"collective", key},
+                           {"bytes", static_cast<int64_t>(v.bytes)},
+                           {"calls", static_cast<int64_t>(v.calls)},
+                           {"elements", static_cast<int64_t>(v.elements)}};
+        if (rank >= 0)
+          entry["pipeline_rank"] = rank;
+        communication.push_back(std::move(entry));
+      }
+    if (rank < 0)
+      break;
+  }
   // Without a computed minimum (no recompute possible: inference), the plan itself is the
   // smallest one the compiler can build.
   json::Value recompute = nullptr;
@@ -690,14 +739,21 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                     {"peak_in_flight", at(pl.peak_in_flight(), st)},
                                     {"peak_saved_bytes", at(pl.stage_peak_saved_bytes(), st)}});
     std::vector<PointToPoint> p2p = pipelinePointToPoint(planMsg);
-    for (uint32_t r = 0; r < p2p.size(); ++r)
+    const bool chunked = pl.stages() > p2p.size();
+    for (uint32_t r = 0; r < p2p.size(); ++r) {
+      json::Array actions;  // --dump-schedule's names: "F3", "sendB0", with chunks "F3.2"
+      if (r < static_cast<uint32_t>(pl.ranks_size()))
+        for (const plan::Pipeline::Action &a : pl.ranks(r).actions())
+          actions.push_back(runtime::actionName(a) + (chunked ? "." + std::to_string(a.stage()) : std::string()));
       pipelineRanks.push_back(json::Object{{"rank", static_cast<int64_t>(r)},
+                                           {"schedule", std::move(actions)},
                                            {"peak_saved_bytes", at(pl.peak_saved_bytes(), r)},
                                            {"actions", static_cast<int64_t>(r < static_cast<uint32_t>(pl.ranks_size())
                                                                                ? pl.ranks(r).actions_size() : 0)},
                                            {"sent_forward_bytes", static_cast<int64_t>(p2p[r].forwardBytes)},
                                            {"sent_backward_bytes", static_cast<int64_t>(p2p[r].backwardBytes)},
                                            {"messages", static_cast<int64_t>(p2p[r].messages)}});
+    }
     out["pipeline"] = json::Object{{"schedule", pl.schedule()},
                                    {"stages", static_cast<int64_t>(pl.stages())},
                                    {"virtual_stages", static_cast<int64_t>(std::max<uint32_t>(1, pl.virtual_stages()))},
@@ -953,7 +1009,7 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
                                 << text.getError().message();
     if (llvm::Error e = runtime::parseSchedule((*text)->getBuffer(), options.scheduleFile, *p))
       return module.emitError() << llvm::toString(std::move(e));
-    p->set_schedule("file");
+    p->set_schedule("file (" + p->schedule() + "'s programs)");
   }
   llvm::Expected<runtime::ScheduleStats> stats = runtime::simulateSchedule(*p);
   if (!stats)
