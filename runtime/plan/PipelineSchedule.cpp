@@ -316,6 +316,40 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
     return s < static_cast<uint32_t>(p.saved_weight_bytes_size()) ? p.saved_weight_bytes(s) : 0;
   };
   const bool split = p.weight_split();
+  // The saved values one by one (Pipeline.saved_values): per (rank, stage) the values that start
+  // at its forward, and per (rank, kind, stage) the reads that release them; per (value, mb) the
+  // readers left.
+  const bool exact = p.saved_values_size() > 0;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<int>> startsAt;
+  std::map<std::tuple<uint32_t, int, uint32_t>, std::vector<int>> readAt;
+  for (int v = 0; v < p.saved_values_size(); ++v) {
+    const plan::Pipeline::SavedValue &sv = p.saved_values(v);
+    startsAt[{sv.rank(), sv.start_stage()}].push_back(v);
+    for (int k = 0; k < sv.reader_stages_size() && k < sv.reader_kinds_size(); ++k)
+      readAt[{sv.rank(), int(sv.reader_kinds(k)), sv.reader_stages(k)}].push_back(v);
+  }
+  std::map<std::pair<int, uint32_t>, int> readersLeft;  // (value, microbatch) -> reads to come
+  std::vector<uint64_t> liveExact(P, 0);
+  // A receive or forward of `stage` on rank r for `mb`: the values that start there.
+  auto startValues = [&](uint32_t r, uint32_t stage, uint32_t mb, bool received) {
+    auto it = startsAt.find({r, stage});
+    if (it == startsAt.end()) return;
+    for (int v : it->second)
+      if (p.saved_values(v).received() == received && readersLeft.emplace(std::make_pair(v, mb), p.saved_values(v).reader_stages_size()).second)
+        stats.peakSavedBytes[r] = std::max(stats.peakSavedBytes[r], liveExact[r] += p.saved_values(v).bytes());
+  };
+  // A compute action ran: its reads release the values whose last reader it was.
+  auto readValues = [&](uint32_t r, Action::Kind kind, uint32_t stage, uint32_t mb) {
+    auto it = readAt.find({r, int(kind), stage});
+    if (it == readAt.end()) return;
+    for (int v : it->second) {
+      auto left = readersLeft.find({v, mb});
+      if (left != readersLeft.end() && --left->second == 0) {
+        liveExact[r] -= p.saved_values(v).bytes();
+        readersLeft.erase(left);
+      }
+    }
+  };
   std::vector<double> clock(P, 0);
   std::vector<int> next(P, 0);
   std::vector<uint32_t> inFlight(S, 0);
@@ -363,6 +397,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
           clock[r] += 1;
           stats.busy[r] += 1;
           weighted.insert(key);
+          readValues(r, Action::WEIGHT, s, mb);
           --inFlight[s];
           liveSaved[r] -= savedForW(s);
           liveStage[s] -= savedForW(s);
@@ -388,10 +423,16 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
           stats.events.push_back({r, static_cast<uint32_t>(i), clock[r], clock[r] + cost});
           clock[r] += cost;
           stats.busy[r] += cost;
+          // As the runner does: what it receives without a receive action arrives first; the
+          // program's inputs go once it ran, then its outputs are kept.
+          if (fwd) startValues(r, s, mb, /*received=*/true);
+          readValues(r, a.kind(), s, mb);
+          if (fwd) startValues(r, s, mb, /*received=*/false);
           if (fwd) {
             forwarded.insert(key);
             stats.peakInFlight[s] = std::max(stats.peakInFlight[s], ++inFlight[s]);
-            stats.peakSavedBytes[r] = std::max(stats.peakSavedBytes[r], liveSaved[r] += savedOf(s));
+            liveSaved[r] += savedOf(s);
+            if (!exact) stats.peakSavedBytes[r] = std::max(stats.peakSavedBytes[r], liveSaved[r]);
             stats.stagePeakSavedBytes[s] = std::max(stats.stagePeakSavedBytes[s], liveStage[s] += savedOf(s));
           } else {
             backwarded.insert(key);
@@ -420,6 +461,7 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
           if (!received.insert(from).second) return fail("pipeline schedule: " + where(r, i) + " receives twice");
           clock[r] = std::max(clock[r], it->second);
           (fwd ? gotF : gotB).insert(key);
+          if (fwd) startValues(r, s, mb, /*received=*/true);
         } else {
           return fail("pipeline schedule: " + where(r, i) + ": unknown action kind " + llvm::Twine(int(a.kind())));
         }

@@ -999,6 +999,57 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
     if (p->weight_split())
       p->add_saved_weight_bytes(total(savedForW[s]));
   }
+  // The same values one by one per rank (Pipeline.saved_values), as the runner keeps them: from
+  // their forward (or the receiving stage's, the earliest of the rank's stages that reads them)
+  // until the last of the rank's programs that read them.
+  {
+    std::map<std::string, uint32_t> producerStage;
+    for (const plan::Program &f : planMsg.programs())
+      if (f.role() == plan::Program::STAGE_FORWARD)
+        for (const plan::Binding &out : f.outputs())
+          producerStage[out.name()] = static_cast<uint32_t>(f.stage());
+    // (rank, name) -> readers (kind, stage) and the bytes.
+    std::map<std::pair<uint32_t, std::string>, std::vector<std::pair<plan::Pipeline::Action::Kind, uint32_t>>> readers;
+    std::map<std::string, uint64_t> bytesOf;
+    for (const plan::Program &prog : planMsg.programs()) {
+      plan::Pipeline::Action::Kind kind;
+      switch (prog.role()) {
+      case plan::Program::STAGE_FORWARD: kind = plan::Pipeline::Action::FORWARD; break;
+      case plan::Program::STAGE_BACKWARD: kind = plan::Pipeline::Action::BACKWARD; break;
+      case plan::Program::STAGE_BACKWARD_WEIGHT: kind = plan::Pipeline::Action::WEIGHT; break;
+      default: continue;
+      }
+      const uint32_t stage = static_cast<uint32_t>(prog.stage());
+      for (const plan::Binding &in : prog.inputs())
+        if (producerStage.count(in.name())) {
+          readers[{runtime::rankOfStage(*p, stage), in.name()}].emplace_back(kind, stage);
+          bytesOf[in.name()] = prog.buffers(static_cast<int>(in.buffer())).size_bytes();
+        }
+    }
+    for (auto &[key, list] : readers) {
+      auto &[rank, name] = key;
+      if (std::none_of(list.begin(), list.end(),
+                       [](const auto &k) { return k.first != plan::Pipeline::Action::FORWARD; }))
+        continue;  // only forwards read it here: not a saved activation
+      plan::Pipeline::SavedValue *v = p->add_saved_values();
+      v->set_name(name);
+      v->set_bytes(bytesOf[name]);
+      v->set_rank(rank);
+      const uint32_t producer = producerStage[name];
+      v->set_received(runtime::rankOfStage(*p, producer) != rank);
+      uint32_t start = producer;
+      if (v->received()) {
+        start = list.front().second;
+        for (auto &[kind, stage] : list)
+          start = std::min(start, stage);
+      }
+      v->set_start_stage(start);
+      for (auto &[kind, stage] : list) {
+        v->add_reader_kinds(kind);
+        v->add_reader_stages(stage);
+      }
+    }
+  }
   if (options.scheduleFile.empty()) {
     if (llvm::Error e = runtime::generateSchedule(*p))
       return module.emitError() << llvm::toString(std::move(e));
