@@ -25,7 +25,7 @@ Per configuration, from the steps >= --warmup of every round:
                runner's copies) and each stage program timed alone (colossal-run --program
                stage<s>_forward|backward --zero-inputs --threads 1, median of --repeat runs, one
                process at a time).
---png draws one step of the gpipe and 1f1b traces at the middle m as a two-panel timeline.
+--png draws one step of each schedule's trace at the middle m, one panel per schedule.
 """
 import argparse
 import importlib.util
@@ -107,8 +107,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=20, help="runs of each stage program timed alone")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--work", default="/tmp/colossal-ppbench")
-    ap.add_argument("--png", help="write a two-panel timeline (gpipe, 1f1b) of one step here")
+    ap.add_argument("--png", help="write a timeline of one step of each schedule here (needs matplotlib)")
     a = ap.parse_args()
+    if a.png and importlib.util.find_spec("matplotlib") is None:
+        sys.exit("--png needs matplotlib (Debian: apt-get install python3-matplotlib); nothing was run")
     st = show_trace()
     opt, runner = (os.path.join(a.build, "bin", t) for t in ("colossal-opt", "colossal-run"))
     os.makedirs(a.work, exist_ok=True)
@@ -192,8 +194,9 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         m = ms[len(ms) // 2]
-        fig, axes = plt.subplots(2, 1, figsize=(12, 4.2))
-        for ax, schedule in zip(axes, ("gpipe", "1f1b")):
+        schedules = a.schedules.split(",")
+        fig, axes = plt.subplots(len(schedules), 1, figsize=(12, 2.1 * len(schedules)), squeeze=False)
+        for ax, schedule in zip(axes[:, 0], schedules):
             path, t = traces[f"pp=2 {schedule}, m={m}"]
             step = max(e["args"]["step"] for e in st.slices(t))
             st.render(t, None, step=step, ax=ax,

@@ -10,7 +10,9 @@ W) of each stage, the measured makespan and bubble,
 and the bubble and makespan the schedule predicts: the traced action order replayed with the
 simulator's rules (each compute action takes its cost, a send is free, a receive waits for its
 send; runtime/plan/PipelineSchedule.cpp) with unit costs (F = 1, B = 2, or F = B = W = 1 when the
-backward is split: logical time) and with each stage's median F, B and W (wall time). Steps before --skip are left out of the medians and means
+backward is split: logical time) and with each stage's median F, B and W (wall time; there each
+send also takes its traced time, the copy into the message, after its data left). Steps before
+--skip are left out of the medians and means
 (the first step pays for cold caches). --png draws step S (default: the last) as a timeline,
 one row per rank (matplotlib). --check validates the file and exits 1 with the problems found.
 
@@ -143,9 +145,10 @@ def rank_steps(trace):
     return out
 
 
-def replay(step_events, waits, cost):
+def replay(step_events, waits, cost, send_cost=None):
     """The simulator's event loop over one step's traced actions: `cost(e)` per compute action,
-    sends free, a receive waits for the sends that flow into it. Returns (makespan, busy per pid)."""
+    sends free (or, with `send_cost`, taking that long after the message leaves), a receive waits
+    for the sends that flow into it. Returns (makespan, busy per pid)."""
     clock = {pid: 0.0 for pid in step_events}
     busy = {pid: 0.0 for pid in step_events}
     nxt = {pid: 0 for pid in step_events}
@@ -163,6 +166,8 @@ def replay(step_events, waits, cost):
                     busy[pid] += c
                 elif k.startswith("send"):
                     sent[id(e)] = clock[pid]
+                    if send_cost:
+                        clock[pid] += send_cost(e)
                 elif k.startswith("recv"):
                     srcs = waits.get(id(e), [])
                     if any(id(s) not in sent for s in srcs):
@@ -211,7 +216,8 @@ def analyse(trace, skip=1, alone=None):
                "idle": {pid: 1.0 - b / window for pid, b in busy.items()},
                "logical_makespan": logical[0], "logical_bubble": bubble_of(*logical)}
         if med:
-            pred = replay(evs, waits, lambda e: med.get((e["args"]["stage"], kind(e)), e["dur"]))
+            pred = replay(evs, waits, lambda e: med.get((e["args"]["stage"], kind(e)), e["dur"]),
+                          send_cost=lambda e: e["dur"])
             row["predicted_makespan_us"] = pred[0]
             row["predicted_bubble"] = bubble_of(*pred)
         if alone:
