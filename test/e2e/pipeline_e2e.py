@@ -5,15 +5,16 @@
     pipeline_e2e.py --case train|llama|mesh|zerobubble|inference|trace|kill|errors --workdir W [--opt PATH --run PATH] [--steps N]
 
   train   the GPT-2 preset (examples/train/train_gpt2.yaml: B 8, T 64, AdamW) under pp=2 and pp=4,
-          gpipe and 1f1b, microbatches m in {P, 2P, 8 (the rows)}, with and without grad_clip,
-          interleaved with V=2 stages per rank, a hand-written schedule file (GPipe's order), and
+          gpipe, 1f1b, interleaved (V=2), zb-h1 and zbv, microbatches m in {P, 2P, 8 (the rows)},
+          with grad_clip at m=2P, a hand-written schedule file (GPipe's order), and
           with the user's cut point: per-step losses
           bit-equal to one rank with grad_accum = m (the same summation order) and within 1e-6
           relative of grad_accum 1. --dump-schedule's bubble is exactly (P-1)/(V*m+P-1); each
           rank's peak of saved activation bytes, counted by the runtime, equals the --report
           prediction (one stage per rank: its saved bytes per microbatch x in-flight).
           The same model exported with a fixed batch trains like the dynamic one.
-  llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b, pp=4 gpipe and pp=2 interleaved, the shared
+  llama   the Llama example (GQA 4/2 heads, RoPE) under pp=2 1f1b, pp=4 gpipe and pp=2 interleaved,
+          the same Llama with its head tied to the embedding (pp=2 1f1b, pp=4 interleaved), the shared
           pretrained aidreams260K (when ../shared is present) under pp=2, and a GPT-2 whose LM head
           is tied to the embedding in the graph (tie_lm_head.py: one parameter read on the first
           and the last stage) under pp=2 and pp=4: bit-equal to grad_accum m.
@@ -158,9 +159,9 @@ def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=N
 
 
 def export_llama_and_tied(s):
-    """The Llama example (GQA 4/2 heads, RoPE; B 8, T 64, dynamic batch) and a GPT-2 whose LM head
-    is its embedding in the graph (tie_lm_head.py: one parameter read on the first and the last
-    stage), exported into the workdir: (llama model, tied model)."""
+    """The Llama example (GQA 4/2 heads, RoPE; B 8, T 64, dynamic batch), and a GPT-2 and that
+    Llama whose LM head is the embedding in the graph (tie_lm_head.py: one parameter read on the
+    first and the last stage), exported into the workdir: (llama, tied GPT-2, tied Llama)."""
     llama = os.path.join(s.work, "llama")
     u.run([sys.executable, u.EXPORT_PY, "--arch", "llama", "--layers", "2", "--d-model", "64", "--heads", "4",
            "--kv-heads", "2", "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", llama,
@@ -169,10 +170,11 @@ def export_llama_and_tied(s):
     u.run([sys.executable, u.EXPORT_PY, "--arch", "gpt2", "--layers", "2", "--d-model", "64", "--heads", "4",
            "--vocab", "256", "--seq", "64", "--batch", "8", "--dynamic-batch", "--out", gpt2, "--quiet"],
           "export.py --arch gpt2", timeout=600)
-    tied = os.path.join(gpt2, "tied.onnx")
-    u.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py"),
-           os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
-    return os.path.join(llama, "model.onnx"), tied
+    tie = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tie_lm_head.py")
+    tied, llama_tied = os.path.join(gpt2, "tied.onnx"), os.path.join(llama, "tied.onnx")
+    u.run([sys.executable, tie, os.path.join(gpt2, "model.onnx"), tied], "tie_lm_head.py")
+    u.run([sys.executable, tie, os.path.join(llama, "model.onnx"), llama_tied], "tie_lm_head.py (Llama)")
+    return os.path.join(llama, "model.onnx"), tied, llama_tied
 
 
 def check_with_mesh(s, axis, schedule, extra, steps):
@@ -203,17 +205,20 @@ def case_train(args):
         print("skipped: no mpirun")
         sys.exit(u.SKIP)
     ok = True
+    # Every schedule at pp=2 and pp=4 with m in {P, 2P, 8 (the rows)}, without clipping; with
+    # clipping at m = 2P. zb-h1 and zbv are also in case zerobubble, with other models and meshes.
     for clip in ("", "  grad_clip: 1.0\n"):
         tag = "clip" if clip else "noclip"
         ref1_plan = s.compile("one_" + tag, accum_spec(s, "one_" + tag, 1, clip))
         ref1 = d.train(s, 1, ref1_plan, os.path.join(s.work, f"one_{tag}.jsonl"), args.steps)
-        for pp, schedule, m in [(2, "gpipe", 2), (2, "1f1b", 4), (2, "1f1b", 8), (4, "gpipe", 8), (4, "1f1b", 4)]:
-            if clip and (pp, m) not in [(2, 4), (4, 4)]:
-                continue
-            ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, clip, ref1=ref1)
-    # Interleaved 1F1B: V = 2 stages per rank.
-    ok &= check_pipeline(s, "pp2_interleaved_m4", 2, "interleaved", 4, args.steps, chunks=2)
-    ok &= check_pipeline(s, "pp4_interleaved_m8", 4, "interleaved", 8, args.steps, chunks=2)
+        for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv"):
+            for pp in (2, 4):
+                for m in sorted({pp, 2 * pp, 8}):
+                    if clip and m != 2 * pp:
+                        continue
+                    chunks = 2 if schedule == "interleaved" else 1
+                    ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, clip,
+                                         ref1=ref1, chunks=chunks)
     # GPipe's order written by hand as a schedule file: the same losses as the generated gpipe.
     hand = os.path.join(s.work, "gpipe_by_hand.sched")
     with open(hand, "w") as f:
@@ -240,11 +245,13 @@ def case_llama(args):
     if not d.mpirun_cmd(2):
         print("skipped: no mpirun")
         sys.exit(u.SKIP)
-    model, tied = export_llama_and_tied(s)
+    model, tied, llama_tied = export_llama_and_tied(s)
     ok = check_pipeline(s, "llama_pp2", 2, "1f1b", 4, args.steps, model=model)
     ok &= check_pipeline(s, "llama_pp4", 4, "gpipe", 8, args.steps, model=model)
     ok &= check_pipeline(s, "llama_interleaved_pp2", 2, "interleaved", 4, args.steps, model=model, chunks=2)
     ok &= check_pipeline(s, "tied_pp2", 2, "1f1b", 4, args.steps, model=tied)
+    ok &= check_pipeline(s, "llama_tied_pp2", 2, "1f1b", 4, args.steps, model=llama_tied)
+    ok &= check_pipeline(s, "llama_tied_pp4", 4, "interleaved", 8, args.steps, model=llama_tied, chunks=2)
     ok &= check_pipeline(s, "tied_pp4", 4, "gpipe", 8, args.steps, model=tied)
     shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
     if os.path.isfile(shared):
@@ -299,8 +306,10 @@ def case_zerobubble(args):
             ok &= check_pipeline(s, f"pp{pp}_{schedule}_m{m}_{tag}", pp, schedule, m, args.steps, extra, ref1=ref1)
     # Llama (GQA 4/2, RoPE), and a GPT-2 whose LM head is tied to the embedding: under zbv the
     # embedding (stage 0) and the head (stage 2P-1) are on rank 0.
-    model, tied = export_llama_and_tied(s)
+    model, tied, llama_tied = export_llama_and_tied(s)
     ok &= check_pipeline(s, "llama_zbh1_pp2", 2, "zb-h1", 4, args.steps, model=model)
+    ok &= check_pipeline(s, "llama_tied_zbv_pp2", 2, "zbv", 4, args.steps, model=llama_tied)
+    ok &= check_pipeline(s, "llama_tied_zbh1_pp4", 4, "zb-h1", 8, args.steps, model=llama_tied)
     ok &= check_pipeline(s, "llama_zbv_pp2", 2, "zbv", 4, args.steps, model=model)
     ok &= check_pipeline(s, "llama_zbv_pp4", 4, "zbv", 8, args.steps, model=model)
     ok &= check_pipeline(s, "tied_zbv_pp2", 2, "zbv", 4, args.steps, model=tied)
