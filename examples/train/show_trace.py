@@ -145,10 +145,11 @@ def rank_steps(trace):
     return out
 
 
-def replay(step_events, waits, cost, send_cost=None):
+def replay(step_events, waits, cost, send_cost=None, spans=None):
     """The simulator's event loop over one step's traced actions: `cost(e)` per compute action,
     sends free (or, with `send_cost`, taking that long after the message leaves), a receive waits
-    for the sends that flow into it. Returns (makespan, busy per pid)."""
+    for the sends that flow into it. Returns (makespan, busy per pid); `spans` (a dict), when
+    given, gets each pid's (first compute start, last compute end)."""
     clock = {pid: 0.0 for pid in step_events}
     busy = {pid: 0.0 for pid in step_events}
     nxt = {pid: 0 for pid in step_events}
@@ -162,6 +163,8 @@ def replay(step_events, waits, cost, send_cost=None):
                 k = kind(e)
                 if k in COMPUTE + ("train_step",):
                     c = cost(e)
+                    if spans is not None:
+                        spans[pid] = (spans.get(pid, (clock[pid], 0))[0], clock[pid] + c)
                     clock[pid] += c
                     busy[pid] += c
                 elif k.startswith("send"):
@@ -211,10 +214,13 @@ def analyse(trace, skip=1, alone=None):
         busy = {pid: sum(e["dur"] for e in es if kind(e) in COMPUTE + ("train_step",)) for pid, es in evs.items()}
         window = t1 - t0
         split = any(kind(e) == "W" for e in compute)  # zero-bubble: B and W cost 1 each
-        logical = replay(evs, waits, lambda e: 2.0 if kind(e) == "B" and not split else 1.0)
+        spans = {}
+        logical = replay(evs, waits, lambda e: 2.0 if kind(e) == "B" and not split else 1.0, spans=spans)
+        span_total = sum(end - start for start, end in spans.values())
         row = {"step": step, "makespan_us": window, "busy_us": busy, "bubble": bubble_of(window, busy),
                "idle": {pid: 1.0 - b / window for pid, b in busy.items()},
-               "logical_makespan": logical[0], "logical_bubble": bubble_of(*logical)}
+               "logical_makespan": logical[0], "logical_bubble": bubble_of(*logical),
+               "logical_span_bubble": 1.0 - sum(logical[1].values()) / span_total if span_total else 0.0}
         if med:
             pred = replay(evs, waits, lambda e: med.get((e["args"]["stage"], kind(e)), e["dur"]),
                           send_cost=lambda e: e["dur"])
@@ -227,7 +233,7 @@ def analyse(trace, skip=1, alone=None):
         rows.append(row)
     kept = [r for r in rows if r["step"] >= skip] or rows
     mean = {k: statistics.mean(r[k] for r in kept) for k in
-            ("makespan_us", "bubble", "logical_bubble", "predicted_makespan_us", "predicted_bubble",
+            ("makespan_us", "bubble", "logical_bubble", "logical_span_bubble", "predicted_makespan_us", "predicted_bubble",
              "alone_makespan_us", "alone_bubble")
             if all(k in r for r in kept)}
     pids = sorted(kept[0]["idle"]) if kept else []
@@ -325,7 +331,8 @@ def main():
         print(f"predicted from the stage medians: makespan {mean['predicted_makespan_us'] / 1e3:.2f} ms, "
               f"bubble {mean['predicted_bubble']:.4f}")
     split = any(kind(e) == "W" for e in slices(trace))
-    print(f"logical time ({'F 1, B 1, W 1' if split else 'F 1, B 2'}): bubble {mean['logical_bubble']:.4f}")
+    print(f"logical time ({'F 1, B 1, W 1' if split else 'F 1, B 2'}): bubble {mean['logical_bubble']:.4f}; "
+          f"within each rank's own span {mean['logical_span_bubble']:.4f}")
     if a.png:
         render(trace, a.png, a.step)
         print(f"wrote {a.png}")

@@ -57,6 +57,7 @@ void addCompute(const plan::Pipeline &p, plan::Pipeline::RankSchedule &rank, boo
 struct ListSchedule {
   std::vector<std::vector<Action>> ranks;
   uint32_t makespan = 0;
+  uint32_t spanIdle = 0;  // idle units inside the ranks' own spans (first to last compute)
 };
 ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
   const uint32_t S = p.stages(), m = p.microbatches(), P = S / std::max<uint32_t>(1, p.virtual_stages());
@@ -69,6 +70,7 @@ ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> pendingW(P);  // (stage, microbatch), oldest first
   ListSchedule out;
   out.ranks.resize(P);
+  std::vector<uint32_t> lastAt(P, 0);
   for (uint32_t t = 0; std::any_of(left.begin(), left.end(), [](uint32_t n) { return n > 0; }); ++t) {
     if (t > 64u * 3 * m * S + 64) break;  // cannot happen: some rank always has a W or a B to run
     for (uint32_t r = 0; r < P; ++r) {
@@ -99,7 +101,9 @@ ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
         pick = make(Action::WEIGHT, k, s);
       }
       if (!pick) continue;
+      if (!out.ranks[r].empty() && lastAt[r] + 1 < t) out.spanIdle += t - lastAt[r] - 1;
       out.ranks[r].push_back(*pick);
+      lastAt[r] = t;
       busyUntil[r] = t + 1;
       --left[r];
       out.makespan = t + 1;
@@ -111,18 +115,23 @@ ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
 /// Writes zb-h1's or zbv's actions into `p`: the list schedule with the smallest in-flight limit
 /// (from 1F1B's P microbatches per rank, zbv's 2P chunks, up to every chunk) whose idle time per
 /// rank reaches the lower bound P − 1 (the last rank's first forward cannot start earlier), else
-/// the shortest.
+/// the shortest. zbv also asks for no idle inside any rank's own span (ZB-V's zero bubble: the
+/// only idle is the warm-up before a rank's first action and the drain after its last), taking
+/// the smallest limit that gives both where one does.
 void generateZeroBubble(plan::Pipeline &p) {
   const uint32_t S = p.stages(), m = p.microbatches(), V = std::max<uint32_t>(1, p.virtual_stages()), P = S / V;
   const uint32_t first = V * P, last = std::max(first, V * m);
+  const uint32_t bound = 3 * m * V + P - 1;
   ListSchedule best;
   for (uint32_t limit = first; limit <= last; ++limit) {
     ListSchedule ls = listSchedule(p, limit);
     const bool complete = std::all_of(ls.ranks.begin(), ls.ranks.end(),
                                       [&](const std::vector<Action> &a) { return a.size() == 3 * m * V; });
     if (!complete) continue;
-    if (best.ranks.empty() || ls.makespan < best.makespan) best = std::move(ls);
-    if (best.makespan == 3 * m * V + P - 1) break;
+    const bool better = best.ranks.empty() || ls.makespan < best.makespan ||
+                        (ls.makespan == best.makespan && ls.spanIdle < best.spanIdle && p.v_shape());
+    if (better) best = std::move(ls);
+    if (best.makespan == bound && (!p.v_shape() || best.spanIdle == 0)) break;
   }
   if (best.ranks.empty()) best = listSchedule(p, V * m);  // no limit: every chunk may be in flight
   p.clear_ranks();
@@ -493,6 +502,16 @@ llvm::Expected<ScheduleStats> simulateSchedule(const plan::Pipeline &p) {
   double busy = 0;
   for (double b : stats.busy) busy += b;
   stats.bubble = stats.makespan > 0 ? 1.0 - busy / (P * stats.makespan) : 0;
+  // Within each rank's own span: from its first compute action's start to its last one's end.
+  std::vector<double> firstStart(P, -1), lastEnd(P, 0);
+  for (const ScheduleStats::Event &e : stats.events) {
+    if (firstStart[e.rank] < 0) firstStart[e.rank] = e.start;
+    lastEnd[e.rank] = std::max(lastEnd[e.rank], e.end);
+  }
+  double spans = 0;
+  for (uint32_t r = 0; r < P; ++r)
+    if (firstStart[r] >= 0) spans += lastEnd[r] - firstStart[r];
+  stats.spanBubble = spans > 0 ? 1.0 - busy / spans : 0;
   return stats;
 }
 
@@ -519,7 +538,9 @@ std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) 
   os.setf(std::ios::fixed);
   os.precision(4);
   os << (p.weight_split() ? "bubble (forward 1, B 1, W 1): " : "bubble (forward 1, backward 2): ") << stats.bubble << " of " << stats.makespan
-     << " time units per rank\npeak in-flight microbatches per stage:";
+     << " time units per rank\n"
+     << "idle within each rank's own span (its first to its last compute action): " << stats.spanBubble
+     << "\npeak in-flight microbatches per stage:";
   for (uint32_t n : stats.peakInFlight) os << " " << n;
   os << "\n";
   return os.str();

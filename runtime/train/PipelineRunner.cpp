@@ -316,6 +316,7 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
       return fail("pipeline rank " + llvm::Twine(rank_) + ": the schedule names stage " + llvm::Twine(s) +
                   ", which runs on another rank");
     const double start = record_ ? now() : 0;
+    int64_t implicitSent = 0;  // bytes a compute action sent without a send action
     llvm::Error e = llvm::Error::success();
     switch (a.kind()) {
     case Action::FORWARD:
@@ -328,8 +329,10 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
         e = receive(s, fwd, mb);
       if (!e) e = runProgram(s, fwd ? kForward : kBackward, mb, feed, collect, lossSum);
       if (!e && !st.send[fwd ? 0 : 1].empty() &&
-          !explicit_.count({int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), s}))
+          !explicit_.count({int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), s})) {
         e = send(s, fwd, mb);
+        for (const Message &m : st.send[fwd ? 0 : 1]) implicitSent += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+      }
       break;
     }
     case Action::WEIGHT:
@@ -352,6 +355,8 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
         const bool fwd = a.kind() == Action::SEND_FORWARD || a.kind() == Action::RECV_FORWARD;
         for (const Message &m : (isSend ? local_.at(s).send : local_.at(s).recv)[fwd ? 0 : 1])
           bytes += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+      } else {
+        bytes = implicitSent;
       }
       events_.push_back({index, a.kind(), mb, a.stage(), start, now(), bytes, saved_});
     }

@@ -140,6 +140,8 @@ public:
         j.attribute("microbatch", none ? llvm::json::Value(nullptr) : llvm::json::Value(e.microbatch));
         j.attribute("chunk", none ? llvm::json::Value(nullptr) : llvm::json::Value(e.stage / pipelineRanks_));
         if (isSend(e.kind) || isRecv(e.kind)) j.attribute("bytes", e.bytes);
+        // A compute action that also sent values without a send action of its own (zbv's turn).
+        else if (e.bytes > 0) j.attribute("sent_bytes", e.bytes);
       });
     });
   }

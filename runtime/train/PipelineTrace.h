@@ -64,7 +64,8 @@ struct TraceEvent {
   int64_t stage = 0;        // pipeline stage (0 without a pipeline; OptimizerStep: the rank's
                             // pipeline coordinate)
   double start = 0, end = 0;  // seconds on this process's steady clock (since its epoch)
-  int64_t bytes = 0;          // sends and receives: the bytes moved
+  int64_t bytes = 0;          // sends and receives: the bytes moved; a compute action: what it sent
+                              // without a send action (zbv's turn; "sent_bytes" in the trace)
   int64_t savedBytes = -1;    // live saved-activation bytes after it; -1: not counted
 };
 

@@ -140,6 +140,10 @@ def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=N
     if bubble is None or abs(bubble - want) > 5e-5:
         print(f"  {name}: schedule bubble {bubble}, expected {want:.4f}  MISMATCH")
         ok = False
+    span = re.search(r"idle within each rank's own span \(its first to its last compute action\): ([\d.]+)", report)
+    if schedule == "zbv" and m >= 2 * pp and (not span or float(span.group(1)) > 5e-5):
+        print(f"  {name}: idle within the ranks' own spans {span and span.group(1)}, expected 0 (zbv, m >= 2P)  MISMATCH")
+        ok = False
     ref_plan = s.compile(name + "_ref", accum_spec(s, name + "_ref", m, extra)) if not model else \
         compile_plan(s, name + "_ref", accum_spec(s, name + "_ref", m, extra), model, pipeline=False)[0]
     ref = d.train(s, 1, ref_plan, os.path.join(s.work, name + "_ref.jsonl"), steps)
@@ -329,6 +333,7 @@ def case_zerobubble(args):
     steps = max(3, min(args.steps, 4))
     ok &= check_trace(s, st, "trace_pp2_zbh1", 2, "zb-h1", 4, 2, 1, steps)
     ok &= check_trace(s, st, "trace_pp2_zbv", 2, "zbv", 4, 2, 1, steps, chunks=2)
+    ok &= check_trace(s, st, "trace_pp4_zbv", 4, "zbv", 8, 4, 1, steps, chunks=2)
     return ok
 
 
@@ -433,10 +438,13 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
         r"pipeline rank (\d+): (\d+) forward \(activations\), (\d+) backward \(gradients\)", report)}
     sent = {}
     for e in xs:
-        if st.kind(e) in ("sendF", "sendB"):
+        # Sends, and what a compute action sent without one (zbv's turn: "sent_bytes").
+        k = st.kind(e)
+        moved = e["args"].get("bytes", 0) if k in ("sendF", "sendB") else e["args"].get("sent_bytes", 0)
+        if moved and k in ("sendF", "sendB", "F", "B"):
             key = (e["pid"], e["args"]["step"])
             f, b = sent.get(key, (0, 0))
-            sent[key] = (f + e["args"]["bytes"], b) if st.kind(e) == "sendF" else (f, b + e["args"]["bytes"])
+            sent[key] = (f + moved, b) if k in ("sendF", "F") else (f, b + moved)
     for (pid, step), got in sorted(sent.items()):
         if got != p2p.get(stage_of[pid]):
             bad(f"step {step} rank {pid}: sent {got} bytes (forward, backward); --report predicts {p2p.get(stage_of[pid])}")
@@ -467,6 +475,11 @@ def check_trace(s, st, name, mesh, schedule, m, pp, dp, steps, chunks=1):
     logical = [r["logical_bubble"] for r in per_step]
     if any(abs(b - want_bubble) > 1e-12 for b in logical):
         bad(f"logical bubble per step {logical}, expected {want_bubble:.4f}")
+    # zbv with m >= 2P: no idle inside any rank's own span (ZB-V's zero bubble).
+    if schedule == "zbv" and m >= 2 * pp:
+        span = [r["logical_span_bubble"] for r in per_step]
+        if any(abs(b) > 1e-12 for b in span):
+            bad(f"logical bubble within each rank's span per step {span}, expected 0")
     idle = ", ".join(f"rank {pid} {v:.1%}" for pid, v in sorted(mean["idle"].items()))
     print(f"  {name}: {len(xs)} slices, {len(flows)} flows; logical bubble {logical[0]:.4f} (expected "
           f"{want_bubble:.4f}); wall time: makespan {mean['makespan_us'] / 1e3:.1f} ms, bubble {mean['bubble']:.3f} "

@@ -69,6 +69,8 @@ TEST(PipelineSchedule, BubblesMatchTheClosedForms) {
         EXPECT_EQ(zb.makespan - zb.busy[r], double(P - 1)) << "zb-h1 P=" << P << " m=" << m << " rank " << r;
       // From m >= 2P always; between P and 2P it is reached too except at P = 8, m = 9 (the list
       // schedule's choices), and never worse than zb-h1's.
+      if (m >= 2 * P)  // ZB-V's zero bubble: no idle inside any rank's own span
+        EXPECT_NEAR(zv.spanBubble, 0.0, 1e-12) << "zbv P=" << P << " m=" << m;
       if (m >= 2 * P || !(P == 8 && m == 9))
         EXPECT_NEAR(zv.bubble, double(P - 1) / (6 * m + P - 1), 1e-12) << "zbv P=" << P << " m=" << m;
       else

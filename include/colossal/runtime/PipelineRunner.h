@@ -64,7 +64,8 @@ public:
 
   /// One action as it ran on this rank (for --trace): its index in the rank's list, kind,
   /// microbatch and stage, and wall times in seconds since the runner was created; for sends
-  /// and receives the bytes moved. `savedBytes` is the live saved-activation count after it.
+  /// and receives the bytes moved (for a compute action, what it sent without a send action of its
+  /// own: zbv's turn). `savedBytes` is the live saved-activation count after it.
   struct Event {
     uint32_t index;
     plan::Pipeline::Action::Kind kind;

@@ -49,6 +49,7 @@ llvm::Error parseSchedule(llvm::StringRef text, llvm::StringRef what, plan::Pipe
 struct ScheduleStats {
   double makespan = 0;                  // logical time units
   double bubble = 0;                    // idle / (ranks · makespan)
+  double spanBubble = 0;                // idle inside each rank's own span / Σ spans (its first to last compute)
   std::vector<uint32_t> peakInFlight;   // per stage: most microbatches forwarded, not yet backwarded (split: W-ed)
   std::vector<double> busy;             // per rank: compute time units
   /// Per rank: the most saved activation bytes live at once (Σ over its stages of in-flight ×

@@ -762,6 +762,7 @@ void printPlanReportJson(const PlanSummary &s, const plan::Plan &planMsg, llvm::
                                    {"weight_split", pl.weight_split()},
                                    {"forward_only", pl.forward_only()},
                                    {"bubble", pl.bubble()},
+                                   {"span_bubble", pl.span_bubble()},
                                    {"per_stage", std::move(stages)},
                                    {"per_rank", std::move(pipelineRanks)}};
   }
@@ -939,8 +940,9 @@ static void printPipelineReport(ModuleOp module, const plan::Plan &planMsg, llvm
   for (uint64_t bytes : p.peak_saved_bytes())
     os << " " << bytes;
   os << "\n";
-  os << llvm::formatv("  predicted bubble ({0} time units): {1:F4}\n",
-                      p.weight_split() ? "forward 1, B 1, W 1" : "forward 1, backward 2", p.bubble());
+  os << llvm::formatv("  predicted bubble ({0} time units): {1:F4}; within each rank's own span: {2:F4}\n",
+                      p.weight_split() ? "forward 1, B 1, W 1" : "forward 1, backward 2", p.bubble(),
+                      p.span_bubble());
 }
 
 static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const PlanOptions &options) {
@@ -1067,6 +1069,7 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
     return module.emitError() << (options.scheduleFile.empty() ? "" : options.scheduleFile + ": ")
                               << llvm::toString(stats.takeError());
   p->set_bubble(stats->bubble);
+  p->set_span_bubble(stats->spanBubble);
   for (uint32_t n : stats->peakInFlight)
     p->add_peak_in_flight(n);
   for (uint64_t bytes : stats->peakSavedBytes)
