@@ -162,6 +162,15 @@ def check_pipeline(s, name, pp, schedule, m, steps, extra="", cuts=None, model=N
     return ok
 
 
+def setup(args):
+    """The workdir's GPT-2 preset and token data (train_e2e.Setup); skips (exit 77) without mpirun."""
+    s = t.Setup(args, need_shared=False)
+    if not d.mpirun_cmd(2):
+        print("skipped: no mpirun")
+        sys.exit(u.SKIP)
+    return s
+
+
 def export_llama_and_tied(s):
     """The Llama example (GQA 4/2 heads, RoPE; B 8, T 64, dynamic batch), and a GPT-2 and that
     Llama whose LM head is the embedding in the graph (tie_lm_head.py: one parameter read on the
@@ -204,10 +213,7 @@ def check_with_mesh(s, axis, schedule, extra, steps):
 
 
 def case_train(args):
-    s = t.Setup(args, need_shared=False)
-    if not d.mpirun_cmd(2):
-        print("skipped: no mpirun")
-        sys.exit(u.SKIP)
+    s = setup(args)
     ok = True
     # Every schedule at pp=2 and pp=4 with m in {P, 2P, 8 (the rows)}, without clipping; with
     # clipping at m = 2P. zb-h1 and zbv are also in case zerobubble, with other models and meshes.
@@ -245,10 +251,7 @@ def case_train(args):
 
 
 def case_llama(args):
-    s = t.Setup(args, need_shared=False)
-    if not d.mpirun_cmd(2):
-        print("skipped: no mpirun")
-        sys.exit(u.SKIP)
+    s = setup(args)
     model, tied, llama_tied = export_llama_and_tied(s)
     ok = check_pipeline(s, "llama_pp2", 2, "1f1b", 4, args.steps, model=model)
     ok &= check_pipeline(s, "llama_pp4", 4, "gpipe", 8, args.steps, model=model)
@@ -266,10 +269,7 @@ def case_llama(args):
 
 
 def case_mesh(args):
-    s = t.Setup(args, need_shared=False)
-    if not d.mpirun_cmd(2):
-        print("skipped: no mpirun")
-        sys.exit(u.SKIP)
+    s = setup(args)
     ok = True
     clip = "  grad_clip: 1.0\n"
     steps = max(args.steps, 12)
@@ -293,10 +293,7 @@ def case_mesh(args):
 
 def case_zerobubble(args):
     """zb-h1 and zbv: the backward split into B and W (docs/parallelism.md "Zero-bubble schedules")."""
-    s = t.Setup(args, need_shared=False)
-    if not d.mpirun_cmd(2):
-        print("skipped: no mpirun")
-        sys.exit(u.SKIP)
+    s = setup(args)
     ok = True
     clip = "  grad_clip: 1.0\n"
     # The GPT-2 preset (8 rows): m in {P, 2P, 8}, with and without clipping.
@@ -339,10 +336,7 @@ def case_zerobubble(args):
 
 def case_inference(args):
     """Inference under pp (gpipe over microbatches of the batch): the outputs equal one rank's."""
-    s = t.Setup(args, need_shared=False)
-    if not d.mpirun_cmd(2):
-        print("skipped: no mpirun")
-        sys.exit(u.SKIP)
+    s = setup(args)
     import numpy as np
     ok = True
     models = [("gpt2", s.model)]

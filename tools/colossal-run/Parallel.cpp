@@ -1,10 +1,15 @@
 //===- Parallel.cpp - colossal-run under several ranks -----------------------------------------===//
 #include "Parallel.h"
 
+#include "colossal/runtime/Mesh.h"
+#include "plan.pb.h"
+
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
 #include <cerrno>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +24,24 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
 }
 }  // namespace
+
+llvm::Error checkPlanRanks(llvm::StringRef planPath, int nproc) {
+  auto buf = llvm::MemoryBuffer::getFile(planPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  plan::Plan p;
+  if (!buf || (*buf)->getBufferSize() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !p.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize())))
+    return llvm::Error::success();
+  llvm::Expected<Mesh> mesh = Mesh::fromPlan(p, planPath.str());
+  if (!mesh) {
+    llvm::consumeError(mesh.takeError());
+    return llvm::Error::success();
+  }
+  if (mesh->size() == nproc) return llvm::Error::success();
+  auto ranks = [](int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
+  return fail(planPath + ": the plan's mesh (" + mesh->toString() + ") has " + ranks(mesh->size()) +
+              " but --nproc asks for " + ranks(nproc) + "; run it with --nproc " + std::to_string(mesh->size()) +
+              " (nothing was started)");
+}
 
 llvm::Error relaunchUnderMpirun(int argc, char **argv, int nproc) {
   if (nproc < 1) return fail("--nproc must be >= 1");

@@ -25,6 +25,11 @@ namespace colossal::runtime {
 /// do) and an error otherwise.
 llvm::Error relaunchUnderMpirun(int argc, char **argv, int nproc);
 
+/// Before `--nproc` starts mpirun: the plan file `planPath`'s mesh must have `nproc` ranks
+/// ("M.cplan: the plan's mesh (pp=2) has 2 ranks but --nproc asks for 3 ..."; nothing is
+/// started). A plan that cannot be read passes (loading it reports why).
+llvm::Error checkPlanRanks(llvm::StringRef planPath, int nproc);
+
 /// Starts the job's communication for `plan` (its mesh; CommContext::create) and creates the
 /// groups used by program `program`. Errors are the same on every rank (print on rank 0).
 llvm::Expected<std::unique_ptr<CommContext>> startCommunication(const LoadedPlan &plan,

@@ -575,8 +575,11 @@ int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
-  if (nproc.getNumOccurrences())
+  if (nproc.getNumOccurrences()) {
+    if (!launchedByMpirun() && !positionals.empty())
+      if (llvm::Error e = checkPlanRanks(positionals[0], nproc)) return fail(std::move(e));
     if (llvm::Error e = relaunchUnderMpirun(argc, argv, nproc)) return fail(std::move(e));
+  }
   const std::string planPath = positionals[0];
   std::string mode = "run";
   if (positionals.size() > 1) {
