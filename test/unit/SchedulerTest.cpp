@@ -6,10 +6,11 @@
 // as a real decoder's do), and the logits from the second layer's output. Checked: 16 requests
 // arriving staggered (prompts of 1–300 tokens, different max_tokens, greedy and seeded sampling,
 // stop tokens) give each the tokens it gives alone, at token budgets 16, 64 and unlimited, on a
-// pool large enough and on one so small that sequences are preempted and recomputed; every step
-// respects the budgets, puts decodes first and admits in arrival order; all blocks are free once
-// the requests drain (aborts included); a repeated prompt reports its full-block cached prefix
-// and the same tokens; bad requests and configurations are refused with their numbers.
+// pool large enough and on pools so small (block sizes 16 and 4) that sequences are preempted and
+// recomputed, and so do long outputs preempted dozens of times; every step respects the budgets,
+// puts decodes first and admits in arrival order; all blocks are free once the requests drain
+// (aborts included); a repeated prompt reports its full-block cached prefix and the same tokens;
+// bad requests and configurations are refused with their numbers.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "TestUtil.h"
@@ -54,14 +55,14 @@ void matvec(const std::vector<float> &w, const float *x, float *y, int64_t rows,
 /// x_{l+1} = x_l + paged_attention(q_l x_l, cache of k_l x_l, v_l x_l); logits = out · x_2.
 class ToyModel {
 public:
-  explicit ToyModel(int32_t numBlocks) {
+  explicit ToyModel(const SchedulerConfig &c) {
     for (auto &layer : layers_) {
       const uint32_t seed = static_cast<uint32_t>(&layer - layers_) * 10 + 1;
       layer.wq = weights(kWidth, kWidth, seed, 0.6f);
       layer.wk = weights(kKv, kWidth, seed + 1, 0.6f);
       layer.wv = weights(kKv, kWidth, seed + 2, 1.0f);
-      layer.kc = HostTensor(DType::F32, {numBlocks, kHkv, kBlockSize, kD});
-      layer.vc = HostTensor(DType::F32, {numBlocks, kHkv, kBlockSize, kD});
+      layer.kc = HostTensor(DType::F32, {c.numBlocks, kHkv, c.blockSize, kD});
+      layer.vc = HostTensor(DType::F32, {c.numBlocks, kHkv, c.blockSize, kD});
     }
     embedding_ = weights(kVocab, kWidth, 100, 1.0f);
     out_ = weights(kVocab, kWidth, 200, 1.5f);
@@ -113,10 +114,11 @@ private:
   std::vector<float> embedding_, out_;
 };
 
-SchedulerConfig config(int32_t numBlocks, int64_t maxBatchTokens, bool prefixCaching = true) {
+SchedulerConfig config(int32_t numBlocks, int64_t maxBatchTokens, bool prefixCaching = true,
+                       int32_t blockSize = kBlockSize) {
   SchedulerConfig c;
   c.maxSeqLen = kMaxSeqLen;
-  c.blockSize = kBlockSize;
+  c.blockSize = blockSize;
   c.numBlocks = numBlocks;
   c.prefixCaching = prefixCaching;
   c.maxBatchSeqs = 16;
@@ -125,7 +127,7 @@ SchedulerConfig config(int32_t numBlocks, int64_t maxBatchTokens, bool prefixCac
   return c;
 }
 constexpr int32_t kLargePool = 16 * kMaxSeqLen / kBlockSize;  // kv_blocks: auto for 16 sequences
-constexpr int32_t kSmallPool = 24;  // 384 slots, one max_seq_len sequence: forces preemption
+constexpr int32_t kSmallPool = kMaxSeqLen / kBlockSize;  // one max_seq_len sequence: forces preemption
 
 struct Arrival {
   int64_t step;
@@ -134,7 +136,8 @@ struct Arrival {
 
 /// 16 requests: prompts of 1 to 300 tokens, max_tokens 1 to 48, arriving at steps 0 to 30;
 /// greedy, and seeded sampling with top-k, top-p, min-p and a repetition penalty; some stop tokens.
-std::vector<Arrival> workload() {
+/// `longOutputs`: prompts of 1 to 64 tokens, max_tokens 80 to 185 instead (decodes outgrow the pool).
+std::vector<Arrival> workload(bool longOutputs = false) {
   const int lens[16] = {1, 300, 17, 64, 129, 5, 250, 33, 16, 200, 2, 90, 48, 275, 160, 8};
   const int maxTokens[16] = {12, 30, 1, 48, 20, 40, 9, 25, 33, 16, 44, 7, 38, 22, 28, 48};
   std::mt19937 rng(7);
@@ -143,8 +146,9 @@ std::vector<Arrival> workload() {
   for (int i = 0; i < 16; ++i) {
     Request r;
     r.id = "req-" + std::to_string(i);
-    for (int t = 0; t < lens[i]; ++t) r.prompt.push_back(static_cast<TokenId>(rng() % kVocab));
-    r.maxTokens = maxTokens[i];
+    const int len = longOutputs ? lens[i] % 64 + 1 : lens[i];
+    for (int t = 0; t < len; ++t) r.prompt.push_back(static_cast<TokenId>(rng() % kVocab));
+    r.maxTokens = longOutputs ? 80 + 7 * i : maxTokens[i];
     if (i % 2 == 1) {
       r.sampling.temperature = 0.8 + 0.05 * i;
       r.sampling.topK = i % 4 == 1 ? 20 : 0;
@@ -198,7 +202,7 @@ RunResult run(const SchedulerConfig &c, const std::vector<Arrival> &arrivals) {
   EXPECT_TRUE(static_cast<bool>(made)) << (made ? "" : llvm::toString(made.takeError()));
   if (!made) return result;
   Scheduler &s = **made;
-  ToyModel model(c.numBlocks);
+  ToyModel model(c);
   size_t next = 0;
   std::map<SeqId, int64_t> firstScheduled;  // admission order
   while (next < arrivals.size() || s.hasUnfinished()) {
@@ -275,19 +279,38 @@ TEST(Scheduler, StaggeredRequestsGiveTheirSoloTokensAtEveryTokenBudget) {
 TEST(Scheduler, PreemptionByRecomputeKeepsTheTokens) {
   const std::vector<Arrival> arrivals = workload();
   const auto alone = solo(arrivals);
-  for (bool prefixCaching : {true, false}) {
-    for (int64_t budget : {16, 64, 0}) {
-      SCOPED_TRACE("max_batch_tokens " + std::to_string(budget) + (prefixCaching ? "" : ", no prefix cache"));
-      RunResult r = run(config(kSmallPool, budget, prefixCaching), arrivals);
-      expectSameAsSolo(alone, r);
-      EXPECT_GT(r.preemptions, 0);
-      int64_t perRequest = 0;
-      for (const auto &[id, o] : r.outputs) perRequest += o.preemptions;
-      EXPECT_EQ(perRequest, r.preemptions);
-      std::printf("[ scheduler ] max_batch_tokens %3lld, kv_blocks %d%s: %lld steps, %lld preemptions\n",
-                  static_cast<long long>(budget), kSmallPool, prefixCaching ? "" : " (no prefix cache)",
-                  static_cast<long long>(r.steps), static_cast<long long>(r.preemptions));
+  // Pools of one max_seq_len sequence: 24 blocks of 16 tokens, 96 of 4.
+  for (int32_t blockSize : {kBlockSize, 4}) {
+    for (bool prefixCaching : {true, false}) {
+      for (int64_t budget : {16, 64, 0}) {
+        SCOPED_TRACE("max_batch_tokens " + std::to_string(budget) + ", block size " + std::to_string(blockSize) +
+                     (prefixCaching ? "" : ", no prefix cache"));
+        const int32_t blocks = static_cast<int32_t>(kMaxSeqLen / blockSize);
+        RunResult r = run(config(blocks, budget, prefixCaching, blockSize), arrivals);
+        expectSameAsSolo(alone, r);
+        EXPECT_GT(r.preemptions, 0);
+        int64_t perRequest = 0;
+        for (const auto &[id, o] : r.outputs) perRequest += o.preemptions;
+        EXPECT_EQ(perRequest, r.preemptions);
+        std::printf("[ scheduler ] max_batch_tokens %3lld, kv_blocks %d of %d%s: %lld steps, %lld preemptions\n",
+                    static_cast<long long>(budget), blocks, blockSize, prefixCaching ? "" : " (no prefix cache)",
+                    static_cast<long long>(r.steps), static_cast<long long>(r.preemptions));
+      }
     }
+  }
+}
+
+TEST(Scheduler, LongOutputsPreemptedManyTimesKeepTheirTokens) {
+  const std::vector<Arrival> arrivals = workload(/*longOutputs=*/true);
+  const auto alone = solo(arrivals);
+  for (int64_t budget : {16, 64, 0}) {
+    SCOPED_TRACE("max_batch_tokens " + std::to_string(budget));
+    RunResult r = run(config(kSmallPool, budget), arrivals);
+    expectSameAsSolo(alone, r);
+    EXPECT_GE(r.preemptions, 10);
+    std::printf("[ scheduler ] long outputs, max_batch_tokens %3lld, kv_blocks %d: %lld steps, %lld preemptions\n",
+                static_cast<long long>(budget), kSmallPool, static_cast<long long>(r.steps),
+                static_cast<long long>(r.preemptions));
   }
 }
 
@@ -295,7 +318,7 @@ TEST(Scheduler, ChunkedPrefillSplitsAPromptAndDecodesComeFirst) {
   auto made = Scheduler::create(config(kLargePool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(kLargePool);
+  ToyModel model(s.config());
   auto runModel = [&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); };
   Request a{"a", std::vector<TokenId>(10, 5), 4, {}, {}};
   a.sampling.temperature = 0;
@@ -352,7 +375,7 @@ TEST(Scheduler, NoBlocksLeakAfterAbortsAndDrains) {
   auto made = Scheduler::create(config(kSmallPool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(kSmallPool);
+  ToyModel model(s.config());
   std::map<SeqId, std::string> ids;
   for (const Arrival &a : arrivals) {
     auto seq = s.addRequest(a.request);
@@ -490,7 +513,7 @@ TEST(Scheduler, AModelErrorLeavesTheStepToBeRunAgain) {
   auto made = Scheduler::create(config(kLargePool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(kLargePool);
+  ToyModel model(s.config());
   auto runModel = [&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); };
   Request a = workload()[4].request;
   const RequestOutput alone = run(config(kLargePool, 0), {{0, a}}).outputs[a.id];
