@@ -1,0 +1,290 @@
+//===- Scheduler.cpp - Continuous batching: decodes, prompt chunks, admission, preemption ----===//
+#include "colossal/runtime/serve/Scheduler.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace colossal::runtime::serve {
+
+char InvalidRequestError::ID = 0;
+
+namespace {
+llvm::Error error(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg.str());
+}
+}  // namespace
+
+llvm::Expected<std::unique_ptr<Scheduler>> Scheduler::create(const SchedulerConfig &config) {
+  if (config.maxSeqLen < 1) return error("max_seq_len must be >= 1, not " + llvm::Twine(config.maxSeqLen));
+  if (config.maxBatchSeqs < 1)
+    return error("max_batch_seqs must be >= 1, not " + llvm::Twine(config.maxBatchSeqs));
+  if (config.maxBatchTokens < 0)
+    return error("max_batch_tokens must be >= 0 (0: no limit), not " + llvm::Twine(config.maxBatchTokens));
+  if (config.vocabSize < 1) return error("the vocabulary size must be >= 1, not " + llvm::Twine(config.vocabSize));
+  auto blocks = BlockManager::create({config.numBlocks, config.blockSize, config.prefixCaching, config.maxSeqLen});
+  if (!blocks) return blocks.takeError();
+  return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(*blocks)));
+}
+
+Scheduler::Scheduler(const SchedulerConfig &config, std::unique_ptr<BlockManager> blocks)
+    : config_(config), blocks_(std::move(blocks)) {
+  batch_.maxBlocksPerSeq = static_cast<int32_t>(blocks_->blocksFor(config.maxSeqLen));
+}
+
+llvm::Error Scheduler::invalid(const Request &r, const char *param, const llvm::Twine &msg) const {
+  return llvm::make_error<InvalidRequestError>(r.id, param, ("request '" + r.id + "': " + msg).str());
+}
+
+llvm::Error Scheduler::validate(const Request &r) const {
+  if (liveIds_.count(r.id)) return invalid(r, "id", "the id is already in use");
+  if (r.prompt.empty()) return invalid(r, "prompt", "the prompt is empty");
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= config_.vocabSize)
+      return invalid(r, "prompt",
+                     "prompt token " + llvm::Twine(i) + " is " + llvm::Twine(r.prompt[i]) +
+                         ", outside the vocabulary [0, " + llvm::Twine(config_.vocabSize) + ")");
+  if (r.maxTokens < 1) return invalid(r, "max_tokens", "max_tokens must be >= 1, not " + llvm::Twine(r.maxTokens));
+  const int64_t len = static_cast<int64_t>(r.prompt.size());
+  if (len + r.maxTokens > config_.maxSeqLen)
+    return invalid(r, "max_tokens",
+                   "prompt of " + llvm::Twine(len) + " tokens + max_tokens " + llvm::Twine(r.maxTokens) + " = " +
+                       llvm::Twine(len + r.maxTokens) + " is above max_seq_len " + llvm::Twine(config_.maxSeqLen));
+  if (llvm::Error e = validateSamplingParams(r.sampling)) {
+    // validateSamplingParams's message starts with the parameter's name.
+    std::string msg = llvm::toString(std::move(e));
+    std::string param = msg.substr(0, msg.find(' '));
+    return invalid(r, param.c_str(), msg);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<SeqId> Scheduler::addRequest(Request request) {
+  if (llvm::Error e = validate(request)) return std::move(e);
+  const SeqId id = nextSeq_++;
+  Sequence s;
+  s.out.id = request.id;
+  s.out.seq = id;
+  s.out.prompt = std::move(request.prompt);
+  s.out.arrivalStep = steps_;
+  s.all = s.out.prompt;
+  s.request = std::move(request);
+  liveIds_.emplace(s.out.id, id);
+  seqs_.emplace(id, std::move(s));
+  waiting_.push_back(id);
+  return id;
+}
+
+llvm::Error Scheduler::abort(llvm::StringRef id) {
+  auto it = liveIds_.find(id.str());
+  if (it == liveIds_.end() || !seqs_.count(it->second))
+    return error("abort: no unfinished request '" + id + "'");
+  const SeqId seq = it->second;
+  auto w = std::find(waiting_.begin(), waiting_.end(), seq);
+  if (w != waiting_.end()) waiting_.erase(w);
+  return finish(seq, FinishReason::Abort);
+}
+
+std::vector<RequestOutput> Scheduler::takeFinished() {
+  for (const RequestOutput &o : finished_) liveIds_.erase(o.id);
+  return std::move(finished_);
+}
+
+void Scheduler::removeRunning(SeqId seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::preempt(SeqId seq) {
+  Sequence &s = seqs_.at(seq);
+  llvm::cantFail(blocks_->release(seq));
+  s.computed = 0;
+  ++s.out.preemptions;
+  ++preemptions_;
+  removeRunning(seq);
+  waiting_.push_front(seq);
+  record_.preempted.push_back(seq);
+}
+
+llvm::Error Scheduler::finish(SeqId seq, FinishReason reason) {
+  auto it = seqs_.find(seq);
+  Sequence &s = it->second;
+  if (blocks_->contains(seq))
+    if (llvm::Error e = blocks_->release(seq)) return e;
+  removeRunning(seq);
+  s.out.finish = reason;
+  s.out.finishStep = steps_;
+  finished_.push_back(std::move(s.out));
+  seqs_.erase(it);
+  record_.finished.push_back(seq);
+  return llvm::Error::success();
+}
+
+void Scheduler::addChunk(Sequence &s, int64_t start, int64_t end, bool decode) {
+  ScheduledChunk c;
+  c.seq = s.out.seq;
+  c.start = start;
+  c.end = end;
+  c.decode = decode;
+  c.sampled = end == static_cast<int64_t>(s.all.size());
+  batch_.chunks.push_back(c);
+  s.scheduledStep = steps_;
+}
+
+llvm::Error Scheduler::scheduleDecodes(int64_t &budget) {
+  // A copy: preemption removes sequences from running_. Victims are always the newest, never one
+  // already scheduled: those are older than the sequence being scheduled.
+  const std::vector<SeqId> order = running_;
+  for (SeqId seq : order) {
+    if (budget == 0 || static_cast<int32_t>(batch_.chunks.size()) == config_.maxBatchSeqs) break;
+    if (!blocks_->contains(seq)) continue;  // preempted for an older sequence's decode
+    Sequence &s = seqs_.at(seq);
+    const int64_t held = blocks_->length(seq);
+    if (held == static_cast<int64_t>(s.all.size())) continue;  // still prefilling
+    llvm::ArrayRef<TokenId> pending = llvm::ArrayRef<TokenId>(s.all).drop_front(held);
+    bool preemptedSelf = false;
+    while (true) {
+      auto r = blocks_->append(seq, pending);
+      if (!r) return r.takeError();
+      if (r->status == KvStatus::Ok) {
+        if (r->copy) batch_.blockCopies.push_back(*r->copy);
+        break;
+      }
+      const SeqId victim = running_.back();
+      preempt(victim);
+      if (victim == seq) {
+        preemptedSelf = true;
+        break;
+      }
+    }
+    if (preemptedSelf) break;  // every newer sequence is gone too
+    addChunk(s, s.computed, static_cast<int64_t>(s.all.size()), /*decode=*/true);
+    --budget;
+  }
+  return llvm::Error::success();
+}
+
+void Scheduler::schedulePrefills(int64_t &budget) {
+  for (SeqId seq : running_) {
+    if (budget == 0 || static_cast<int32_t>(batch_.chunks.size()) == config_.maxBatchSeqs) return;
+    Sequence &s = seqs_.at(seq);
+    const int64_t len = static_cast<int64_t>(s.all.size());
+    // Decodes: scheduled, or left out by the budget (their token has no slot yet).
+    if (s.scheduledStep == steps_ || blocks_->length(seq) < len) continue;
+    const int64_t n = std::min(len - s.computed, budget);
+    addChunk(s, s.computed, s.computed + n, /*decode=*/false);
+    budget -= n;
+  }
+}
+
+llvm::Error Scheduler::admit(int64_t &budget) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(batch_.chunks.size()) < config_.maxBatchSeqs) {
+    const SeqId seq = waiting_.front();
+    Sequence &s = seqs_.at(seq);
+    auto r = blocks_->allocate(seq, s.all);
+    if (!r) return r.takeError();
+    if (r->status == KvStatus::OutOfBlocks) break;  // first come, first served: nobody overtakes
+    waiting_.pop_front();
+    running_.push_back(seq);
+    s.computed = r->cachedTokens;
+    if (!s.admittedOnce) s.out.cachedPromptTokens = r->cachedTokens;
+    s.admittedOnce = true;
+    const int64_t n = std::min(static_cast<int64_t>(s.all.size()) - s.computed, budget);
+    addChunk(s, s.computed, s.computed + n, /*decode=*/false);
+    budget -= n;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Scheduler::schedule() {
+  batch_.chunks.clear();
+  batch_.blockCopies.clear();
+  int64_t budget = config_.maxBatchTokens == 0 ? std::numeric_limits<int64_t>::max() : config_.maxBatchTokens;
+  if (llvm::Error e = scheduleDecodes(budget)) return e;
+  schedulePrefills(budget);
+  // After a preemption the pool is short: admitting now would only preempt again next step.
+  if (record_.preempted.empty())
+    if (llvm::Error e = admit(budget)) return e;
+  buildBatch();
+  return llvm::Error::success();
+}
+
+void Scheduler::buildBatch() {
+  StepBatch &b = batch_;
+  b.tokenIds.clear();
+  b.positions.clear();
+  b.slotMapping.clear();
+  b.queryStartLoc.assign(1, 0);
+  b.contextLens.clear();
+  b.logitsIndices.clear();
+  const int32_t width = b.maxBlocksPerSeq;
+  b.blockTables.assign(b.chunks.size() * width, -1);
+  for (size_t i = 0; i < b.chunks.size(); ++i) {
+    const ScheduledChunk &c = b.chunks[i];
+    const Sequence &s = seqs_.at(c.seq);
+    for (int64_t p = c.start; p < c.end; ++p) {
+      b.tokenIds.push_back(s.all[p]);
+      b.positions.push_back(static_cast<int32_t>(p));
+    }
+    blocks_->slotMapping(c.seq, c.start, c.end, b.slotMapping);
+    llvm::ArrayRef<BlockId> table = blocks_->blockTable(c.seq);
+    std::copy(table.begin(), table.end(), b.blockTables.begin() + i * width);
+    b.contextLens.push_back(static_cast<int32_t>(c.end));
+    b.queryStartLoc.push_back(static_cast<int32_t>(b.tokenIds.size()));
+    if (c.sampled) b.logitsIndices.push_back(static_cast<int32_t>(b.tokenIds.size()) - 1);
+  }
+}
+
+llvm::Error Scheduler::complete() {
+  size_t row = 0;
+  for (ScheduledChunk &c : batch_.chunks) {
+    Sequence &s = seqs_.at(c.seq);
+    s.computed = c.end;
+    if (llvm::Error e = blocks_->markComputed(c.seq, c.end)) return e;
+    if (!c.sampled) continue;
+    llvm::ArrayRef<float> logits(logits_.data() + row++ * config_.vocabSize, config_.vocabSize);
+    const int64_t index = static_cast<int64_t>(s.out.tokens.size());
+    SampledToken t = sampleToken(logits, s.request.sampling, s.all, index, workspace_);
+    c.token = t.id;
+    s.all.push_back(t.id);
+    s.out.tokens.push_back(t.id);
+    if (s.request.sampling.logprobs >= 0) s.out.logprobs.push_back(std::move(t));
+    if (s.out.firstTokenStep < 0) s.out.firstTokenStep = steps_;
+    const bool stop = llvm::is_contained(s.request.stopTokenIds, c.token);
+    if (stop || index + 1 == s.request.maxTokens)
+      if (llvm::Error e = finish(c.seq, stop ? FinishReason::Stop : FinishReason::Length)) return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Scheduler::step(ModelStep model) {
+  record_ = StepRecord();
+  record_.step = steps_;
+  if (hasUnfinished()) {
+    if (llvm::Error e = schedule()) return e;
+    // Something always fits: the oldest running sequence can always grow (the pool holds one
+    // sequence of max_seq_len), and with none running the pool is free for the first waiting one.
+    assert(!batch_.chunks.empty() && "a step with unfinished requests scheduled nothing");
+    logits_.resize(batch_.logitsIndices.size() * config_.vocabSize);
+    if (llvm::Error e = model(batch_, logits_)) return e;
+    if (llvm::Error e = complete()) return e;
+  } else {
+    batch_.chunks.clear();
+  }
+  record_.chunks = batch_.chunks;
+  for (const ScheduledChunk &c : batch_.chunks) {
+    const int64_t n = c.end - c.start;
+    record_.scheduledTokens += n;
+    (c.decode ? record_.decodeTokens : record_.prefillTokens) += n;
+  }
+  record_.preemptionsTotal = preemptions_;
+  record_.waiting = numWaiting();
+  record_.running = numRunning();
+  record_.freeBlocks = blocks_->numFreeBlocks();
+  ++steps_;
+  return llvm::Error::success();
+}
+
+}  // namespace colossal::runtime::serve
