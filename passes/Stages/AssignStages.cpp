@@ -62,7 +62,8 @@ std::string nameHint(llvm::ArrayRef<Operation *> ops, llvm::StringRef pattern) {
   std::string out = " (node names here: ";
   for (size_t i = 0; i < std::min<size_t>(3, names.size()); ++i)
     out += (i ? ", '" : "'") + names[i].second + "'";
-  return out + (names.size() > 3 ? ", ...; " : "; ") + "a fused op answers to its first node's name)";
+  return out + (names.size() > 3 ? ", ...; " : "; ") +
+         "a fused op (a norm, attention, GELU) answers to the name of its last node)";
 }
 
 /// Bytes an op moves per FLOP's worth of time: one core does ~50 GFLOP/s in a contraction and

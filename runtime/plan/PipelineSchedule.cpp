@@ -537,7 +537,10 @@ std::string formatSchedule(const plan::Pipeline &p, const ScheduleStats &stats) 
   }
   os.setf(std::ios::fixed);
   os.precision(4);
-  os << (p.weight_split() ? "bubble (forward 1, B 1, W 1): " : "bubble (forward 1, backward 2): ") << stats.bubble << " of " << stats.makespan
+  os << (p.forward_only()   ? "bubble (forward 1): "
+         : p.weight_split() ? "bubble (forward 1, B 1, W 1): "
+                            : "bubble (forward 1, backward 2): ")
+     << stats.bubble << " of " << stats.makespan
      << " time units per rank\n"
      << "idle within each rank's own span (its first to its last compute action): " << stats.spanBubble
      << "\npeak in-flight microbatches per stage:";

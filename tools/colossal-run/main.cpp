@@ -576,7 +576,9 @@ int runMain(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
   if (nproc.getNumOccurrences()) {
-    if (!launchedByMpirun() && !positionals.empty())
+    if (nproc < 1) return fail("--nproc must be >= 1, got " + llvm::Twine(int(nproc)));
+    // A named program (a stage program timed alone) settles its mesh itself.
+    if (!launchedByMpirun() && !positionals.empty() && programName.empty())
       if (llvm::Error e = checkPlanRanks(positionals[0], nproc)) return fail(std::move(e));
     if (llvm::Error e = relaunchUnderMpirun(argc, argv, nproc)) return fail(std::move(e));
   }

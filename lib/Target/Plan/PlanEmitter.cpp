@@ -603,6 +603,27 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
     for (size_t r = 0; r < p2p.size(); ++r)
       os << "    pipeline rank " << r << ": " << p2p[r].forwardBytes << " forward (activations), "
          << p2p[r].backwardBytes << " backward (gradients), in " << p2p[r].messages << " messages\n";
+    // Tied parameters (read by stages on several ranks): broadcast from their owner after each
+    // update (docs/parallelism.md "Tied weights").
+    std::map<std::string, std::set<int64_t>> readBy;
+    for (const plan::Program &program : planMsg.programs())
+      if (int64_t at = pipelineRankOf(planMsg, program); at >= 0 && program.role() != plan::Program::STAGE_OPTIMIZER)
+        for (const plan::Buffer &b : program.buffers())
+          if (!b.state_name().empty())
+            readBy[b.state_name()].insert(at);
+    uint64_t tiedBytes = 0;
+    std::string tiedNames;
+    for (const plan::StateTensor &st : planMsg.states())
+      if (st.role() == plan::StateTensor::PARAM && readBy[st.name()].size() > 1) {
+        uint64_t n = runtime::dtypeSize(static_cast<runtime::DType>(st.dtype()));
+        for (int64_t d : st.shape())
+          n *= static_cast<uint64_t>(d);
+        tiedBytes += n;
+        tiedNames += (tiedNames.empty() ? "'" : ", '") + st.name() + "'";
+      }
+    if (tiedBytes)
+      os << "  broadcast over '" << axis << "' of the tied parameters (" << tiedNames
+         << ") after each update: " << tiedBytes << " bytes from the rank that updates them\n";
   }
   for (const plan::Program &program : planMsg.programs())
     if (uint64_t peak = gatheredParamPeak(program, paramStates))
@@ -610,6 +631,10 @@ void printCommunicationReport(const plan::Plan &planMsg, llvm::raw_ostream &os) 
          << " bytes (all_gather outputs alive at once; inside the arena above)\n";
   if (train && dp > 1)
     os << "  (plus the runtime's all_reduce of the step's loss over " << data << ": 8 bytes)\n";
+  if (train && planMsg.has_pipeline())
+    os << "  (plus the runtime's all_reduce of the step's loss over the pipeline axis and an all_gather of each "
+          "pipeline rank's saved-activation peak for the metrics: a few elements, counted in the metrics' "
+          "comm_elements)\n";
 }
 
 /// `--report-format=json` (docs/cli.md "Report as JSON"): the text report's figures as one JSON

@@ -26,7 +26,7 @@
 // One op per stage when there are as many stages as ops.
 // FOUR: cut_bytes = array<i64: 128, 8192, 128>{{.*}}stage_ops = array<i64: 1, 1, 1, 1>
 
-// NONE: error: parallel.pipeline.stages: cut point 'h9' matches no node of the training step (node names here: 'h0', 'h1', 'h2', ...; a fused op answers to its first node's name)
+// NONE: error: parallel.pipeline.stages: cut point 'h9' matches no node of the training step (node names here: 'h0', 'h1', 'h2', ...; a fused op (a norm, attention, GELU) answers to the name of its last node)
 // COUNT: error: parallel.pipeline.stages lists 1 cut point; 3 stages (mesh pp) need 2
 // MANY: error: mesh pp=8: more stages than the training step can be cut into (it has 4 ops)
 // LAST: error: parallel.pipeline.stages: cut point 'loss' is after the last op: the last stage would be empty
