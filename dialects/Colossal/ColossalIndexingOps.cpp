@@ -662,6 +662,35 @@ LogicalResult GatherElementsOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+// GatherND reads each addressed slice; its cotangent goes back there, summing where a slice is
+// read twice (scatter_nd add into zeros). With batch_dims the index tuples address inside each
+// batch, which scatter_nd cannot write: not covered.
+LogicalResult GatherNDOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                                   SmallVectorImpl<Value> &og) {
+  if (!needed[0])
+    return success();
+  if (getBatchDims() != 0)
+    return emitOpError("with batch_dims ") << getBatchDims()
+           << " has no gradient yet (only batch_dims 0: a scatter_nd of the cotangent)";
+  Location loc = getLoc();
+  Value zeros = splatConstant(b, loc, rankedOf(getData()), 0.0);
+  og[0] = ScatterNDOp::create(b, loc, zeros, getIndices(), resultGrads[0], b.getStringAttr("add"));
+  return success();
+}
+
+// Each selected value came from one position of x along `axis` (distinct within a row): its
+// cotangent goes back there (torch.topk's backward, an index_put into zeros).
+LogicalResult TopKOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &og) {
+  if (!needed[0] || !resultGrads[0])
+    return success();
+  Location loc = getLoc();
+  Value zeros = splatConstant(b, loc, rankedOf(getX()), 0.0);
+  og[0] = ScatterElementsOp::create(b, loc, zeros, getIndices(), resultGrads[0], getAxisAttr(),
+                                    b.getStringAttr("add"));
+  return success();
+}
+
 namespace {
 
 /// How a scatter's VJP addresses its operands: `gather(t)` reads a data-shaped t at every update

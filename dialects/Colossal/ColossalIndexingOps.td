@@ -88,14 +88,15 @@ def ColossalIndexing_GatherElementsOp : Colossal_Op<"gather_elements", [InferTyp
   let hasFolder = 1;
 }
 
-def ColossalIndexing_GatherNDOp : Colossal_Op<"gather_nd", [InferTypeOpAdaptor]> {
+def ColossalIndexing_GatherNDOp : Colossal_Op<"gather_nd", [InferTypeOpAdaptor, VJP]> {
   let summary = "ONNX GatherND: slices of `data` addressed by the last dim of `indices`";
   let description = [{
     `data`: tensor<D...xT> (rank r), `indices`: tensor<I...xi64|i32> (rank q) with
     I[q−1] = m ≤ r − b, where b = `batch_dims` and the first b dims of data and indices agree.
     Result: tensor<I[0..q−1) ++ D[b+m..r)>; each index tuple picks the slice
     data[batch..., idx[0], ..., idx[m−1], :...]. Negative indices count from the end. Folds when
-    both operands are constants (and every index is in range).
+    both operands are constants (and every index is in range). VJP (batch_dims 0): scatter_nd
+    add of the cotangent into zeros of data's shape, so slices read twice sum.
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices, I64Attr:$batch_dims);
   let results = (outs AnyRankedTensor:$result);
@@ -152,13 +153,15 @@ def ColossalIndexing_OneHotOp : Colossal_Op<"one_hot"> {
   let hasVerifier = 1;
 }
 
-def ColossalIndexing_TopKOp : Colossal_Op<"topk"> {
+def ColossalIndexing_TopKOp : Colossal_Op<"topk", [VJP]> {
   let summary = "ONNX TopK: the k largest (or smallest) elements along `axis` and their indices";
   let description = [{
     `x`: tensor<D...xT>. Results: values tensor<D' x T> and indices tensor<D' x i64> where D' = D
     with D[axis] replaced by k (0 ≤ k ≤ D[axis]); k is the results' size along `axis`. With
     `sorted` the results are ordered (descending for `largest`, else ascending); equal values
-    keep the lower index first. NaN ranks above every number.
+    keep the lower index first. NaN ranks above every number. VJP: the values' cotangent goes
+    back to the positions the indices name (scatter_elements add into zeros along `axis`, as
+    torch.topk's backward); the indices get none.
   }];
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis, BoolAttr:$largest, BoolAttr:$sorted);
   let results = (outs AnyRankedTensor:$values, AnyRankedTensor:$indices);

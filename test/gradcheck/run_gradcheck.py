@@ -462,6 +462,37 @@ def indexing_cases():
     cumsum("cumsum_exclusive_neg_axis", rnd(2, 3, 4), -1, exclusive=1)
     cumsum("cumsum_reverse", rnd(4, 3, 2), 0, reverse=1)
     cumsum("cumsum_exclusive_reverse", rnd(2, 5, 3), -2, exclusive=1, reverse=1)
+
+    # GatherND (batch_dims 0): a scatter_nd add of the cotangent, so slices read twice sum.
+    def gather_nd_ref(data, idx):
+        idx = np.where(idx < 0, idx + np.array(data.shape[:idx.shape[-1]]), idx)
+        flat = idx.reshape(-1, idx.shape[-1])
+        rows = [data[tuple(int(v) for v in k)] for k in flat]
+        return torch.stack(rows).reshape(*idx.shape[:-1], *data.shape[idx.shape[-1]:])
+
+    def gather_nd(name, data, idx, covers):
+        cs.append(Case(name, covers, {"D": data}, [N("GatherND", ["D", "I"])],
+                       lambda t: gather_nd_ref(t["D"], idx), consts={"I": idx}, opset=13))
+
+    gather_nd("gather_nd_rows", rnd(4, 3), np.array([[1], [3], [1], [-4]]), "GatherND (rows, repeated and negative)")
+    gather_nd("gather_nd_elements", rnd(3, 4, 2), np.array([[[0, 1], [2, 3]], [[0, 1], [1, -1]]]),
+              "GatherND (index pairs into the first two dims, repeated)")
+    cs.append(Case("gather_nd_batch_dims", "GatherND with batch_dims 1 (no gradient yet: one error)",
+                   {"D": rnd(2, 3, 4)}, [N("GatherND", ["D", "I"], batch_dims=1)], lambda t: t["D"],
+                   consts={"I": np.array([[[1]], [[2]]])}, opset=13,
+                   expect_error=r"'colossal.gather_nd' .*with batch_dims 1 has no gradient yet"))
+
+    # TopK: the values' cotangent goes back to the positions the indices name.
+    def topk(name, x, k, axis, largest, covers):
+        ax = axis % x.ndim
+        cs.append(Case(name, covers, {"X": x},
+                       [N("TopK", ["X", "K"], out=["Y", "Idx"], axis=axis, largest=largest, sorted=1)],
+                       lambda t: torch.topk(t["X"], k, dim=ax, largest=bool(largest), sorted=True).values,
+                       consts={"K": np.array([k], np.int64)}, opset=11))
+
+    topk("topk_largest", rnd(3, 6), 3, -1, 1, "TopK (largest, last axis)")
+    topk("topk_smallest_axis0", rnd(5, 4), 2, 0, 0, "TopK (smallest, axis 0)")
+    topk("topk_all", rnd(2, 3, 4), 4, 2, 1, "TopK (k = the whole axis: a permutation)")
     return cs
 
 
