@@ -649,16 +649,20 @@ LogicalResult CumSumOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<
   return success();
 }
 
+/// A scatter_elements `add` of `g` into zeros shaped like `like`, at `indices` along `axis`: the
+/// cotangent of an op that read `like`'s elements at those positions.
+static Value scatterAddIntoZeros(OpBuilder &b, Location loc, Value like, Value indices, Value g,
+                                 IntegerAttr axis) {
+  Value zeros = splatConstant(b, loc, rankedOf(like), 0.0);
+  return ScatterElementsOp::create(b, loc, zeros, indices, g, axis, b.getStringAttr("add"));
+}
+
 // Every output element reads one data element: its cotangent goes back there, and elements read
 // several times sum their cotangents (torch.gather's backward, a scatter_add).
 LogicalResult GatherElementsOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                          ArrayRef<bool> needed, SmallVectorImpl<Value> &og) {
-  if (!needed[0])
-    return success();
-  Location loc = getLoc();
-  Value zeros = splatConstant(b, loc, rankedOf(getData()), 0.0);
-  og[0] = ScatterElementsOp::create(b, loc, zeros, getIndices(), resultGrads[0], getAxisAttr(),
-                                    b.getStringAttr("add"));
+  if (needed[0])
+    og[0] = scatterAddIntoZeros(b, getLoc(), getData(), getIndices(), resultGrads[0], getAxisAttr());
   return success();
 }
 
@@ -682,12 +686,8 @@ LogicalResult GatherNDOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRe
 // cotangent goes back there (torch.topk's backward, an index_put into zeros).
 LogicalResult TopKOp::buildVJP(OpBuilder &b, ValueRange resultGrads, ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &og) {
-  if (!needed[0] || !resultGrads[0])
-    return success();
-  Location loc = getLoc();
-  Value zeros = splatConstant(b, loc, rankedOf(getX()), 0.0);
-  og[0] = ScatterElementsOp::create(b, loc, zeros, getIndices(), resultGrads[0], getAxisAttr(),
-                                    b.getStringAttr("add"));
+  if (needed[0] && resultGrads[0])
+    og[0] = scatterAddIntoZeros(b, getLoc(), getX(), getIndices(), resultGrads[0], getAxisAttr());
   return success();
 }
 

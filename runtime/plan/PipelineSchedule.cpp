@@ -6,6 +6,7 @@
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -67,7 +68,7 @@ ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
   std::vector<std::vector<uint32_t>> mine(P);
   for (uint32_t s = 0; s < S; ++s) mine[rankOfStage(p, s)].push_back(s);
   for (uint32_t r = 0; r < P; ++r) left[r] = 3 * m * static_cast<uint32_t>(mine[r].size());
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> pendingW(P);  // (stage, microbatch), oldest first
+  std::vector<std::deque<std::pair<uint32_t, uint32_t>>> pendingW(P);  // (stage, microbatch), oldest first
   ListSchedule out;
   out.ranks.resize(P);
   std::vector<uint32_t> lastAt(P, 0);
@@ -96,7 +97,7 @@ ListSchedule listSchedule(const plan::Pipeline &p, uint32_t limit) {
       }
       if (!pick && !pendingW[r].empty()) {
         auto [s, k] = pendingW[r].front();
-        pendingW[r].erase(pendingW[r].begin());
+        pendingW[r].pop_front();
         --live[r];
         pick = make(Action::WEIGHT, k, s);
       }

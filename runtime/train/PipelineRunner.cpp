@@ -331,7 +331,7 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
       if (!e && !st.send[fwd ? 0 : 1].empty() &&
           !explicit_.count({int(fwd ? Action::SEND_FORWARD : Action::SEND_BACKWARD), s})) {
         e = send(s, fwd, mb);
-        for (const Message &m : st.send[fwd ? 0 : 1]) implicitSent += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+        implicitSent = bytesOf(st.send[fwd ? 0 : 1]);
       }
       break;
     }
@@ -353,8 +353,7 @@ llvm::Error PipelineRunner::runActions(const Feed &feed, const Collect *collect,
       const bool isRecv = a.kind() == Action::RECV_FORWARD || a.kind() == Action::RECV_BACKWARD;
       if (isSend || isRecv) {
         const bool fwd = a.kind() == Action::SEND_FORWARD || a.kind() == Action::RECV_FORWARD;
-        for (const Message &m : (isSend ? local_.at(s).send : local_.at(s).recv)[fwd ? 0 : 1])
-          bytes += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+        bytes = bytesOf((isSend ? local_.at(s).send : local_.at(s).recv)[fwd ? 0 : 1]);
       } else {
         bytes = implicitSent;
       }

@@ -190,6 +190,16 @@ def export_llama_and_tied(s):
     return os.path.join(llama, "model.onnx"), tied, llama_tied
 
 
+def check_aidreams(s, args, name, schedule):
+    """check_pipeline on the shared pretrained aidreams260K at pp=2, m=4 when ../shared has it
+    (else a note that this part is skipped, and True)."""
+    shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
+    if not os.path.isfile(shared):
+        print(f"  aidreams260K: {shared} is absent, that part is skipped")
+        return True
+    return check_pipeline(s, name, 2, schedule, 4, args.steps, model=shared)
+
+
 def check_with_mesh(s, axis, schedule, extra, steps):
     """pp=2 x `axis`=2 under `schedule` (m=4) against `axis`=2 with grad_accum 4 (the same sums):
     bit-equal per step. Returns (ok, the pipeline run's metrics rows)."""
@@ -260,11 +270,7 @@ def case_llama(args):
     ok &= check_pipeline(s, "llama_tied_pp2", 2, "1f1b", 4, args.steps, model=llama_tied)
     ok &= check_pipeline(s, "llama_tied_pp4", 4, "interleaved", 8, args.steps, model=llama_tied, chunks=2)
     ok &= check_pipeline(s, "tied_pp4", 4, "gpipe", 8, args.steps, model=tied)
-    shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
-    if os.path.isfile(shared):
-        ok &= check_pipeline(s, "aidreams_pp2", 2, "1f1b", 4, args.steps, model=shared)
-    else:
-        print(f"  aidreams260K: {shared} is absent, that part is skipped")
+    ok &= check_aidreams(s, args, "aidreams_pp2", "1f1b")
     return ok
 
 
@@ -317,11 +323,7 @@ def case_zerobubble(args):
     ok &= check_pipeline(s, "tied_zbh1_pp4", 4, "zb-h1", 8, args.steps, model=tied)
     # The shared pretrained aidreams260K under zbv: values read by both stages at the V's turn
     # (one copy kept) make the per-rank saved peak the simulator's exact count.
-    shared = os.path.join(args.shared_dir, "models", "aidreams260K", "model.onnx")
-    if os.path.isfile(shared):
-        ok &= check_pipeline(s, "aidreams_zbv_pp2", 2, "zbv", 4, args.steps, model=shared)
-    else:
-        print(f"  aidreams260K: {shared} is absent, that part is skipped")
+    ok &= check_aidreams(s, args, "aidreams_zbv_pp2", "zbv")
     # pp=2 x dp=2 (zb-h1) and pp=2 x tp=2 (zbv) against dp=2 / tp=2 with the same accumulation.
     for axis, schedule in (("dp", "zb-h1"), ("tp", "zbv")):
         ok &= check_with_mesh(s, axis, schedule, clip, args.steps)[0]

@@ -125,6 +125,12 @@ private:
     int readers = 0;
     bool counted = false;  // a saved activation (a forward value a backward reads), in saved_
   };
+  /// The bytes a list of messages moves.
+  static int64_t bytesOf(const std::vector<Message> &list) {
+    int64_t n = 0;
+    for (const Message &m : list) n += m.count * static_cast<int64_t>(dtypeSize(m.dtype));
+    return n;
+  }
   int tagOf(uint32_t mb, uint32_t stage, bool forward) const {
     return static_cast<int>((mb * stages_ + stage) * 2 + (forward ? 0 : 1));
   }

@@ -995,87 +995,78 @@ static LogicalResult emitPipeline(ModuleOp module, plan::Plan &planMsg, const Pl
   p->set_forward_only(!hasRole(plan::Program::STAGE_BACKWARD));
   p->set_weight_split(hasRole(plan::Program::STAGE_BACKWARD_WEIGHT));
   p->set_v_shape(p->schedule() == "zbv");
-  // Saved per microbatch: what a stage's backward (B or W) reads that some stage's forward
-  // computed (kept from its own forward, or received for it), as the runtime's runner counts it;
-  // with a split backward, what W reads of it separately (kept after B until W).
-  std::set<std::string> forwardOutputs;
+  // Saved activations: the forward values a backward program (B or W) reads, as the runtime's
+  // runner keeps them. Per stage per microbatch (saved_bytes; with a split backward, what W reads
+  // of it, kept after B until W: saved_weight_bytes), and one by one per rank (saved_values):
+  // live from their forward (or the receiving stage's, the earliest of the rank's stages that
+  // reads them) until the last of the rank's programs that read them.
+  using Kind = plan::Pipeline::Action::Kind;
+  std::map<std::string, uint32_t> producerStage;
   for (const plan::Program &f : planMsg.programs())
     if (f.role() == plan::Program::STAGE_FORWARD)
       for (const plan::Binding &out : f.outputs())
-        forwardOutputs.insert(out.name());
-  std::vector<std::map<std::string, uint64_t>> saved(p->stages()), savedForW(p->stages());
-  for (const plan::Program &b : planMsg.programs()) {
-    const bool weight = b.role() == plan::Program::STAGE_BACKWARD_WEIGHT;
-    if ((weight || b.role() == plan::Program::STAGE_BACKWARD) && b.stage() >= 0 && b.stage() < int(p->stages()))
-      for (const plan::Binding &in : b.inputs())
-        if (forwardOutputs.count(in.name())) {
-          const uint64_t bytes = b.buffers(static_cast<int>(in.buffer())).size_bytes();
-          saved[b.stage()][in.name()] = bytes;
-          if (weight)
-            savedForW[b.stage()][in.name()] = bytes;
-        }
+        producerStage[out.name()] = static_cast<uint32_t>(f.stage());
+  // (rank, name) -> its readers there (kind, stage); name -> bytes per microbatch.
+  std::map<std::pair<uint32_t, std::string>, std::vector<std::pair<Kind, uint32_t>>> readers;
+  std::map<std::string, uint64_t> bytesOf;
+  for (const plan::Program &prog : planMsg.programs()) {
+    Kind kind;
+    switch (prog.role()) {
+    case plan::Program::STAGE_FORWARD: kind = plan::Pipeline::Action::FORWARD; break;
+    case plan::Program::STAGE_BACKWARD: kind = plan::Pipeline::Action::BACKWARD; break;
+    case plan::Program::STAGE_BACKWARD_WEIGHT: kind = plan::Pipeline::Action::WEIGHT; break;
+    default: continue;
+    }
+    const uint32_t stage = static_cast<uint32_t>(prog.stage());
+    if (stage >= p->stages())
+      continue;
+    for (const plan::Binding &in : prog.inputs())
+      if (producerStage.count(in.name())) {
+        readers[{runtime::rankOfStage(*p, stage), in.name()}].emplace_back(kind, stage);
+        bytesOf[in.name()] = prog.buffers(static_cast<int>(in.buffer())).size_bytes();
+      }
   }
-  auto total = [](const std::map<std::string, uint64_t> &named) {
+  std::vector<std::set<std::string>> saved(p->stages()), savedForW(p->stages());
+  for (auto &[key, list] : readers) {
+    auto &[rank, name] = key;
+    bool backwardReads = false;
+    for (auto &[kind, stage] : list)
+      if (kind != plan::Pipeline::Action::FORWARD) {
+        backwardReads = true;
+        saved[stage].insert(name);
+        if (kind == plan::Pipeline::Action::WEIGHT)
+          savedForW[stage].insert(name);
+      }
+    if (!backwardReads)
+      continue;  // only forwards read it here: not a saved activation
+    plan::Pipeline::SavedValue *v = p->add_saved_values();
+    v->set_name(name);
+    v->set_bytes(bytesOf[name]);
+    v->set_rank(rank);
+    const uint32_t producer = producerStage[name];
+    v->set_received(runtime::rankOfStage(*p, producer) != rank);
+    uint32_t start = producer;
+    if (v->received()) {
+      start = list.front().second;
+      for (auto &[kind, stage] : list)
+        start = std::min(start, stage);
+    }
+    v->set_start_stage(start);
+    for (auto &[kind, stage] : list) {
+      v->add_reader_kinds(kind);
+      v->add_reader_stages(stage);
+    }
+  }
+  auto total = [&](const std::set<std::string> &names) {
     uint64_t sum = 0;
-    for (auto &[name, bytes] : named)
-      sum += bytes;
+    for (const std::string &name : names)
+      sum += bytesOf[name];
     return sum;
   };
   for (uint32_t s = 0; s < p->stages(); ++s) {
     p->add_saved_bytes(total(saved[s]));
     if (p->weight_split())
       p->add_saved_weight_bytes(total(savedForW[s]));
-  }
-  // The same values one by one per rank (Pipeline.saved_values), as the runner keeps them: from
-  // their forward (or the receiving stage's, the earliest of the rank's stages that reads them)
-  // until the last of the rank's programs that read them.
-  {
-    std::map<std::string, uint32_t> producerStage;
-    for (const plan::Program &f : planMsg.programs())
-      if (f.role() == plan::Program::STAGE_FORWARD)
-        for (const plan::Binding &out : f.outputs())
-          producerStage[out.name()] = static_cast<uint32_t>(f.stage());
-    // (rank, name) -> readers (kind, stage) and the bytes.
-    std::map<std::pair<uint32_t, std::string>, std::vector<std::pair<plan::Pipeline::Action::Kind, uint32_t>>> readers;
-    std::map<std::string, uint64_t> bytesOf;
-    for (const plan::Program &prog : planMsg.programs()) {
-      plan::Pipeline::Action::Kind kind;
-      switch (prog.role()) {
-      case plan::Program::STAGE_FORWARD: kind = plan::Pipeline::Action::FORWARD; break;
-      case plan::Program::STAGE_BACKWARD: kind = plan::Pipeline::Action::BACKWARD; break;
-      case plan::Program::STAGE_BACKWARD_WEIGHT: kind = plan::Pipeline::Action::WEIGHT; break;
-      default: continue;
-      }
-      const uint32_t stage = static_cast<uint32_t>(prog.stage());
-      for (const plan::Binding &in : prog.inputs())
-        if (producerStage.count(in.name())) {
-          readers[{runtime::rankOfStage(*p, stage), in.name()}].emplace_back(kind, stage);
-          bytesOf[in.name()] = prog.buffers(static_cast<int>(in.buffer())).size_bytes();
-        }
-    }
-    for (auto &[key, list] : readers) {
-      auto &[rank, name] = key;
-      if (std::none_of(list.begin(), list.end(),
-                       [](const auto &k) { return k.first != plan::Pipeline::Action::FORWARD; }))
-        continue;  // only forwards read it here: not a saved activation
-      plan::Pipeline::SavedValue *v = p->add_saved_values();
-      v->set_name(name);
-      v->set_bytes(bytesOf[name]);
-      v->set_rank(rank);
-      const uint32_t producer = producerStage[name];
-      v->set_received(runtime::rankOfStage(*p, producer) != rank);
-      uint32_t start = producer;
-      if (v->received()) {
-        start = list.front().second;
-        for (auto &[kind, stage] : list)
-          start = std::min(start, stage);
-      }
-      v->set_start_stage(start);
-      for (auto &[kind, stage] : list) {
-        v->add_reader_kinds(kind);
-        v->add_reader_stages(stage);
-      }
-    }
   }
   if (options.scheduleFile.empty()) {
     if (llvm::Error e = runtime::generateSchedule(*p))
