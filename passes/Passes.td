@@ -335,6 +335,46 @@ def SplitBatch : Pass<"colossal-split-batch", "mlir::ModuleOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def Generate : Pass<"colossal-generate", "mlir::ModuleOp"> {
+  let summary = "Turn a decoder's @forward into the serving programs over a paged KV cache";
+  let description = [{
+    Mode generate (docs/serving.md "Compiler"). `@forward` is the model imported as one sequence
+    of T positions (input_ids [1, T]) after colossal-fuse-attention. Every `colossal.attention`
+    (causal, no mask) becomes `colossal.kv_append` into the layer's cache (two `colossal.state`
+    arguments `kv.<l>.k` [NB, Hkv, BS, D] and `kv.<l>.v`) and `colossal.paged_attention` through
+    the block table; the SPMD partitioner then cuts the T token rows into steps of N rows for N
+    = 1, 2, 4, ... up to max-batch-tokens rounded up to a power of two (T must be a multiple of
+    twice that), and a table the step needs whole along the rows (RoPE tables, position
+    embeddings, constants folded at T) becomes its gather at the step's `positions`. Each
+    `@generate_<N>` (colossal.program = "generate", colossal.tokens = N) takes `tokens`,
+    `positions`, `slot_mapping` [N], `block_tables` [max-batch-seqs, ⌈max-seq-len /
+    block-size⌉], `context_lens` [max-batch-seqs] and `query_start_loc` [max-batch-seqs + 1]
+    (i32 but the tokens, which keep the model's dtype) and returns `logits` [N, V]. An input
+    named position_ids is fed the positions. `@forward` is erased; the module's
+    `colossal.generate` records the configuration.
+
+    kv-blocks 0 is `auto`: budget-bytes minus the weights' bytes divided by the bytes of one
+    block (all layers, keys and values) when a budget is given, else max-batch-seqs ×
+    ⌈max-seq-len / block-size⌉.
+
+    Errors (naming the node or input): an input other than the token ids and position_ids; an
+    output that is not logits [1, T, V] f32; an attention with a mask operand or not causal;
+    an op that mixes token positions outside the recognised attention (the partitioner would
+    need a collective across the token rows); T below max-seq-len or not a multiple of twice
+    the largest step; a cache that cannot hold one sequence of max-seq-len tokens.
+  }];
+  let options = [
+    Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"512", "generate.max_seq_len">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"16", "generate.block_size">,
+    Option<"kvBlocks", "kv-blocks", "int64_t", /*default=*/"0", "generate.kv_blocks (0: auto)">,
+    Option<"maxBatchSeqs", "max-batch-seqs", "int64_t", /*default=*/"16", "generate.max_batch_seqs">,
+    Option<"maxBatchTokens", "max-batch-tokens", "int64_t", /*default=*/"512", "generate.max_batch_tokens">,
+    Option<"budgetBytes", "budget-bytes", "uint64_t", /*default=*/"0",
+           "memory.budget_mb in bytes, for kv-blocks auto (0: none)">,
+  ];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 def SpmdPartition : Pass<"colossal-spmd-partition", "mlir::ModuleOp"> {
   let summary = "Shard parameters over the mesh and rewrite every function into its per-rank program";
   let description = [{

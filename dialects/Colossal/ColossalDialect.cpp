@@ -107,17 +107,22 @@ LogicalResult verifyProgram(Operation *op, Attribute value) {
     return op->emitOpError() << "'" << kProgramAttr << "' must be one of \"forward\", "
                              << "\"microbatch\", \"eval\", \"train_step\", \"optimizer_step\", "
                              << "\"stage_forward\", \"stage_backward\", \"stage_optimizer\", "
-                             << "\"stage_backward_weight\"; got "
+                             << "\"stage_backward_weight\", \"generate\"; got "
                              << value;
-  // A stage role is one program per stage (`colossal.stage`), any other role one per module.
+  // A stage role is one program per stage (`colossal.stage`), generate one per token count
+  // (`colossal.tokens`), any other role one per module.
   const bool staged = *role == ProgramRole::StageForward || *role == ProgramRole::StageBackward ||
                       *role == ProgramRole::StageOptimizer || *role == ProgramRole::StageBackwardWeight;
+  const bool generate = *role == ProgramRole::Generate;
   if (staged && !f->getAttrOfType<IntegerAttr>(kStageAttr))
     return op->emitOpError() << "is a " << name << " program without '" << kStageAttr << "'";
+  if (generate && !f->getAttrOfType<IntegerAttr>(kTokensAttr))
+    return op->emitOpError() << "is a " << name << " program without '" << kTokensAttr << "'";
+  llvm::StringLiteral key = generate ? kTokensAttr : kStageAttr;
   if (auto module = f->getParentOfType<ModuleOp>())
     for (func::FuncOp other : module.getOps<func::FuncOp>())
       if (other != f && other->getAttr(kProgramAttr) == value &&
-          (!staged || other->getAttr(kStageAttr) == f->getAttr(kStageAttr)))
+          (!(staged || generate) || other->getAttr(key) == f->getAttr(key)))
         return op->emitOpError() << "is the " << name << " program, but so is @"
                                  << other.getSymName();
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {

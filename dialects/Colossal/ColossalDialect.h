@@ -49,6 +49,8 @@ inline constexpr llvm::StringLiteral kOpsetAttr = "colossal.opset";
 /// backward and optimizer programs, the stage in the function's `colossal.stage`; under the
 /// zero-bubble schedules the backward computes the input gradients (B) and stage_backward_weight
 /// the weight gradients (W).
+///   generate        mode generate (colossal-generate): one step of a ragged batch of `colossal.tokens`
+///                   token rows over the paged KV cache; one program per token count
 enum class ProgramRole {
   Forward,
   Microbatch,
@@ -58,10 +60,11 @@ enum class ProgramRole {
   StageForward,
   StageBackward,
   StageOptimizer,
-  StageBackwardWeight
+  StageBackwardWeight,
+  Generate
 };
 /// "forward", "microbatch", "eval", "train_step", "optimizer_step", "stage_forward",
-/// "stage_backward", "stage_optimizer", "stage_backward_weight".
+/// "stage_backward", "stage_optimizer", "stage_backward_weight", "generate".
 llvm::StringRef programRoleName(ProgramRole role);
 /// The role named `name`, or nullopt.
 std::optional<ProgramRole> parseProgramRole(llvm::StringRef name);
@@ -73,6 +76,10 @@ inline constexpr llvm::StringLiteral kProgramAttr = "colossal.program"; // Strin
 /// record of the split and schedule (DictionaryAttr; Passes.td "AssignPipelineStages").
 inline constexpr llvm::StringLiteral kStageAttr = "colossal.stage";
 inline constexpr llvm::StringLiteral kPipelineAttr = "colossal.pipeline";
+/// Mode generate: a generate program's token rows (IntegerAttr i64), and the module's record of
+/// the serving configuration and the KV cache (DictionaryAttr; Passes.td "Generate").
+inline constexpr llvm::StringLiteral kTokensAttr = "colossal.tokens";
+inline constexpr llvm::StringLiteral kGenerateAttr = "colossal.generate";
 /// Train mode (module): the model's weight-like tensors (initializers, float Constant nodes) that
 /// the importer kept as constants, and why: ArrayAttr of {name: StringAttr, type: TypeAttr,
 /// why: StringAttr}, in model order. Read by `--report` and by autodiff's "no trainable

@@ -28,6 +28,10 @@ std::optional<int64_t> meshGroupSize(mlir::Operation *op, mlir::ArrayAttr axes);
 /// attention, conv): the inferred type, or the same shape in f32 when the operands are bf16 or f16
 /// (computed in f32).
 bool lowPrecisionResultsCompatible(mlir::TypeRange inferred, mlir::TypeRange actual);
+/// An update op writes `v` in place, so `v` must be an entry-block argument of the enclosing
+/// function marked colossal.param or colossal.state (a persistent tensor of the plan), or a
+/// colossal.shard_view of one; otherwise an error on `op` naming operand `what`.
+mlir::LogicalResult verifyStateOperand(mlir::Operation *op, mlir::Value v, llvm::StringRef what);
 } // namespace colossal
 
 #endif

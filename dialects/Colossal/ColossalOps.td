@@ -367,6 +367,7 @@ include "dialects/Colossal/ColossalElementwiseOps.td"
 include "dialects/Colossal/ColossalMiscOps.td"
 include "dialects/Colossal/ColossalGradOps.td"
 include "dialects/Colossal/ColossalTrainOps.td"
+include "dialects/Colossal/ColossalServeOps.td"
 include "dialects/Colossal/ColossalParallelOps.td"
 
 #endif // COLOSSAL_OPS_TD

@@ -13,6 +13,23 @@
 using namespace mlir;
 using namespace colossal;
 
+// ColossalOps.h.
+LogicalResult colossal::verifyStateOperand(Operation *op, Value v, StringRef what) {
+  // A shard_view is this rank's rows of such an argument (ZeRO), written through in place.
+  if (auto view = v.getDefiningOp<ShardViewOp>())
+    v = view.getX();
+  auto arg = llvm::dyn_cast<BlockArgument>(v);
+  auto fn = arg ? llvm::dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                : FunctionOpInterface();
+  if (!fn || arg.getOwner() != &fn.getFunctionBody().front() ||
+      (!fn.getArgAttr(arg.getArgNumber(), kParamAttr) &&
+       !fn.getArgAttr(arg.getArgNumber(), kStateAttr)))
+    return op->emitOpError() << "writes its operand '" << what
+                             << "' in place, so it must be a function argument marked "
+                             << kParamAttr << " or " << kStateAttr;
+  return success();
+}
+
 namespace {
 
 /// Checks logits [N, C] float32 and labels [N] int64, as cross_entropy and its gradient take them.
@@ -34,23 +51,6 @@ bool isScalarOf(Type t, Type element) {
   return rt && rt.getRank() == 0 && rt.getElementType() == element;
 }
 
-/// An update op writes `v` in place, so `v` must be an entry-block argument of the enclosing
-/// function marked colossal.param or colossal.state (a persistent tensor of the plan).
-LogicalResult verifyStateOperand(Operation *op, Value v, StringRef what) {
-  // A shard_view is this rank's rows of such an argument (ZeRO), written through in place.
-  if (auto view = v.getDefiningOp<ShardViewOp>())
-    v = view.getX();
-  auto arg = llvm::dyn_cast<BlockArgument>(v);
-  auto fn = arg ? llvm::dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp())
-                : FunctionOpInterface();
-  if (!fn || arg.getOwner() != &fn.getFunctionBody().front() ||
-      (!fn.getArgAttr(arg.getArgNumber(), kParamAttr) &&
-       !fn.getArgAttr(arg.getArgNumber(), kStateAttr)))
-    return op->emitOpError() << "writes its operand '" << what
-                             << "' in place, so it must be a function argument marked "
-                             << kParamAttr << " or " << kStateAttr;
-  return success();
-}
 
 /// Shared checks of the optimizer updates: state operands of one float type, the scalar
 /// `lr` f32 / `step` i64 / `grad_norm` f32 operands, non-negative hyperparameters.

@@ -12,7 +12,7 @@ constexpr ProgramRole kRoles[] = {ProgramRole::Forward, ProgramRole::Microbatch,
                                   ProgramRole::Eval, ProgramRole::TrainStep,
                                   ProgramRole::OptimizerStep, ProgramRole::StageForward,
                                   ProgramRole::StageBackward, ProgramRole::StageOptimizer,
-                                  ProgramRole::StageBackwardWeight};
+                                  ProgramRole::StageBackwardWeight, ProgramRole::Generate};
 } // namespace
 
 llvm::StringRef programRoleName(ProgramRole role) {
@@ -26,6 +26,7 @@ llvm::StringRef programRoleName(ProgramRole role) {
   case ProgramRole::StageBackward: return "stage_backward";
   case ProgramRole::StageOptimizer: return "stage_optimizer";
   case ProgramRole::StageBackwardWeight: return "stage_backward_weight";
+  case ProgramRole::Generate: return "generate";
   }
   llvm_unreachable("ProgramRole");
 }

@@ -233,10 +233,8 @@ template <> struct ScalarTraits<Mode> {
   static void output(const Mode &m, void *, raw_ostream &os) { os << m.value; }
   static StringRef input(StringRef scalar, void *, Mode &m) {
     m.value = scalar.str();
-    if (scalar == "inference" || scalar == "train")
+    if (scalar == "inference" || scalar == "train" || scalar == "generate")
       return {};
-    if (scalar == "generate")
-      return "this mode is not supported yet (only 'inference' and 'train' are implemented)";
     return "mode must be inference, train or generate";
   }
   static QuotingType mustQuote(StringRef) { return QuotingType::None; }
@@ -609,7 +607,7 @@ template <> struct MappingTraits<Generate> {
       return "generate: max_seq_len, block_size, max_batch_seqs and max_batch_tokens must be >= 1";
     if (g.kvBlocks != "auto" && (StringRef(g.kvBlocks).getAsInteger(10, blocks) || blocks < 1))
       return "generate.kv_blocks must be auto or an integer >= 1; got '" + g.kvBlocks + "'";
-    return "generate: serving is not supported yet";
+    return "";
   }
 };
 template <> struct MappingTraits<NormalSource> {
@@ -994,6 +992,34 @@ Expected<Spec> parseSpecFile(StringRef path) {
         t.inputs.push_back(std::move(d));
       }
     spec.train = std::move(t);
+  }
+  if (raw.generate && raw.mode.value != "generate")
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": generate: configures serving; it needs mode: generate");
+  if (raw.mode.value == "generate") {
+    auto fail = [&](const Twine &msg) {
+      return createStringError(inconvertibleErrorCode(), path + ": mode generate: " + msg);
+    };
+    Spec::Generate g;
+    if (raw.generate) {
+      g.maxSeqLen = raw.generate->maxSeqLen;
+      g.blockSize = raw.generate->blockSize;
+      g.maxBatchSeqs = raw.generate->maxBatchSeqs;
+      g.maxBatchTokens = raw.generate->maxBatchTokens;
+      if (raw.generate->kvBlocks != "auto")
+        StringRef(raw.generate->kvBlocks).getAsInteger(10, g.kvBlocks);
+    }
+    if (!spec.inputs.empty())
+      return fail("the programs' shapes come from generate: (max_batch_tokens, max_batch_seqs, "
+                  "max_seq_len), so the spec has no inputs:; remove it");
+    for (auto &[axis, size] : spec.mesh)
+      if (size > 1)
+        return fail("mesh " + axis + "=" + Twine(size) + " is not supported yet (one rank)");
+    if (spec.precision != "fp32")
+      return fail("precision.compute " + spec.precision + " is not supported yet (fp32)");
+    if (g.maxSeqLen > (int64_t(1) << 24) || g.maxBatchTokens > (int64_t(1) << 16))
+      return fail("max_seq_len is at most 2^24 and max_batch_tokens at most 2^16");
+    spec.generate = g;
   }
   // Data parallelism and grad_accum: each of the D ranks takes B/D rows of every batch, in
   // grad_accum microbatches in train mode, so D·grad_accum must divide the batch of every input

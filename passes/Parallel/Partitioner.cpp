@@ -117,7 +117,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       weights.insert(arg);
     if (f.getArgAttr(i, kInputAttr) && isa<IntegerType>(type.getElementType()))
       tokenDerived.insert(arg);
-    if (!strategy.localBatch.empty() && f.getArgAttr(i, kInputAttr) && type.getRank() >= 1)
+    if (!strategy.localBatch.empty() && f.getArgAttr(i, kInputAttr) && type.getRank() >= 1 &&
+        (strategy.localBatchArgs.empty() || llvm::is_contained(strategy.localBatchArgs, i)))
       s.dims[0] = strategy.localBatch;
     if (!name.empty()) {
       bool isParam = f.getArgAttr(i, kParamAttr) != nullptr;

@@ -44,6 +44,9 @@ struct Strategy {
   /// over these axes and results that keep that split stay split (the program of one row
   /// block); split arguments carry no `colossal.sharding` (nothing is sharded across ranks).
   Axes localBatch;
+  /// With localBatch: the argument numbers that arrive split; empty means every input
+  /// (colossal-generate splits the token rows, never the block tables).
+  SmallVector<unsigned> localBatchArgs;
   /// colossal-split-batch in train mode: a result that is a sum or mean over the rows (partial
   /// over `localBatch`) stays the row block's value; the training loop combines the row blocks'
   /// losses (their mean, as grad_accum always has).

@@ -586,7 +586,11 @@ Decision Partitioner::gather(Operation *op, ArrayRef<Sharding> in) {
 /// every other dim whole; the `rowOperands` and the results split alike along dim 0.
 Decision Partitioner::rowWise(Operation *op, ArrayRef<Sharding> in,
                               ArrayRef<unsigned> rowOperands) {
-  Axes rows = in.empty() || in[0].rank() == 0 || in[0].blocks[0] != 1 ? Axes() : in[0].dims[0];
+  // The rows come with the first row operand.
+  const unsigned first = rowOperands.empty() ? 0 : rowOperands.front();
+  Axes rows = in.size() <= first || in[first].rank() == 0 || in[first].blocks[0] != 1
+                  ? Axes()
+                  : in[first].dims[0];
   Decision d;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     Sharding s = Sharding::replicated(tensorType(v).getRank());

@@ -134,6 +134,20 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     pm.addPass(createDefineMesh(mesh));
   }
   addFusion(pm, !spec.train);
+  // Mode generate: the serving programs over the paged KV cache, from the fused forward.
+  if (spec.generate) {
+    const Spec::Generate &g = *spec.generate;
+    GenerateOptions gen;
+    gen.maxSeqLen = g.maxSeqLen;
+    gen.blockSize = g.blockSize;
+    gen.kvBlocks = g.kvBlocks;
+    gen.maxBatchSeqs = g.maxBatchSeqs;
+    gen.maxBatchTokens = g.maxBatchTokens;
+    gen.budgetBytes = spec.memory.budgetBytes.value_or(0);
+    pm.addPass(createGenerate(gen));
+    addCleanup(pm);
+    return;
+  }
   // Data parallelism and grad_accum: the program of one row block of the batch, before the loss
   // so that @train_step is built on it.
   const int64_t dp = spec.dataParallel();

@@ -63,7 +63,7 @@ using StateMap = llvm::StringMap<const plan::StateTensor *>;
 /// Update instructions write persistent state in place (docs/training.md): output i is input i.
 bool isUpdateOp(llvm::StringRef op) {
   return op == "accumulate_grad" || op == "update_buffer" || op == "adamw_update" || op == "adam_update" || op == "sgd_update" ||
-         op == "all_gather_in_place" || op == "reduce_scatter_in_place";
+         op == "all_gather_in_place" || op == "reduce_scatter_in_place" || op == "kv_append";
 }
 
 /// The aliasing rule for STATE buffers: an update instruction lists the STATE buffers it writes as
@@ -83,7 +83,7 @@ llvm::Error checkStateWrites(const plan::Program &prog, const plan::Instruction 
       if (b.storage() == plan::STATE)
         return fail(what + ": writes STATE buffer " + llvm::Twine(id) + " ('" + b.state_name() +
                     "'); only accumulate_grad, update_buffer, adamw_update, adam_update, sgd_update, "
-                    "all_gather_in_place and reduce_scatter_in_place may");
+                    "all_gather_in_place, reduce_scatter_in_place and kv_append may");
       continue;
     }
     if (b.storage() != plan::STATE) {
@@ -103,6 +103,7 @@ llvm::StringRef roleName(int role) {
   case plan::StateTensor::PARAM: return "PARAM";
   case plan::StateTensor::GRAD: return "GRAD";
   case plan::StateTensor::OPTIMIZER: return "OPTIMIZER";
+  case plan::StateTensor::KV_CACHE: return "KV_CACHE";
   default: return "invalid";
   }
 }
@@ -150,6 +151,11 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, const M
     case plan::StateTensor::OPTIMIZER:
       if (st.param().empty()) return fail(what + ": " + roleName(st.role()) + " state names no param");
       break;
+    case plan::StateTensor::KV_CACHE:
+      if (p.mode() != "generate") return fail(what + ": a KV_CACHE state in a " + p.mode() + " plan");
+      if (st.dtype() != plan::F32 || st.shape_size() != 4)
+        return fail(what + ": a KV cache is f32 [blocks, kv heads, block size, head dim]");
+      break;
     default:
       return fail(what + ": invalid role " + llvm::Twine(st.role()));
     }
@@ -165,7 +171,7 @@ llvm::Error validateStates(const plan::Plan &p, const std::string &file, const M
     }
   }
   for (const plan::StateTensor &st : p.states()) {
-    if (st.role() == plan::StateTensor::PARAM) continue;
+    if (st.role() == plan::StateTensor::PARAM || st.role() == plan::StateTensor::KV_CACHE) continue;
     std::string what = file + "state '" + st.name() + "'";
     auto it = states.find(st.param());
     if (it == states.end() || it->second->role() != plan::StateTensor::PARAM)
@@ -285,6 +291,66 @@ llvm::Error validatePipeline(const plan::Plan &p, const std::string &file, const
     }
   llvm::Expected<ScheduleStats> stats = simulateSchedule(pl);
   if (!stats) return fail(file + llvm::toString(stats.takeError()));
+  return llvm::Error::success();
+}
+
+/// Mode generate (plan.proto GenerateConfig): positive sizes, the caches as the config shapes them,
+/// and every GENERATE program's inputs and output as the engine fills and reads them.
+llvm::Error validateGenerateConfig(const plan::Plan &p, const std::string &file) {
+  if (!p.has_generate()) return fail(file + "a generate plan without its GenerateConfig");
+  const plan::GenerateConfig &g = p.generate();
+  const std::string what = file + "GenerateConfig: ";
+  if (g.max_seq_len() < 1 || g.block_size() < 1 || g.num_blocks() < 1 || g.max_batch_seqs() < 1 ||
+      g.max_batch_tokens() < 1 || g.vocab_size() < 1 || g.layers() < 0)
+    return fail(what + "sizes must be >= 1");
+  if (g.max_blocks_per_seq() != (g.max_seq_len() + g.block_size() - 1) / g.block_size())
+    return fail(what + "max_blocks_per_seq " + llvm::Twine(g.max_blocks_per_seq()) + " is not ceil(max_seq_len / block_size)");
+  if (g.num_blocks() < g.max_blocks_per_seq())
+    return fail(what + llvm::Twine(g.num_blocks()) + " KV blocks cannot hold one sequence of max_seq_len " +
+                llvm::Twine(g.max_seq_len()) + " (" + llvm::Twine(g.max_blocks_per_seq()) + " blocks)");
+  int64_t caches = 0;
+  for (const plan::StateTensor &st : p.states()) {
+    if (st.role() != plan::StateTensor::KV_CACHE)
+      return fail(file + "state '" + st.name() + "': a generate plan's states are its KV cache");
+    if (st.shape(0) != g.num_blocks() || st.shape(2) != g.block_size())
+      return fail(file + "state '" + st.name() + "': KV cache " + shapeToString(std::vector<int64_t>(st.shape().begin(), st.shape().end())) +
+                  " does not have num_blocks " + llvm::Twine(g.num_blocks()) + " and block_size " + llvm::Twine(g.block_size()));
+    ++caches;
+  }
+  if (caches != 2 * g.layers())
+    return fail(what + llvm::Twine(g.layers()) + " layers but " + llvm::Twine(caches) + " KV_CACHE states (2 per layer)");
+  const int64_t S = g.max_batch_seqs(), MB = g.max_blocks_per_seq();
+  int64_t largest = 0;
+  for (const plan::Program &prog : p.programs()) {
+    const int64_t n = prog.tokens();
+    largest = std::max(largest, n);
+    auto shapeOf = [&](const plan::Binding &b) {
+      const plan::Buffer &buf = prog.buffers(static_cast<int>(b.buffer()));
+      return std::make_pair(static_cast<plan::DType>(buf.dtype()), std::vector<int64_t>(buf.shape().begin(), buf.shape().end()));
+    };
+    const std::map<std::string, std::vector<int64_t>> want = {
+        {"tokens", {n}}, {"positions", {n}}, {"slot_mapping", {n}}, {"block_tables", {S, MB}},
+        {"context_lens", {S}}, {"query_start_loc", {S + 1}}};
+    if (prog.inputs_size() != static_cast<int>(want.size()))
+      return fail(file + "program '" + prog.name() + "': a generate program has the inputs tokens, positions, "
+                  "slot_mapping, block_tables, context_lens and query_start_loc");
+    for (const plan::Binding &b : prog.inputs()) {
+      auto it = want.find(b.name());
+      auto [dtype, shape] = shapeOf(b);
+      if (it == want.end() || shape != it->second || (b.name() != "tokens" && dtype != plan::I32) ||
+          (b.name() == "tokens" && dtype != plan::I32 && dtype != plan::I64))
+        return fail(file + "program '" + prog.name() + "': input '" + b.name() + "' " + shapeToString(shape) +
+                    (it == want.end() ? " is not a generate input" : ", expected " + shapeToString(it->second) + " of i32"));
+    }
+    if (prog.outputs_size() != 1 || prog.outputs(0).name() != "logits" ||
+        shapeOf(prog.outputs(0)).second != std::vector<int64_t>{n, g.vocab_size()} ||
+        shapeOf(prog.outputs(0)).first != plan::F32)
+      return fail(file + "program '" + prog.name() + "': a generate program's one output is logits [" +
+                  llvm::Twine(n) + ", " + llvm::Twine(g.vocab_size()) + "] f32");
+  }
+  if (largest < g.max_batch_tokens())
+    return fail(what + "max_batch_tokens " + llvm::Twine(g.max_batch_tokens()) + " but the largest generate program takes " +
+                llvm::Twine(largest) + " tokens");
   return llvm::Error::success();
 }
 
@@ -617,7 +683,15 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
       return fail(file + "program '" + prog.name() + "' is a " + programRoleName(prog.role()) +
                   " program of stage " + llvm::Twine(prog.stage()) + ", outside the plan's pipeline (" +
                   llvm::Twine(p.has_pipeline() ? p.pipeline().stages() : 0) + " stages)");
-    if (auto [it, fresh] = roles.try_emplace(prog.role() + (staged ? 8 * (prog.stage() + 1) : 0), prog.name()); !fresh)
+    // Generate programs: one per token count (Program.tokens).
+    const bool generate = prog.role() == plan::Program::GENERATE;
+    if (generate && (p.mode() != "generate" || prog.tokens() < 1))
+      return fail(file + "program '" + prog.name() + "' is a generate program" +
+                  (p.mode() != "generate" ? " in a " + p.mode() + " plan" : " without tokens"));
+    if (!generate && p.mode() == "generate")
+      return fail(file + "program '" + prog.name() + "': a generate plan holds generate programs only");
+    const int64_t key = generate ? 16 * (prog.tokens() + 1) : staged ? 8 * (prog.stage() + 1) : 0;
+    if (auto [it, fresh] = roles.try_emplace(prog.role() + key, prog.name()); !fresh)
       return fail(file + "programs '" + it->second + "' and '" + prog.name() + "' are both the " +
                   programRoleName(prog.role()) + " program");
     if (prog.device() != plan::CPU && prog.device() != plan::CUDA)
@@ -639,8 +713,11 @@ llvm::Error validatePlan(const plan::Plan &p, llvm::StringRef planPath, const Ke
                     (first.has_sharding() ? shardingText(first.sharding()) : std::string("replicated")) + " and " +
                     (b.has_sharding() ? shardingText(b.sharding()) : std::string("replicated")) + ")");
     }
-  if (!findProgram(p, plan::Program::FORWARD))
+  if (p.mode() == "generate") {
+    if (llvm::Error e = validateGenerateConfig(p, file)) return e;
+  } else if (!findProgram(p, plan::Program::FORWARD)) {
     return fail(file + "plan has no forward program");
+  }
   if (p.mode() == "train")
     if (llvm::Error e = validateTrainConfig(p, file)) return e;
   if (p.has_pipeline())
@@ -701,6 +778,7 @@ llvm::StringRef programRoleName(plan::Program::Role role) {
   case plan::Program::STAGE_BACKWARD: return "stage_backward";
   case plan::Program::STAGE_OPTIMIZER: return "stage_optimizer";
   case plan::Program::STAGE_BACKWARD_WEIGHT: return "stage_backward_weight";
+  case plan::Program::GENERATE: return "generate";
   default: return "unspecified";
   }
 }

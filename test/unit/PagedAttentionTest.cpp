@@ -79,7 +79,7 @@ struct PagedCache {
       for (int64_t p = 0; p < s->len; ++p) slots[p] = table[p / BS] * static_cast<int32_t>(BS) + p % BS;
       HostTensor k = copyOf(s->k), v = copyOf(s->v);
       HostTensor sm = i32(slots);
-      llvm::Error e = runKernel("kv_append", {&k, &v, &sm}, {&kc, &vc});
+      llvm::Error e = runKernel("kv_append", {&kc, &vc, &k, &v, &sm}, {&kc, &vc});
       EXPECT_FALSE(static_cast<bool>(e)) << llvm::toString(std::move(e));
     }
   }
@@ -283,7 +283,7 @@ TEST(KvAppend, WritesSlotsAndNothingElse) {
   HostTensor k = randomF32({T, Hkv, D}, rng), v = randomF32({T, Hkv, Dv}, rng);
   const std::vector<int32_t> slots = {13, 0, -1, 19, 4, 7, 12};
   HostTensor sm = i32(slots);
-  ASSERT_NO_ERR(runKernel("kv_append", {&k, &v, &sm}, {&kc, &vc}));
+  ASSERT_NO_ERR(runKernel("kv_append", {&kc, &vc, &k, &v, &sm}, {&kc, &vc}));
   std::vector<float> wantK(kc0.data<float>(), kc0.data<float>() + kc0.numel()),
       wantV(vc0.data<float>(), vc0.data<float>() + vc0.numel());
   for (int64_t t = 0; t < T; ++t) {
@@ -299,10 +299,10 @@ TEST(KvAppend, WritesSlotsAndNothingElse) {
   expectBitEqual(vc.data<float>(), wantV.data(), vc.numel(), "v_cache");
 
   HostTensor bad = i32({13, 0, -1, 20, 4, 7, 12});
-  EXPECT_EQ(errorMessage(runKernel("kv_append", {&k, &v, &bad}, {&kc, &vc})),
+  EXPECT_EQ(errorMessage(runKernel("kv_append", {&kc, &vc, &k, &v, &bad}, {&kc, &vc})),
             "slot_mapping[3] = 20 is outside [-1, 20)");
   HostTensor k2 = randomF32({T, Hkv + 1, D}, rng);
-  EXPECT_NE(errorMessage(verifyKernel("kv_append", {&k2, &v, &sm}, {&kc, &vc})).find("must be [T, kv heads, head dim]"),
+  EXPECT_NE(errorMessage(verifyKernel("kv_append", {&kc, &vc, &k2, &v, &sm}, {&kc, &vc})).find("must be [T, kv heads, head dim]"),
             std::string::npos);
 }
 
@@ -334,7 +334,12 @@ TEST(PagedAttention, Errors) {
   };
   EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 2, 3}), "");
   EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {1, 2, 3}), "query_start_loc[0] = 1, must be 0");
-  EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 2, 2}), "query_start_loc[2] = 2, must be the number of query rows 3");
+  EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 2, 4}), "query_start_loc[2] = 4 exceeds the number of query rows 3");
+  // Rows past query_start_loc[S] are padding (a program's token count above the batch's): zero.
+  std::fill(y.data<float>(), y.data<float>() + y.numel(), 7.0f);
+  EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 1, 1}), "");
+  for (int64_t i = 4 * 8; i < 3 * 4 * 8; ++i) ASSERT_EQ(y.data<float>()[i], 0.0f) << "padding element " << i;
+  EXPECT_NE(y.data<float>()[0], 7.0f);
   EXPECT_EQ(run({0, 1, 2, 3}, {5, 1}, {0, 4, 3}), "sequence 1: query_start_loc decreases (4 then 3)");
   EXPECT_EQ(run({0, 1, 2, 3}, {1, 1}, {0, 2, 3}), "sequence 0: 2 queries but context length 1");
   EXPECT_EQ(run({0, 1, 2, 3}, {9, 1}, {0, 2, 3}),

@@ -91,7 +91,7 @@ struct Engine {
     }
     std::copy(slotList.begin(), slotList.end(), slots.data<int32_t>());
     std::map<SeqId, std::vector<float>> out;
-    llvm::Error e = runKernel("kv_append", {&k, &v, &slots}, {&kc, &vc});
+    llvm::Error e = runKernel("kv_append", {&kc, &vc, &k, &v, &slots}, {&kc, &vc});
     if (!e) e = runKernel("paged_attention", {&q, &kc, &vc, &tables, &ctx, &qsl}, {&y});
     EXPECT_FALSE(static_cast<bool>(e)) << llvm::toString(std::move(e));
     row = 0;

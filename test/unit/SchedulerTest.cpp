@@ -96,7 +96,7 @@ public:
         matvec(l.wk, xt, k.data<float>() + t * kKv, kKv, kWidth);
         matvec(l.wv, xt, v.data<float>() + t * kKv, kKv, kWidth);
       }
-      if (llvm::Error e = runKernel("kv_append", {&k, &v, &slots}, {&l.kc, &l.vc})) return e;
+      if (llvm::Error e = runKernel("kv_append", {&l.kc, &l.vc, &k, &v, &slots}, {&l.kc, &l.vc})) return e;
       if (llvm::Error e = runKernel("paged_attention", {&q, &l.kc, &l.vc, &tables, &ctx, &qsl}, {&y})) return e;
       for (int64_t i = 0; i < T * kWidth; ++i) x.data<float>()[i] += y.data<float>()[i];
     }

@@ -155,7 +155,7 @@ TEST_F(TrainCliTest, Errors) {
   EXPECT_EQ(run(planPath + " sample --prompt x --tokens 2", out, &err), 1);
   EXPECT_EQ(err, "error: sample needs --checkpoint DIR (the trained weights)\n");
   EXPECT_EQ(run(planPath + " fly", out, &err), 1);
-  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample or export)\n");
+  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample, export or generate)\n");
   // A token outside the vocabulary (V = 16).
   std::ofstream(path("bad.bin"), std::ios::binary) << std::string(20, '\x01') << '\x20' << std::string(20, '\x01');
   EXPECT_EQ(run(planPath + " train --data " + path("bad.bin") + " --steps 1 --metrics " + path("m.jsonl"), out, &err),

@@ -147,7 +147,7 @@ TEST_F(TrainPlanTest, OnlyUpdatesWriteState) {
   bad->add_outputs(w);
   expectError("(relu): writes STATE buffer " + std::to_string(w) +
               " ('W'); only accumulate_grad, update_buffer, adamw_update, adam_update, sgd_update, "
-              "all_gather_in_place and reduce_scatter_in_place may");
+              "all_gather_in_place, reduce_scatter_in_place and kv_append may");
   model = good;
   // accumulate_grad whose output is not its accumulator input.
   plan::Program &ts2 = prog("train_step");

@@ -124,9 +124,23 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   for (auto &[name, file] : spec.values)
     importOptions.inputValues[name] = file;
   importOptions.trainParams = spec.train.has_value();
+  // Mode generate: one sequence of positions, from which colossal-generate derives the steps.
+  if (spec.generate)
+    importOptions.tokenRows = spec.generate->importTokens();
   OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
-  if (!module)
+  if (!module) {
+    if (spec.generate) {
+      int64_t step = 1;
+      while (step < spec.generate->maxBatchTokens)
+        step *= 2;
+      llvm::errs() << "note: mode generate imports the model as one sequence of "
+                   << importOptions.tokenRows << " positions (generate.max_seq_len "
+                   << spec.generate->maxSeqLen << " rounded up to a multiple of the largest step, "
+                   << step << " tokens, and at least twice it); a model whose tables hold fewer "
+                      "positions needs a smaller max_batch_tokens or max_seq_len\n";
+    }
     return 1;
+  }
 
   // The pipeline: an explicit --pass-pipeline, else the spec's `passes`, else the one the spec
   // generates (buildColossalPipeline, typed pass options). MLIR's mlir-opt config offers the

@@ -11,6 +11,8 @@
 //   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
 //                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--allow-nonfinite-checkpoint]
+//   colossal-run MODEL.cplan generate --tokenizer TOK --prompt TEXT --max-tokens N [sampling flags]
+//                (or --prompt-ids ID,.. | --requests FILE.jsonl; a `mode: generate` plan; Generate.h)
 //
 // `train`, `sample` and `export` are docs/training.md's subcommands; their logic lives in the
 // runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/). The generic mode:
@@ -48,6 +50,7 @@
 #include "colossal/runtime/Trainer.h"
 #include "colossal/runtime/PipelineRunner.h"
 
+#include "Generate.h"
 #include "Parallel.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -91,7 +94,7 @@ namespace {
 namespace {
 
 cl::OptionCategory category("colossal-run options");
-cl::list<std::string> positionals(cl::Positional, cl::OneOrMore, cl::desc("<plan.cplan> [train|sample|export]"),
+cl::list<std::string> positionals(cl::Positional, cl::OneOrMore, cl::desc("<plan.cplan> [train|sample|export|generate]"),
                                   cl::cat(category));
 cl::list<std::string> inputArgs("input", cl::desc("Bind a program input: NAME=FILE.npy (repeatable)"),
                                 cl::value_desc("NAME=FILE.npy"), cl::cat(category));
@@ -202,10 +205,11 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&dataPath, {"train"}},       {&tokenDTypeName, {"train"}},   {&steps, {"train"}},
       {&metricsPath, {"train"}},    {&tracePath, {"train"}},        {&saveDir, {"train"}},          {&saveEvery, {"train"}},
       {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
-      {&evalSteps, {"train"}},      {&seed, {"train", "sample"}},   {&prompt, {"sample"}},
+      {&evalSteps, {"train"}},      {&seed, {"train", "sample", "generate"}}, {&prompt, {"sample", "generate"}},
       {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
       {&shuffle, {"train"}},        {&dumpInputsDir, {"train"}},
-      {&sampleTokens, {"sample"}},  {&temperature, {"sample"}},     {&onnxOut, {"export"}}};
+      {&sampleTokens, {"sample"}},  {&temperature, {"sample", "generate"}}, {&onnxOut, {"export"}}};
+  for (cl::Option *o : colossal::tools::generateOnlyOptions()) uses.push_back({o, {"generate"}});
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
     std::string where;
@@ -572,7 +576,8 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
 }
 
 int runMain(int argc, char **argv) {
-  cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory});
+  cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory,
+                            &colossal::tools::generateCategory()});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
   if (nproc.getNumOccurrences()) {
@@ -586,8 +591,8 @@ int runMain(int argc, char **argv) {
   std::string mode = "run";
   if (positionals.size() > 1) {
     mode = positionals[1];
-    if (mode != "train" && mode != "sample" && mode != "export")
-      return fail("unknown subcommand '" + mode + "' (expected train, sample or export)");
+    if (mode != "train" && mode != "sample" && mode != "export" && mode != "generate")
+      return fail("unknown subcommand '" + mode + "' (expected train, sample, export or generate)");
   }
   if (positionals.size() > 2) return fail("unexpected argument '" + positionals[2] + "'");
   if (llvm::Error e = checkModeOptions(mode)) return fail(std::move(e));
@@ -616,6 +621,20 @@ int runMain(int argc, char **argv) {
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
   if (mode == "export") return exportMain(**loaded);
+  const bool generatePlan = (*loaded)->plan.mode() == "generate";
+  if (generatePlan != (mode == "generate"))
+    return fail(planPath + (generatePlan ? ": a generate plan runs with `colossal-run PLAN generate ...`"
+                                         : ": generate needs a plan compiled with `mode: generate` (this one is mode " +
+                                               (*loaded)->plan.mode() + ")"));
+  if (mode == "generate") {
+    auto comm = startCommunication(**loaded, "", commTimeout);
+    if (!comm) return fail(comm.takeError());
+    colossal::tools::SharedGenerateOptions shared;
+    if (prompt.getNumOccurrences()) shared.prompt = prompt;
+    shared.temperature = temperature;
+    shared.seed = seed;
+    return colossal::tools::generateMain(**loaded, *device, **comm, shared);
+  }
   if (programName.empty()) programName = (*loaded)->program(colossal::plan::Program::FORWARD)->name();
   // One pipeline stage's forward or backward without collectives runs alone on one process (to
   // time it, docs/parallelism.md "Pipeline parallelism"): its mesh is then one rank.

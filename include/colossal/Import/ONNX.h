@@ -20,6 +20,10 @@ struct ImportOptions {
   /// carries `colossal.source` (the initializer's or the Identity output's name). Off: an
   /// Identity of an initializer resolves to the initializer's own parameter (inference).
   bool trainParams = false;
+  /// Mode generate (colossal-generate): every integer input of rank 2 that inputShapes and
+  /// inputValues leave unbound (token ids, position ids) is imported as [1, tokenRows], one
+  /// sequence of tokenRows positions; a dim the model fixes keeps its size. 0: off.
+  int64_t tokenRows = 0;
 };
 
 /// Imports an ONNX model (opsets 7..21, default domain) into a module holding `func.func @forward`

@@ -52,6 +52,21 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> values;          // NAME -> .npy path
   std::string passes;                                               // replaces the pipeline
   std::optional<TrainSpec> train;                                   // set iff mode == "train"
+  /// `generate:` (docs/serving.md "Spec"), defaults filled in; set iff mode == "generate".
+  struct Generate {
+    int64_t maxSeqLen = 512, blockSize = 16, maxBatchSeqs = 16, maxBatchTokens = 512;
+    int64_t kvBlocks = 0; // 0: auto
+    /// The positions the model is imported at (ImportOptions::tokenRows): max_seq_len rounded
+    /// up to a multiple of the largest step (max_batch_tokens rounded up to a power of two),
+    /// and at least twice that step.
+    int64_t importTokens() const {
+      int64_t top = 1;
+      while (top < maxBatchTokens)
+        top *= 2;
+      return std::max(2 * top, (maxSeqLen + top - 1) / top * top);
+    }
+  };
+  std::optional<Generate> generate;
   /// `precision.compute`: fp32 or bf16 (colossal-auto-mixed-precision; docs/training.md "Mixed
   /// precision").
   std::string precision = "fp32";

@@ -120,6 +120,9 @@ private:
   /// inputShape gives those sizes to the inputs the spec leaves unbound. Two bindings that give
   /// one dim_param different sizes are an error naming both inputs.
   LogicalResult bindDimParams();
+  /// ImportOptions::tokenRows: every integer input of rank 2 the spec leaves unbound gets shape
+  /// [1, tokenRows], a dim the model fixes keeping its size.
+  void bindTokenInputs();
   /// Input `name`'s import shape: declared dims, then the spec's binding (or dimParams). Dims
   /// still dynamic stay kDynamic (importInputs reports them).
   FailureOr<SmallVector<int64_t>> inputShape(const std::string &name,
@@ -135,7 +138,7 @@ private:
   Location nodeLoc(const onnx::NodeProto &node);
 
   std::string path;
-  const ImportOptions &options;
+  ImportOptions options; // a copy: tokenRows adds the token inputs' shapes to inputShapes
   MLIRContext &ctx;
   OpBuilder b;
   onnx::ModelProto model;
@@ -617,6 +620,25 @@ LogicalResult GraphImporter::readSpecValues() {
   return success();
 }
 
+void GraphImporter::bindTokenInputs() {
+  for (const auto &input : model.graph().input()) {
+    const std::string &name = input.name();
+    if (initializers.count(name) || options.inputShapes.count(name) ||
+        options.inputValues.count(name) || !input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    const auto &tt = input.type().tensor_type();
+    Type et = elementTypeFor(tt.elem_type(), &ctx);
+    if (!et || !isa<IntegerType>(et) || tt.shape().dim_size() != 2)
+      continue;
+    std::vector<int64_t> shape{1, options.tokenRows};
+    for (int i = 0; i < 2; ++i)
+      if (tt.shape().dim(i).has_dim_value())
+        shape[i] = tt.shape().dim(i).dim_value();
+    options.inputShapes[name] = shape;
+  }
+}
+
 LogicalResult GraphImporter::bindDimParams() {
   for (const auto &input : model.graph().input()) {
     const std::string &name = input.name();
@@ -743,6 +765,8 @@ LogicalResult GraphImporter::importInputs() {
     registerConstantWeights();
     markTrainedInitializers();
   }
+  if (options.tokenRows > 0)
+    bindTokenInputs();
   if (failed(readSpecValues()) || failed(bindDimParams()))
     return failure();
   for (const auto &input : graph.input()) {

@@ -18,6 +18,7 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kScale[] = {"scale"};
 constexpr StringLiteral kConv[] = {"strides", "pads", "dilations", "group"};
 constexpr StringLiteral kConvFused[] = {"strides",         "pads",          "dilations",
                                         "group",           "activation",    "activation_alpha",
@@ -168,6 +169,11 @@ const OpLowering kTable[] = {
     {"colossal.adamw_update", Kind::Update, "adamw_update", false, kAdam, false, 3},
     {"colossal.adam_update", Kind::Update, "adam_update", false, kAdam, false, 3},
     {"colossal.sgd_update", Kind::Update, "sgd_update", false, kSgd, false, 3},
+
+    // Serving (docs/serving.md "KV-cache kernels"): kv_append writes the two caches in place from
+    // k, v and the slot mapping; paged_attention reads them.
+    {"colossal.kv_append", Kind::Update, "kv_append", false, {}, false, 3},
+    KERNEL("paged_attention", false, kScale),
 
     // Training: backward ops emitted by autodiff (runtime/kernels/cpu/grad.cpp). In-place safety
     // for `dy` is not claimed: the planner only reuses the first input's bytes.

@@ -227,6 +227,7 @@ struct StateInfo {
 /// What every Collector shares: weights (stored once for the whole plan), parameters, states.
 struct ModuleTables {
   bool train = false;
+  bool generate = false; // mode generate: its states are the KV cache
   MeshTable mesh;
   llvm::StringMap<ParamInfo> params;
   std::vector<std::string> paramOrder;
@@ -660,7 +661,7 @@ LogicalResult collectTables(ModuleOp moduleOp, llvm::ArrayRef<func::FuncOp> func
       auto paramName = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
       auto stateName = func.getArgAttrOfType<StringAttr>(i, kStateAttr);
       int kinds = int(bool(inputName)) + int(bool(paramName)) + int(bool(stateName));
-      if (kinds != 1 || (stateName && !tables.train)) {
+      if (kinds != 1 || (stateName && !tables.train && !tables.generate)) {
         if (!tables.train)
           return func.emitError() << "argument #" << i << " must carry exactly one of '"
                                   << kInputAttr << "' and '" << kParamAttr << "'"
@@ -860,11 +861,27 @@ llvm::ArrayRef<ProgramRole> programRoles(bool train) {
 LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
   ModuleTables tables;
   tables.train = out.train = moduleOp->hasAttr(kTrainAttr);
+  tables.generate = moduleOp->hasAttr(kGenerateAttr);
   if (MeshOp mesh = lookupMesh(moduleOp))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getShape()))
       tables.mesh.push_back({llvm::cast<StringAttr>(axis).getValue().str(), size});
   llvm::SmallVector<func::FuncOp, 4> funcs;
+  // Mode generate: the step programs, by token count, and no forward.
+  if (tables.generate) {
+    std::vector<std::pair<int64_t, func::FuncOp>> steps;
+    for (func::FuncOp f : moduleOp.getOps<func::FuncOp>())
+      if (programRole(f) == ProgramRole::Generate)
+        steps.emplace_back(f->getAttrOfType<IntegerAttr>(kTokensAttr).getInt(), f);
+    if (steps.empty())
+      return moduleOp.emitError() << "a generate module (one with '" << kGenerateAttr
+                                  << "') must define generate programs";
+    std::sort(steps.begin(), steps.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &[n, f] : steps)
+      funcs.push_back(f);
+  }
   for (ProgramRole role : programRoles(out.train)) {
+    if (tables.generate)
+      break;
     func::FuncOp func = lookupProgram(moduleOp, role);
     if (!func) {
       if (out.train)
@@ -924,6 +941,9 @@ LogicalResult collectModule(ModuleOp moduleOp, CollectedModule &out) {
     st.set_role(role);
     return st;
   };
+  if (tables.generate)
+    for (const std::string &name : tables.stateOrder)
+      addState(name, tables.states[name].type, plan::StateTensor::KV_CACHE);
   if (out.train) {
     for (const std::string &name : tables.paramOrder) {
       const ParamInfo &info = tables.params[name];

@@ -67,6 +67,7 @@ plan::Program::Role planRole(ProgramRole role) {
   case ProgramRole::StageBackward: return plan::Program::STAGE_BACKWARD;
   case ProgramRole::StageOptimizer: return plan::Program::STAGE_OPTIMIZER;
   case ProgramRole::StageBackwardWeight: return plan::Program::STAGE_BACKWARD_WEIGHT;
+  case ProgramRole::Generate: return plan::Program::GENERATE;
   case ProgramRole::Microbatch: return plan::Program::ROLE_UNSPECIFIED;
   }
   llvm_unreachable("ProgramRole");
@@ -174,6 +175,8 @@ LogicalResult emitProgram(const CollectedProgram &collected, plan::Plan &planMsg
   program->set_role(planRole(collected.role));
   if (collected.stage >= 0)
     program->set_stage(static_cast<int32_t>(collected.stage));
+  if (auto tokens = collected.func->getAttrOfType<IntegerAttr>(kTokensAttr))
+    program->set_tokens(tokens.getInt());
   program->set_device(plan::CPU);
   program->set_arena_bytes(memPlan.arenaBytes);
   for (uint32_t id = 0; id < tensors.size(); ++id) {
@@ -1148,6 +1151,31 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
   if (options.dumpSchedule && !planMsg.has_pipeline())
     return module.emitError("--dump-schedule: the plan has no pipeline (set mesh pp > 1)");
   emitMesh(module, planMsg);
+  if (auto gen = module->getAttrOfType<DictionaryAttr>(kGenerateAttr)) {
+    planMsg.set_mode("generate");
+    plan::GenerateConfig *g = planMsg.mutable_generate();
+    auto get = [&](llvm::StringRef key) {
+      auto v = gen.getAs<IntegerAttr>(key);
+      return v ? v.getInt() : int64_t(0);
+    };
+    g->set_max_seq_len(get("max_seq_len"));
+    g->set_block_size(get("block_size"));
+    g->set_num_blocks(get("num_blocks"));
+    g->set_max_batch_seqs(get("max_batch_seqs"));
+    g->set_max_batch_tokens(get("max_batch_tokens"));
+    g->set_max_blocks_per_seq(get("max_blocks_per_seq"));
+    g->set_vocab_size(get("vocab_size"));
+    g->set_layers(get("layers"));
+    g->set_kv_heads(get("kv_heads"));
+    g->set_head_dim(get("head_dim"));
+    g->set_kv_block_bytes(static_cast<uint64_t>(get("kv_block_bytes")));
+    if (auto name = gen.getAs<StringAttr>("tokens_input"))
+      g->set_tokens_input(name.str());
+    g->set_source_model(options.sourceModel);
+  } else if (options.mode == "generate") {
+    return module.emitError("mode 'generate' needs the serving programs of colossal-generate "
+                            "(the module's 'colossal.generate')");
+  }
   if (collected.train) {
     if (failed(collectTrainConfig(module, collected, options, *planMsg.mutable_train())))
       return failure();

@@ -6,8 +6,9 @@
 // is a contiguous [BS, D] tile. A batch is ragged: sequence i contributes q_len_i tokens, stored
 // one after the other (T = Σ q_len_i rows), no padding.
 //
-// kv_append      inputs  k [T, Hkv, D], v [T, Hkv, Dv], slot_mapping [T] i32
-//                outputs k_cache, v_cache, updated in place: row t goes to slot slot_mapping[t]
+// kv_append      inputs  k_cache, v_cache, k [T, Hkv, D], v [T, Hkv, Dv], slot_mapping [T] i32
+//                outputs k_cache, v_cache (the same buffers: colossal.kv_append is an update op),
+//                updated in place: row t goes to slot slot_mapping[t]
 //                (−1: a padding row, skipped); every other slot keeps its contents. Slots other
 //                than −1 are distinct (the block manager hands out each once; of two rows sent to
 //                one slot, which lands is unspecified). Error (at run time): a slot outside
@@ -17,6 +18,8 @@
 //                in order. Error: a block outside [0, NB).
 // paged_attention inputs q [T, Hq, D], k_cache, v_cache, block_tables [S, MB] i32,
 //                context_lens [S] i32, query_start_loc [S + 1] i32; output y [T, Hq, Dv].
+//                Rows [query_start_loc[S], T) belong to no sequence (a program's padding up
+//                to its token count) and come out zero.
 //                Sequence i owns rows [query_start_loc[i], query_start_loc[i+1]) of q and y, its
 //                q_len queries at positions [ctx − q_len, ctx), ctx = context_lens[i] (the cache
 //                already holds the keys and values of all ctx positions, this step's included:
@@ -24,8 +27,8 @@
 //                position j read from block block_tables[i][j / BS] at offset j % BS. GQA: query
 //                head h reads kv head h / (Hq / Hkv). attrs: scale (default 1/sqrt(D)).
 //                y = softmax(q·kᵀ·scale)·v (Vaswani et al. 2017, §3.2.1).
-//                Errors (at run time): query_start_loc not starting at 0, decreasing, or not
-//                ending at T; q_len > ctx; ctx > MB·BS; a block table entry outside [0, NB) among
+//                Errors (at run time): query_start_loc not starting at 0, decreasing, or
+//                ending past T; q_len > ctx; ctx > MB·BS; a block table entry outside [0, NB) among
 //                the ⌈ctx / BS⌉ a sequence reads (entries past those are not read).
 //
 // Batch invariance. A row's result is a function of its query, its position p and the keys and
@@ -175,8 +178,10 @@ llvm::Error verifyIndexVector(const TensorRef &t, int64_t n, llvm::StringRef wha
 // ---------------------------------------------------------------------------- kv_append
 
 llvm::Error verifyKvAppend(const KernelCall &c) {
-  const TensorRef &K = c.inputs[0], &V = c.inputs[1], &slots = c.inputs[2];
+  const TensorRef &K = c.inputs[2], &V = c.inputs[3], &slots = c.inputs[4];
   const TensorRef &Kc = c.outputs[0], &Vc = c.outputs[1];
+  if (c.inputs[0].data != Kc.data || c.inputs[1].data != Vc.data)
+    return kernelError("kv_append writes k_cache and v_cache in place: inputs 0 and 1 must be its outputs");
   if (llvm::Error e = verifyCache(Kc, Vc)) return e;
   if (llvm::Error e = verifyDType(K, DType::F32, "k")) return e;
   if (llvm::Error e = verifyDType(V, DType::F32, "v")) return e;
@@ -190,9 +195,9 @@ llvm::Error verifyKvAppend(const KernelCall &c) {
 }
 
 llvm::Error runKvAppend(const KernelCall &c) {
-  const TensorRef &K = c.inputs[0], &V = c.inputs[1];
+  const TensorRef &K = c.inputs[2], &V = c.inputs[3];
   const CacheDims d = cacheDims(c.outputs[0], c.outputs[1]);
-  const int32_t *slots = c.inputs[2].as<const int32_t>();
+  const int32_t *slots = c.inputs[4].as<const int32_t>();
   const int64_t T = K.shape[0], numSlots = d.NB * d.BS;
   for (int64_t t = 0; t < T; ++t)
     if (slots[t] < -1 || slots[t] >= numSlots)
@@ -286,9 +291,9 @@ llvm::Error checkBatch(const KernelCall &c, const AttnDims &d) {
   const int32_t *tables = c.inputs[3].as<const int32_t>(), *ctx = c.inputs[4].as<const int32_t>(),
                 *qsl = c.inputs[5].as<const int32_t>();
   if (qsl[0] != 0) return kernelError("query_start_loc[0] = " + llvm::Twine(qsl[0]) + ", must be 0");
-  if (qsl[d.S] != d.T)
+  if (qsl[d.S] > d.T)
     return kernelError("query_start_loc[" + llvm::Twine(d.S) + "] = " + llvm::Twine(qsl[d.S]) +
-                       ", must be the number of query rows " + llvm::Twine(d.T));
+                       " exceeds the number of query rows " + llvm::Twine(d.T));
   for (int64_t s = 0; s < d.S; ++s) {
     const int64_t qLen = int64_t(qsl[s + 1]) - qsl[s];
     const std::string where = "sequence " + std::to_string(s) + ": ";
@@ -422,6 +427,8 @@ llvm::Error runPagedAttention(const KernelCall &c) {
   const int32_t *tables = c.inputs[3].as<const int32_t>(), *ctx = c.inputs[4].as<const int32_t>(),
                 *qsl = c.inputs[5].as<const int32_t>();
   float *y = c.outputs[0].as<float>();
+  if (qsl[d.S] < d.T)  // padding rows
+    std::memset(y + int64_t(qsl[d.S]) * d.Hq * d.cache.Dv, 0, (d.T - qsl[d.S]) * d.Hq * d.cache.Dv * sizeof(float));
   const float scale = static_cast<float>(c.attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(d.cache.D))));
   const int64_t group = d.Hq / d.cache.Hkv;
 
@@ -474,7 +481,7 @@ llvm::Error runPagedAttention(const KernelCall &c) {
 void registerPagedAttentionKernels(KernelRegistry &r) {
   KernelDesc append;
   append.op = "kv_append";
-  append.minInputs = append.maxInputs = 3;
+  append.minInputs = append.maxInputs = 5;
   append.minOutputs = append.maxOutputs = 2;
   append.verify = verifyKvAppend;
   append.run = runKvAppend;

@@ -3,7 +3,7 @@
 // input, data (`colossal.value`) only on a parameter.
 // RUN: colossal-opt %s --split-input-file --verify-diagnostics
 
-// expected-error @below {{'func.func' op 'colossal.program' must be one of "forward", "microbatch", "eval", "train_step", "optimizer_step", "stage_forward", "stage_backward", "stage_optimizer", "stage_backward_weight"; got "backward"}}
+// expected-error @below {{'func.func' op 'colossal.program' must be one of "forward", "microbatch", "eval", "train_step", "optimizer_step", "stage_forward", "stage_backward", "stage_optimizer", "stage_backward_weight", "generate"; got "backward"}}
 func.func @f() attributes {colossal.program = "backward"} {
   return
 }

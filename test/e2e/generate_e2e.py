@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `mode: generate` (docs/serving.md): KV-cache decoding through the paged
+cache against full recompute, and continuous batching against solo runs.
+
+Cases:
+  shared     the shared pretrained Llamas (aidreams260K, stories260K): greedy decoding from BOS
+             through the KV cache gives aidreams260K's greedy_from_bos_60.json token for token, and
+             every generated token's logits are within 1e-4 of a full recompute (the inference
+             plan run over the whole sequence, teacher-forced with the generated tokens).
+  gpt2       a GPT-2 example (learned positions) and
+  llama      a Llama example (GQA, RoPE): 20 prompts x 64 tokens run together through the
+             scheduler, each request's tokens the argmax of the full recompute's logits at its
+             positions and its logits within 1e-4 of them.
+  batching   16 requests arriving staggered (prompts of 1-300 tokens, different max_tokens) on a
+             Llama example: each request's tokens equal its solo run, for prefill chunks of 16, 64
+             and whole prompts, and under forced preemption (a small block pool; preemptions > 0).
+  errors     bad specs and models get one clear error.
+
+The full recompute is the model's inference plan (our attention kernel, checked against
+onnxruntime by the e2e.<arch> tests), independent of the paged kernels and the scheduler.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import EXPORT_PY, SKIP, ToolError, case_main, find_tool, run  # noqa: E402
+
+TOL = 1e-4
+PY = sys.executable
+
+
+def tools(args):
+    return find_tool("colossal-opt", args.opt), find_tool("colossal-run", args.run)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def generate_spec(workdir, max_seq_len, block_size=16, seqs=8, tokens=64, kv_blocks=None):
+    kv = f", kv_blocks: {kv_blocks}" if kv_blocks else ""
+    return write(os.path.join(workdir, "generate.yaml"),
+                 f"mode: generate\ngenerate: {{max_seq_len: {max_seq_len}, block_size: {block_size}, "
+                 f"max_batch_seqs: {seqs}, max_batch_tokens: {tokens}{kv}}}\n")
+
+
+def compile_generate(args, model, spec, plan):
+    opt, _ = tools(args)
+    run([opt, model, "--spec", spec, "-o", plan], "colossal-opt (mode generate)", timeout=900)
+    return plan
+
+
+def full_logits(args, model, sequences, workdir, name):
+    """Logits [R, L, V] of the inference plan over `sequences` (a list of token lists) padded
+    with token 0 to one length L: position p's logits depend only on tokens [0, p] (causal)."""
+    opt, runb = tools(args)
+    L = max(len(s) for s in sequences)
+    ids = np.zeros((len(sequences), L), dtype=np.int64)
+    for r, s in enumerate(sequences):
+        ids[r, :len(s)] = s
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "input_ids.npy"), ids)
+    spec = write(os.path.join(d, "spec.yaml"), f"mode: inference\ninputs: {{input_ids: [{len(sequences)}, {L}]}}\n")
+    plan = os.path.join(d, "model.cplan")
+    run([opt, model, "--spec", spec, "-o", plan], "colossal-opt (full recompute)", timeout=900)
+    run([runb, plan, "--input", f"input_ids={os.path.join(d, 'input_ids.npy')}", "--output-dir", d,
+         "--threads", str(args.threads)], "colossal-run (full recompute)", timeout=900)
+    return np.load(os.path.join(d, "logits.npy"))
+
+
+def generate_requests(args, plan, requests, workdir, name, extra=(), logits=False):
+    """Runs `requests` (dicts) through `colossal-run PLAN generate --requests`; returns the output
+    lines by id (and the logits dumps when asked) and the stderr summary."""
+    _, runb = tools(args)
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    req = write(os.path.join(d, "requests.jsonl"), "".join(json.dumps(r) + "\n" for r in requests))
+    out = os.path.join(d, "out.jsonl")
+    cmd = [runb, plan, "generate", "--requests", req, "--output", out, "--ignore-eos",
+           "--threads", str(args.threads)] + list(extra)
+    if logits:
+        cmd += ["--dump-logits", os.path.join(d, "logits")]
+    _, err, _ = run(cmd, f"colossal-run generate ({name})", timeout=900)
+    lines = {}
+    with open(out) as f:
+        for line in f:
+            o = json.loads(line)
+            lines[o["id"]] = o
+    dumps = {}
+    if logits:
+        for r in requests:
+            dumps[r["id"]] = np.load(os.path.join(d, "logits", r["id"] + ".npy"))
+    return lines, dumps, err.strip()
+
+
+def check_against_full(args, model, plan, prompts, max_tokens, workdir, label):
+    """Greedy generation of `prompts` together vs the full recompute of each final sequence."""
+    requests = [{"id": f"r{i}", "prompt": p, "max_tokens": max_tokens, "temperature": 0} for i, p in enumerate(prompts)]
+    lines, dumps, summary = generate_requests(args, plan, requests, workdir, label + "_gen", logits=True)
+    print(summary)
+    seqs = [p + lines[r["id"]]["token_ids"] for p, r in zip(prompts, requests)]
+    full = full_logits(args, model, seqs, workdir, label + "_full")
+    ok = True
+    worst = 0.0
+    for i, (p, r) in enumerate(zip(prompts, requests)):
+        toks = lines[r["id"]]["token_ids"]
+        if len(toks) != max_tokens:
+            print(f"FAIL {label} {r['id']}: {len(toks)} tokens, expected {max_tokens}")
+            ok = False
+            continue
+        ref = full[i, len(p) - 1:len(p) - 1 + max_tokens]  # the logits that chose each token
+        got = dumps[r["id"]]
+        err = float(np.max(np.abs(got - ref)))
+        worst = max(worst, err)
+        argmax = ref.argmax(axis=-1).tolist()
+        if err > TOL:
+            print(f"FAIL {label} {r['id']}: logits differ from full recompute by {err:.3g} (> {TOL})")
+            ok = False
+        if argmax != toks:
+            j = next(k for k in range(max_tokens) if argmax[k] != toks[k])
+            print(f"FAIL {label} {r['id']}: token {j} is {toks[j]}, full recompute's argmax {argmax[j]}")
+            ok = False
+    print(f"{label}: {len(prompts)} prompts x {max_tokens} tokens, max |logits - full recompute| = {worst:.3g}")
+    return ok
+
+
+def case_shared(args):
+    ok = True
+    for name in ("aidreams260K", "stories260K"):
+        folder = os.path.join(args.shared_dir, "models", name)
+        model = os.path.join(folder, "model.onnx")
+        if not os.path.isfile(model):
+            print(f"SKIPPED: {model} is absent (set --shared-dir)")
+            sys.exit(SKIP)
+        wd = os.path.join(args.workdir, name)
+        os.makedirs(wd, exist_ok=True)
+        plan = compile_generate(args, model, generate_spec(wd, 128, seqs=4, tokens=64), os.path.join(wd, "gen.cplan"))
+        ok &= check_against_full(args, model, plan, [[1]], 60, wd, name + "_bos")
+        if name == "aidreams260K":
+            with open(os.path.join(folder, "greedy_from_bos_60.json")) as f:
+                ref = json.load(f)
+            want = ref[1:]  # BOS, then the 60 greedy tokens
+            lines, _, _ = generate_requests(args, plan, [{"id": "bos", "prompt": [1], "max_tokens": 60}], wd, "greedy")
+            got = lines["bos"]["token_ids"]
+            if got != want:
+                print(f"FAIL aidreams260K greedy from BOS: {got[:12]}... vs greedy_from_bos_60.json {want[:12]}...")
+                ok = False
+            else:
+                print("aidreams260K: greedy from BOS equals greedy_from_bos_60.json (60 tokens)")
+        rng = np.random.default_rng(1)
+        prompts = [[1] + rng.integers(3, 512, int(n)).tolist() for n in rng.integers(0, 40, 6)]
+        ok &= check_against_full(args, model, plan, prompts, 40, wd, name + "_prompts")
+    return ok
+
+
+def export(args, arch, name, extra):
+    d = os.path.join(args.workdir, name)
+    run([PY, EXPORT_PY, "--arch", arch, "--out", d, "--quiet"] + extra, f"export {name}", timeout=600)
+    return os.path.join(d, "model.onnx")
+
+
+def twenty_prompts(seed, vocab, longest):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, int(n)).tolist() for n in rng.integers(1, longest, 20)]
+
+
+def case_gpt2(args):
+    model = export(args, "gpt2", "gpt2", ["--layers", "2", "--d-model", "64", "--heads", "4", "--vocab", "256",
+                                          "--context", "256"])
+    plan = compile_generate(args, model, generate_spec(args.workdir, 256, seqs=8, tokens=64), os.path.join(args.workdir, "gpt2.cplan"))
+    return check_against_full(args, model, plan, twenty_prompts(2, 256, 120), 64, args.workdir, "gpt2")
+
+
+def case_llama(args):
+    model = export(args, "llama", "llama", ["--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+                                            "--vocab", "256", "--context", "256"])
+    plan = compile_generate(args, model, generate_spec(args.workdir, 256, seqs=8, tokens=64), os.path.join(args.workdir, "llama.cplan"))
+    return check_against_full(args, model, plan, twenty_prompts(3, 256, 120), 64, args.workdir, "llama")
+
+
+def case_batching(args):
+    model = export(args, "llama", "llama_b", ["--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+                                              "--vocab", "256", "--context", "1024"])
+    plan = compile_generate(args, model, generate_spec(args.workdir, 512, block_size=16, seqs=16, tokens=512),
+                            os.path.join(args.workdir, "batching.cplan"))
+    rng = np.random.default_rng(4)
+    requests = []
+    for i in range(16):
+        n = int(rng.integers(1, 301))
+        requests.append({"id": f"q{i}", "prompt": rng.integers(0, 256, n).tolist(),
+                         "max_tokens": int(rng.integers(1, 65)), "temperature": 0, "arrival_step": 3 * i})
+    # Solo: each request alone (whole prompt in one step).
+    solo = {}
+    for r in requests:
+        lines, _, _ = generate_requests(args, plan, [dict(r, arrival_step=0)], args.workdir, "solo_" + r["id"])
+        solo[r["id"]] = lines[r["id"]]["token_ids"]
+    ok = True
+    runs = [("chunk16", ["--max-batch-tokens", "16"]), ("chunk64", ["--max-batch-tokens", "64"]),
+            ("whole", []), ("preempt", ["--max-batch-tokens", "64", "--kv-blocks", "40"])]
+    for label, extra in runs:
+        lines, _, summary = generate_requests(args, plan, requests, args.workdir, "batch_" + label, extra)
+        print(f"{label}: {summary}")
+        for r in requests:
+            if lines[r["id"]]["token_ids"] != solo[r["id"]]:
+                print(f"FAIL {label} {r['id']} (prompt {len(r['prompt'])} tokens): differs from its solo run")
+                ok = False
+        if label == "preempt":
+            pre = sum(o["preemptions"] for o in lines.values())
+            if pre == 0:
+                print("FAIL preempt: no request was preempted (the pool should be too small)")
+                ok = False
+            else:
+                print(f"preempt: {pre} preemptions, every output equal to its solo run")
+    return ok
+
+
+def case_errors(args):
+    opt, runb = tools(args)
+    ok = True
+
+    def expect_fail(cmd, *needles, what):
+        nonlocal ok
+        try:
+            run(cmd, what, timeout=600, quiet=True)
+            print(f"FAIL {what}: succeeded")
+            ok = False
+            return
+        except ToolError as e:
+            msg = str(e)
+        for n in needles:
+            if n not in msg:
+                print(f"FAIL {what}: message lacks '{n}':\n{msg}")
+                ok = False
+                return
+        print(f"ok: {what}: {msg.splitlines()[1] if len(msg.splitlines()) > 1 else msg}")
+
+    model = export(args, "llama", "llama_e", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "64",
+                                              "--context", "64"])
+    bert = export(args, "bert", "bert_e", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "64"])
+    wd = args.workdir
+    spec_inputs = write(os.path.join(wd, "inputs.yaml"), "mode: generate\ninputs: {input_ids: [1, 8]}\n")
+    expect_fail([opt, model, "--spec", spec_inputs, "-o", os.path.join(wd, "x.cplan")], "no inputs:",
+                what="a generate spec with inputs:")
+    long = write(os.path.join(wd, "long.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 64}\n")
+    expect_fail([opt, model, "--spec", long, "-o", os.path.join(wd, "x.cplan")], "one sequence of 128 positions",
+                "smaller max_batch_tokens", what="a step as long as the model's 64 positions")
+    tiny = write(os.path.join(wd, "tiny.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 16, kv_blocks: 2}\n")
+    expect_fail([opt, model, "--spec", tiny, "-o", os.path.join(wd, "x.cplan")], "cannot hold one sequence",
+                what="a KV pool below one sequence")
+    ok_spec = write(os.path.join(wd, "ok.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 16, max_batch_seqs: 2}\n")
+    expect_fail([opt, bert, "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")], "mode generate",
+                what="BERT (not a causal decoder)")
+    plan = os.path.join(wd, "ok.cplan")
+    run([opt, model, "--spec", ok_spec, "-o", plan], "colossal-opt", timeout=600, quiet=True)
+    expect_fail([runb, plan], "generate", what="a generate plan run as a program")
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1,2", "--max-tokens", "64"], "max_seq_len",
+                what="prompt + max_tokens beyond the context")
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1,99", "--max-tokens", "4"], "99",
+                what="a token id outside the vocabulary")
+    expect_fail([runb, plan, "generate", "--prompt", "hi", "--max-tokens", "4"], "--tokenizer",
+                what="a text prompt without a tokenizer")
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
+                "[1, 16]", what="--max-batch-tokens above the plan's")
+    return ok
+
+
+if __name__ == "__main__":
+    case_main(__doc__, {"shared": case_shared, "gpt2": case_gpt2, "llama": case_llama, "batching": case_batching,
+                        "errors": case_errors}, threads=2)
