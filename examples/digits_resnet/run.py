@@ -130,6 +130,7 @@ def main():
     print(f"1. data: {len(arrays['train_labels'])} train and {len(arrays['test_labels'])} test images in {out}/data")
     onnx_path, _ = export_model(out, a.batch)
     print(f"2. exported {onnx_path}")
+    print("3. compile")
     plan = os.path.join(out, "resnet.cplan")
     sh([opt, onnx_path, "--spec", write_spec(out, a.batch, a.lr, a.momentum), "-o", plan])
     metrics, ckpt = os.path.join(out, "metrics.jsonl"), os.path.join(out, "ckpt")
@@ -144,6 +145,7 @@ def main():
     print("4. step   loss")
     for r in rows[::every] + ([rows[-1]] if (len(rows) - 1) % every else []):
         print(f"   {r['step']:4d}  {r['loss']:.4f}")
+    print("5. export the trained model")
     trained = os.path.join(out, "trained.onnx")
     sh([run, plan, "export", "--checkpoint", ckpt, "--onnx", trained])
     evaluated = inference_onnx(trained, os.path.join(out, "trained_eval.onnx"))

@@ -41,7 +41,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.environ.get("COLOSSAL_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
+# The checkout's sibling ../shared (through links: the real path of this file's checkout).
+SHARED = os.environ.get("COLOSSAL_SHARED_DIR",
+                        os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))),
+                                     "..", "shared"))
 DEFAULT_MODEL = os.path.join(SHARED, "models", "aidreams260K", "model.onnx")
 BATCH, SEQ = 8, 128
 EVAL_EVERY = 50
@@ -64,15 +67,10 @@ def sh(cmd, quiet=False):
 
 
 def default_corpus():
-    """The regular files of /usr/share/common-licenses, each once (GPL is a link to GPL-3)."""
-    seen, files = set(), []
+    """The regular files of /usr/share/common-licenses, each once (GPL is a link to GPL-3), sorted."""
     d = "/usr/share/common-licenses"
-    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        path = os.path.realpath(os.path.join(d, name))
-        if os.path.isfile(path) and path not in seen:
-            seen.add(path)
-            files.append(path)
-    return files
+    names = sorted(os.listdir(d)) if os.path.isdir(d) else []
+    return sorted({os.path.realpath(os.path.join(d, n)) for n in names if os.path.isfile(os.path.join(d, n))})
 
 
 def split_documents(texts, out, heldout=0.1):
