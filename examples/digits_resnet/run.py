@@ -10,10 +10,9 @@
             arrays (train.inputs npy) -> DIR/train.yaml, DIR/resnet.cplan
 4. train    colossal-run train --shuffle: --steps (default 300) steps of B (default 64) images,
             metrics in DIR/metrics.jsonl, the checkpoint in DIR/ckpt
-5. export   colossal-run export --checkpoint: the ONNX model with the trained weights and running
-            statistics -> DIR/trained.onnx; its BatchNormalizations are then switched to inference
-            (training_mode = 0: normalise with the running statistics, as model.eval() does)
-            -> DIR/trained_eval.onnx
+5. export   colossal-run export --checkpoint --inference: the ONNX model with the trained weights
+            and running statistics, its BatchNormalizations switched to inference (training_mode
+            0: normalise with the running statistics, as model.eval() does) -> DIR/trained_eval.onnx
 6. test     colossal-opt (mode: inference, the 360 test images as one batch), colossal-run on the
             test images; prints the test accuracy (the argmax of the logits against the labels)
 
@@ -87,22 +86,6 @@ def write_spec(out, batch, lr, momentum, mode="train", rows=None):
     return path
 
 
-def inference_onnx(trained, out_path):
-    """Step 5's second half: every BatchNormalization with training_mode = 1 normalises with its
-    running statistics instead (training_mode = 0, one output), as torch's eval mode does."""
-    import onnx
-    model = onnx.load(trained)
-    for node in model.graph.node:
-        if node.op_type != "BatchNormalization":
-            continue
-        for a in node.attribute:
-            if a.name == "training_mode":
-                a.i = 0
-        del node.output[1:]
-    onnx.save(model, out_path)
-    return out_path
-
-
 def accuracy(logits, labels):
     return float(np.mean(np.argmax(logits, axis=1) == labels))
 
@@ -146,9 +129,8 @@ def main():
     for r in rows[::every] + ([rows[-1]] if (len(rows) - 1) % every else []):
         print(f"   {r['step']:4d}  {r['loss']:.4f}")
     print("5. export the trained model")
-    trained = os.path.join(out, "trained.onnx")
-    sh([run, plan, "export", "--checkpoint", ckpt, "--onnx", trained])
-    evaluated = inference_onnx(trained, os.path.join(out, "trained_eval.onnx"))
+    evaluated = os.path.join(out, "trained_eval.onnx")
+    sh([run, plan, "export", "--checkpoint", ckpt, "--onnx", evaluated, "--inference"])
     test_plan = os.path.join(out, "test.cplan")
     n_test = len(arrays["test_labels"])
     sh([opt, evaluated, "--spec", write_spec(out, a.batch, a.lr, a.momentum, "inference", n_test), "-o", test_plan])

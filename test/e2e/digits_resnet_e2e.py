@@ -11,9 +11,9 @@ linear), exported with TrainingMode.TRAINING, trains on scikit-learn's digits th
   losses within 1e-4 relative;
 - the six BatchNorms' running statistics in `export --checkpoint --onnx`'s model equal the torch
   modules' after the replay (max |difference| within 1e-4 of the largest statistic);
-- the example's inference path (run.py: BatchNormalization switched to training_mode 0, mode:
-  inference on the 360 test images): logits within 1e-4 of the replayed model in eval mode, and
-  the same test accuracy.
+- the example's inference path (`export --inference`: the six BatchNormalizations with
+  training_mode 0 and one output; mode: inference on the 360 test images): logits within 1e-4 of
+  the replayed model in eval mode, and the same test accuracy.
 
 Exit codes: 0 pass, 1 mismatch, 2 a tool failed, 77 skipped (no scikit-learn).
 """
@@ -121,7 +121,14 @@ def case(args):
 
     # The example's inference path against the replayed model in eval mode.
     test_x, test_y = arrays["test_images"], arrays["test_labels"]
-    evaluated = ex.inference_onnx(trained, os.path.join(w, "trained_eval.onnx"))
+    evaluated = os.path.join(w, "trained_eval.onnx")
+    u.run([run, plan, "export", "--checkpoint", ckpt, "--onnx", evaluated, "--inference"], "colossal-run export")
+    bn_nodes = [n for n in onnx.load(evaluated).graph.node if n.op_type == "BatchNormalization"]
+    modes = [next((a.i for a in n.attribute if a.name == "training_mode"), 0) for n in bn_nodes]
+    if len(bn_nodes) != 6 or any(modes) or any(len(n.output) != 1 for n in bn_nodes):
+        print(f"export --inference: BatchNormalization training_mode {modes}, outputs "
+              f"{[len(n.output) for n in bn_nodes]}  MISMATCH")
+        ok = False
     test_plan = os.path.join(w, "test.cplan")
     u.compile_plan(opt, evaluated, ex.write_spec(w, BATCH, LR, MOMENTUM, "inference", len(test_y)), test_plan)
     u.run_plan(run, test_plan, {"image": os.path.join(w, "data", "test_images.npy")}, os.path.join(w, "test_out"),

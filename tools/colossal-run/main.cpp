@@ -10,7 +10,8 @@
 //                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan sample [--checkpoint DIR] --prompt TEXT --tokens N [--tokenizer FILE]
 //                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
-//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--allow-nonfinite-checkpoint]
+//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--inference]
+//                [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan tokenize --tokenizer FILE --text FILE... --out TOKENS.bin [--token-dtype T]
 //
 // `train`, `sample`, `export` and `tokenize` are docs/training.md's subcommands; their logic lives
@@ -184,6 +185,10 @@ cl::opt<std::string> tokensOut("out", cl::desc("tokenize: the token file to writ
 cl::OptionCategory exportCategory("export options (colossal-run MODEL.cplan export ...)");
 cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained weights"), cl::value_desc("OUT.onnx"),
                              cl::cat(exportCategory));
+cl::opt<bool> exportInference("inference",
+                              cl::desc("export: training-mode BatchNormalizations normalise with their running "
+                                       "statistics (training_mode 0), as torch's eval mode"),
+                              cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
   // Every rank meets it alike: rank 0 prints it (in one write, so that mpirun's own messages cannot
@@ -222,7 +227,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&shuffle, {"train"}},        {&dumpInputsDir, {"train"}},
       {&sampleTokens, {"sample"}},  {&temperature, {"sample"}},     {&onnxOut, {"export"}},
       {&tokenizerPath, {"sample", "tokenize"}}, {std::addressof(textFiles), {"tokenize"}},
-      {&tokensOut, {"tokenize"}}};
+      {&tokensOut, {"tokenize"}},   {&exportInference, {"export"}}};
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
     std::string where;
@@ -450,7 +455,8 @@ int tokenizeMain(const LoadedPlan &plan) {
 
 int exportMain(const LoadedPlan &plan) {
   if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
-  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut, allowNonFiniteCheckpoint)) return fail(std::move(e));
+  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut, allowNonFiniteCheckpoint, exportInference))
+    return fail(std::move(e));
   return 0;
 }
 
