@@ -1,7 +1,8 @@
 //===- OnnxExport.cpp - Trained parameters back into the source ONNX model -------------------===//
 //
 // See include/colossal/runtime/OnnxExport.h. The model is edited as a protobuf message (libonnx's
-// onnx_proto); nothing here interprets the graph beyond initializer names and Identity nodes.
+// onnx_proto); nothing here interprets the graph beyond initializer names, Identity nodes and
+// (with `inference`) BatchNormalization's training_mode.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/OnnxExport.h"
@@ -175,9 +176,33 @@ void setRawData(onnx::TensorProto &t, const ParamValue &value) {
   t.set_raw_data(value.data, value.sizeBytes);
 }
 
+/// `inference`: every main-graph BatchNormalization with training_mode = 1 gets training_mode = 0
+/// and its one output Y (its running-statistics outputs dropped), so it normalises with the running
+/// statistics, as torch's eval mode does. A dropped output that a node or the graph reads is an
+/// error naming the node.
+llvm::Error batchNormToInference(onnx::GraphProto &graph, llvm::StringRef modelPath) {
+  llvm::StringSet<> read;
+  for (const onnx::NodeProto &n : graph.node())
+    for (const std::string &in : n.input()) read.insert(in);
+  for (const onnx::ValueInfoProto &out : graph.output()) read.insert(out.name());
+  for (onnx::NodeProto &n : *graph.mutable_node()) {
+    if (n.op_type() != "BatchNormalization") continue;
+    for (onnx::AttributeProto &a : *n.mutable_attribute()) {
+      if (a.name() != "training_mode" || a.i() == 0) continue;
+      for (int k = 1; k < n.output_size(); ++k)
+        if (!n.output(k).empty() && read.contains(n.output(k)))
+          return err(modelPath + ": node '" + n.name() + "' (BatchNormalization): --inference drops its output '" +
+                     n.output(k) + "' (a training-mode output), which the graph reads");
+      a.set_i(0);
+      while (n.output_size() > 1) n.mutable_output()->RemoveLast();
+    }
+  }
+  return llvm::Error::success();
+}
+
 }  // namespace
 
-llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::StringRef outPath) {
+llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::StringRef outPath, bool inference) {
   const plan::Plan &plan = loaded.plan;
   const std::string &planPath = loaded.path;
   const std::string &modelPath = plan.train().source_model();
@@ -332,6 +357,9 @@ llvm::Error exportOnnx(const LoadedPlan &loaded, ParamLookup lookup, llvm::Strin
   std::sort(identitiesToRemove.rbegin(), identitiesToRemove.rend());
   for (int i : identitiesToRemove) graph.mutable_node()->DeleteSubrange(i, 1);
 
+  if (inference)
+    if (llvm::Error e = batchNormToInference(graph, modelPath)) return e;
+
   // Every remaining weight inline.
   if (llvm::Error e = forEachTensor(graph, [&](onnx::TensorProto &t, const std::string &what) -> llvm::Error {
         if (t.data_location() != onnx::TensorProto::EXTERNAL) return llvm::Error::success();
@@ -357,7 +385,7 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir) {
 }
 
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
-                              llvm::StringRef outPath, bool allowNonFinite) {
+                              llvm::StringRef outPath, bool allowNonFinite, bool inference) {
   llvm::StringMap<std::string> initWeight;
   for (const plan::StateTensor &s : plan.plan.states())
     if (s.role() == plan::StateTensor::PARAM) initWeight[s.name()] = s.init_weight();
@@ -371,7 +399,7 @@ llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpoint
       if (!t) return err(source->path() + ": no tensor '" + key + "' (parameter '" + param + "')");
       return ParamValue{t->dtype, t->shape, t->data, t->size_bytes};
     };
-    return exportOnnx(plan, lookup, outPath);
+    return exportOnnx(plan, lookup, outPath, inference);
   }
 
   // A checkpoint: never write over one of its files (the step folder's, or DIR/latest).
@@ -406,7 +434,7 @@ llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpoint
     if (llvm::Error r = (*store)->read(param, bytes.data())) return std::move(r);
     return ParamValue{e->tensor.dtype, e->tensor.shape, bytes.data(), bytes.size()};
   };
-  return exportOnnx(plan, lookup, outPath);
+  return exportOnnx(plan, lookup, outPath, inference);
 }
 
 }  // namespace colossal::runtime

@@ -1,7 +1,10 @@
-//===- Sampler.cpp - Text generation with a trained byte-level model ------------------------===//
+//===- Sampler.cpp - Text generation with a trained model -----------------------------------===//
 #include "colossal/runtime/Sampler.h"
 
+#include "colossal/runtime/serve/StreamDetokenizer.h"
+
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace colossal::runtime {
@@ -27,6 +30,32 @@ llvm::Error checkLogits(llvm::ArrayRef<float> logits, const LoadedPlan &plan, in
     return fail(plan.path + ": program 'forward': every logit of generated token " + llvm::Twine(token) +
                 " (context position " + llvm::Twine(position) + ") is -inf; nothing is sampled");
   return llvm::Error::success();
+}
+
+/// The prompt's token ids: its bytes, or with a tokenizer its encoding after BOS.
+llvm::Expected<std::vector<int64_t>> promptIds(const SampleOptions &o, int64_t V, const LoadedPlan &plan) {
+  if (o.tokenizer) {
+    const int64_t ids = o.tokenizer->vocabSize();
+    if (ids > V)
+      return fail("--tokenizer: the tokenizer has " + llvm::Twine(ids) + " ids, the model's vocabulary " +
+                  llvm::Twine(V) + " (" + plan.path + "): not this model's tokenizer");
+    if (o.prompt.empty() && o.tokenizer->bosId() < 0)
+      return fail("--prompt must not be empty: the tokenizer has no BOS to start from");
+    llvm::Expected<std::vector<serve::TokenId>> encoded = o.tokenizer->encode(o.prompt, /*addBos=*/true);
+    if (!encoded) return encoded.takeError();
+    return std::vector<int64_t>(encoded->begin(), encoded->end());
+  }
+  if (V > 256)
+    return fail(plan.path + ": sample reads and prints bytes, but the vocabulary has " + llvm::Twine(V) +
+                " ids (more than 256: not a byte-level model); give the model's tokenizer with --tokenizer FILE");
+  if (o.prompt.empty()) return fail("--prompt must not be empty (the first token comes from it)");
+  for (size_t i = 0; i < o.prompt.size(); ++i)
+    if (static_cast<uint8_t>(o.prompt[i]) >= V)
+      return fail("--prompt: byte " + llvm::Twine(static_cast<unsigned>(static_cast<uint8_t>(o.prompt[i]))) +
+                  " at offset " + llvm::Twine(i) + " is outside the vocabulary of " + llvm::Twine(V) + " ids");
+  std::vector<int64_t> ids;
+  for (char c : o.prompt) ids.push_back(static_cast<uint8_t>(c));
+  return ids;
 }
 
 }  // namespace
@@ -58,16 +87,10 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
     return fail(plan.path + ": sample needs a training plan (its TrainConfig names the tokens input and logits output)");
   const plan::TrainConfig &tc = plan.plan.train();
   const int64_t V = tc.vocab_size(), B = tc.global_batch(), T = tc.seq_len();
-  if (V > 256)
-    return fail(plan.path + ": sample reads and prints bytes, but the vocabulary has " + llvm::Twine(V) +
-                " ids (more than 256: not a byte-level model)");
-  if (o.prompt.empty()) return fail("--prompt must not be empty (the first token comes from it)");
   if (o.tokens < 0) return fail("--tokens must be >= 0");
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) return fail("--temperature must be finite and >= 0");
-  for (size_t i = 0; i < o.prompt.size(); ++i)
-    if (static_cast<uint8_t>(o.prompt[i]) >= V)
-      return fail("--prompt: byte " + llvm::Twine(static_cast<unsigned>(static_cast<uint8_t>(o.prompt[i]))) +
-                  " at offset " + llvm::Twine(i) + " is outside the vocabulary of " + llvm::Twine(V) + " ids");
+  llvm::Expected<std::vector<int64_t>> prompt = promptIds(o, V, plan);
+  if (!prompt) return prompt.takeError();
 
   ExecutorOptions opts;
   opts.states = &states;
@@ -80,8 +103,10 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
   llvm::Expected<TensorRef> logitsRef = (*ex)->output(tc.logits_output());
   if (!logitsRef) return logitsRef.takeError();
 
-  std::vector<int64_t> context(o.prompt.begin(), o.prompt.end());
-  for (int64_t &id : context) id = static_cast<uint8_t>(id);
+  std::vector<int64_t> context = std::move(*prompt);
+  // With a tokenizer the new ids continue the prompt's text (or start it, after BOS alone).
+  std::optional<serve::StreamDetokenizer> text;
+  if (o.tokenizer) text.emplace(*o.tokenizer, /*atSequenceStart=*/o.prompt.empty());
   std::vector<char> tokens(B * T * dtypeSize(tokensDType), 0);
   std::vector<float> logits(V);
   std::mt19937_64 rng(o.seed);
@@ -103,9 +128,12 @@ llvm::Error sampleText(const LoadedPlan &plan, const KernelRegistry &registry, D
     int64_t next = pickToken(logits, o.temperature, rng);
     context.push_back(next);
     if (n == 0) out << o.prompt;
-    out << static_cast<char>(next);
+    if (text && next == o.tokenizer->eosId()) break;
+    if (text) out << text->push(static_cast<serve::TokenId>(next));
+    else out << static_cast<char>(next);
     out.flush();
   }
+  if (text) out << text->finish();
   return llvm::Error::success();
 }
 

@@ -164,7 +164,7 @@ protected:
     state("tied_copy.exp_avg", {3, 2}, plan::StateTensor::OPTIMIZER, "tied_copy");
   }
 
-  llvm::Error exportWith(const std::map<std::string, Value> &vals, const std::string &out) {
+  llvm::Error exportWith(const std::map<std::string, Value> &vals, const std::string &out, bool inference = false) {
     return exportOnnx(loaded, [&](llvm::StringRef name) -> llvm::Expected<ParamValue> {
       auto it = vals.find(name.str());
       if (it == vals.end())
@@ -172,7 +172,7 @@ protected:
                                        "test: no value for '" + name.str() + "'");
       return ParamValue{DType::F32, it->second.shape, it->second.data.data(),
                         it->second.data.size() * 4};
-    }, out);
+    }, out, inference);
   }
 
   onnx::ModelProto readModel(const std::string &p) {
@@ -279,6 +279,61 @@ TEST_F(OnnxExportTest, ReplacesConstantNodeWeights) {
   ASSERT_EQ(out.graph().initializer_size(), 2);  // c, and the Identity's own copy
   EXPECT_EQ(out.graph().initializer(1).name(), "tied_copy");
   EXPECT_EQ(floatsOf(out.graph().initializer(1)), values.at("tied_copy").data);
+}
+
+// export --inference: a training-mode BatchNormalization (torch's TrainingMode.TRAINING export:
+// outputs Y, running_mean, running_var) becomes an inference one with its output Y alone; a
+// dropped output that another node reads is an error naming the node.
+TEST_F(OnnxExportTest, InferenceTurnsTrainingModeBatchNormIntoInference) {
+  auto withBatchNorm = [&](bool readRunningMean) {
+    onnx::ModelProto m = readModel(path("model.onnx"));
+    onnx::NodeProto *bn = m.mutable_graph()->add_node();
+    bn->set_op_type("BatchNormalization");
+    bn->set_name("bn");
+    for (const char *in : {"s", "c", "c", "c", "c"}) bn->add_input(in);
+    for (const char *out : {"z", "bn.running_mean_out", "bn.running_var_out"}) bn->add_output(out);
+    onnx::AttributeProto *a = bn->add_attribute();
+    a->set_name("training_mode");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+    if (readRunningMean) {
+      onnx::NodeProto *n = m.mutable_graph()->add_node();
+      n->set_op_type("Identity");
+      n->set_name("reads_mean");
+      n->add_input("bn.running_mean_out");
+      n->add_output("m");
+    }
+    std::string bytes;
+    ASSERT_TRUE(m.SerializeToString(&bytes));
+    writeFile(path("model.onnx"), bytes);
+    auto hash = fnv1a64File(path("model.onnx"));
+    ASSERT_TRUE(static_cast<bool>(hash));
+    loaded.plan.mutable_train()->set_source_model_hash(*hash);
+  };
+  auto batchNormOf = [&](const std::string &file) {
+    onnx::ModelProto out = readModel(file);
+    for (const onnx::NodeProto &n : out.graph().node())
+      if (n.op_type() == "BatchNormalization") return n;
+    ADD_FAILURE() << "no BatchNormalization in " << file;
+    return onnx::NodeProto();
+  };
+  withBatchNorm(false);
+  ASSERT_FALSE(static_cast<bool>(exportWith(values, path("train.onnx"))));
+  onnx::NodeProto kept = batchNormOf(path("train.onnx"));
+  EXPECT_EQ(kept.output_size(), 3);
+  EXPECT_EQ(kept.attribute(0).i(), 1);
+  ASSERT_FALSE(static_cast<bool>(exportWith(values, path("eval.onnx"), /*inference=*/true)));
+  onnx::NodeProto bn = batchNormOf(path("eval.onnx"));
+  ASSERT_EQ(bn.output_size(), 1);
+  EXPECT_EQ(bn.output(0), "z");
+  EXPECT_EQ(bn.attribute(0).name(), "training_mode");
+  EXPECT_EQ(bn.attribute(0).i(), 0);
+
+  withBatchNorm(true);
+  EXPECT_EQ(errorOf(exportWith(values, path("bad.onnx"), /*inference=*/true)),
+            path("model.onnx") + ": node 'bn' (BatchNormalization): --inference drops its output "
+                                 "'bn.running_mean_out' (a training-mode output), which the graph reads");
+  EXPECT_FALSE(llvm::sys::fs::exists(path("bad.onnx")));
 }
 
 TEST_F(OnnxExportTest, ModelWithoutParametersIsCopiedInline) {

@@ -152,10 +152,12 @@ TEST_F(TrainCliTest, Errors) {
   EXPECT_EQ(err, "error: --token-dtype must be uint8 or uint16, not 'int8'\n");
   EXPECT_EQ(run(planPath + " --data " + path("data.bin"), out, &err), 1);
   EXPECT_EQ(err, "error: --data is not an option of running a program (it belongs to 'train')\n");
+  // Without --checkpoint, sample runs the plan's initial weights; 'x' (120) is outside V = 16.
   EXPECT_EQ(run(planPath + " sample --prompt x --tokens 2", out, &err), 1);
-  EXPECT_EQ(err, "error: sample needs --checkpoint DIR (the trained weights)\n");
+  EXPECT_EQ(err, "error: --prompt: byte 120 at offset 0 is outside the vocabulary of 16 ids\n");
   EXPECT_EQ(run(planPath + " fly", out, &err), 1);
-  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample, export or generate)\n");
+  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample, export, tokenize or generate)
+");
   // A token outside the vocabulary (V = 16).
   std::ofstream(path("bad.bin"), std::ios::binary) << std::string(20, '\x01') << '\x20' << std::string(20, '\x01');
   EXPECT_EQ(run(planPath + " train --data " + path("bad.bin") + " --steps 1 --metrics " + path("m.jsonl"), out, &err),

@@ -35,9 +35,6 @@ cl::OptionCategory &category() {
   return c;
 }
 
-cl::opt<std::string> tokenizerPath("tokenizer",
-                                   cl::desc("Tokenizer: llama2.c tokenizer.bin, SentencePiece .model or tokenizer.json"),
-                                   cl::value_desc("FILE"), cl::cat(category()));
 cl::opt<std::string> promptIds("prompt-ids", cl::desc("The prompt as token ids, used as given (no BOS added)"),
                                cl::value_desc("ID,ID,..."), cl::cat(category()));
 cl::opt<int64_t> maxTokens("max-tokens", cl::desc("Tokens to generate per request (requests may give their own)"),
@@ -179,7 +176,7 @@ const char *finishName(FinishReason r) {
 llvm::cl::OptionCategory &generateCategory() { return category(); }
 
 std::vector<llvm::cl::Option *> generateOnlyOptions() {
-  return {&tokenizerPath, &promptIds, &maxTokens, &topP, &topK, &minP, &repetitionPenalty, &ignoreEos,
+  return {&promptIds, &maxTokens, &topP, &topK, &minP, &repetitionPenalty, &ignoreEos,
           &requestsPath, &outputPath, &dumpLogitsDir, &batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching};
 }
 
@@ -216,6 +213,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   if (!scheduler) return fail(scheduler.takeError());
 
   std::unique_ptr<Tokenizer> tokenizer;
+  const std::string &tokenizerPath = shared.tokenizer;
   if (!tokenizerPath.empty()) {
     auto t = loadTokenizer(tokenizerPath);
     if (!t) return fail(t.takeError());

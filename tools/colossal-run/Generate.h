@@ -3,7 +3,7 @@
 // Offline generation with a `mode: generate` plan (docs/serving.md "colossal-run generate"):
 // one prompt streamed as text, or a file of requests run together through the continuous-batching
 // scheduler. Its options live in Generate.cpp (category "generate options"); --prompt,
-// --temperature and --seed are main.cpp's, shared with `sample`.
+// --temperature, --seed and --tokenizer are main.cpp's, shared with `sample`.
 //
 //===----------------------------------------------------------------------------------------===//
 #ifndef COLOSSAL_TOOLS_COLOSSAL_RUN_GENERATE_H
@@ -30,6 +30,7 @@ struct SharedGenerateOptions {
   std::optional<std::string> prompt;  // --prompt, when given
   double temperature = 0;             // --temperature (0: greedy)
   uint64_t seed = 0;                  // --seed
+  std::string tokenizer;              // --tokenizer (shared with sample and tokenize)
 };
 
 llvm::cl::OptionCategory &generateCategory();

@@ -8,14 +8,17 @@
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
 //                [--shuffle] [--dump-inputs DIR] (a plan with train.inputs: no --data)
 //                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
-//   colossal-run MODEL.cplan sample --checkpoint DIR --prompt TEXT --tokens N
+//   colossal-run MODEL.cplan sample [--checkpoint DIR] --prompt TEXT --tokens N [--tokenizer FILE]
 //                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
-//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--allow-nonfinite-checkpoint]
+//   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--inference]
+//                [--allow-nonfinite-checkpoint]
+//   colossal-run MODEL.cplan tokenize --tokenizer FILE --text FILE... --out TOKENS.bin [--token-dtype T]
 //   colossal-run MODEL.cplan generate --tokenizer TOK --prompt TEXT --max-tokens N [sampling flags]
 //                (or --prompt-ids ID,.. | --requests FILE.jsonl; a `mode: generate` plan; Generate.h)
 //
-// `train`, `sample` and `export` are docs/training.md's subcommands; their logic lives in the
-// runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/). The generic mode:
+// `train`, `sample`, `export` and `tokenize` are docs/training.md's subcommands; their logic lives
+// in the runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/,
+// runtime/data/TokenizeText.cpp). The generic mode:
 //
 // Loads and validates the plan and its weights, reads every input from .npy (dtype and shape must
 // match the plan's binding; bfloat16 bindings take float32 arrays, converted at the boundary, or
@@ -47,8 +50,11 @@
 #include "colossal/runtime/Sampler.h"
 #include "colossal/runtime/StateStore.h"
 #include "colossal/runtime/TensorFileName.h"
+#include "colossal/runtime/TokenData.h"
+#include "colossal/runtime/TokenizeText.h"
 #include "colossal/runtime/Trainer.h"
 #include "colossal/runtime/PipelineRunner.h"
+#include "colossal/runtime/serve/Tokenizer.h"
 
 #include "Generate.h"
 #include "Parallel.h"
@@ -94,8 +100,8 @@ namespace {
 namespace {
 
 cl::OptionCategory category("colossal-run options");
-cl::list<std::string> positionals(cl::Positional, cl::OneOrMore, cl::desc("<plan.cplan> [train|sample|export|generate]"),
-                                  cl::cat(category));
+cl::list<std::string> positionals(cl::Positional, cl::OneOrMore,
+                                  cl::desc("<plan.cplan> [train|sample|export|tokenize|generate]"), cl::cat(category));
 cl::list<std::string> inputArgs("input", cl::desc("Bind a program input: NAME=FILE.npy (repeatable)"),
                                 cl::value_desc("NAME=FILE.npy"), cl::cat(category));
 cl::opt<std::string> outputDir("output-dir", cl::desc("Write each output to DIR/NAME.npy"),
@@ -168,10 +174,24 @@ cl::OptionCategory sampleCategory("sample options (colossal-run MODEL.cplan samp
 cl::opt<std::string> prompt("prompt", cl::desc("Text to continue"), cl::cat(sampleCategory));
 cl::opt<int64_t> sampleTokens("tokens", cl::desc("Tokens to generate"), cl::init(-1), cl::cat(sampleCategory));
 cl::opt<double> temperature("temperature", cl::desc("0 = greedy"), cl::init(0.0), cl::cat(sampleCategory));
+cl::opt<std::string> tokenizerPath("tokenizer",
+                                   cl::desc("sample, tokenize: the model's tokenizer (tokenizer.bin, .model, "
+                                            "tokenizer.json); without it sample's token ids are bytes"),
+                                   cl::value_desc("FILE"), cl::cat(sampleCategory));
+
+cl::OptionCategory tokenizeCategory("tokenize options (colossal-run MODEL.cplan tokenize ...)");
+cl::list<std::string> textFiles("text", cl::desc("tokenize: a text file, one document (repeatable)"),
+                                cl::value_desc("FILE"), cl::cat(tokenizeCategory));
+cl::opt<std::string> tokensOut("out", cl::desc("tokenize: the token file to write"), cl::value_desc("TOKENS.bin"),
+                               cl::cat(tokenizeCategory));
 
 cl::OptionCategory exportCategory("export options (colossal-run MODEL.cplan export ...)");
 cl::opt<std::string> onnxOut("onnx", cl::desc("Write the model with the trained weights"), cl::value_desc("OUT.onnx"),
                              cl::cat(exportCategory));
+cl::opt<bool> exportInference("inference",
+                              cl::desc("export: training-mode BatchNormalizations normalise with their running "
+                                       "statistics (training_mode 0), as torch's eval mode"),
+                              cl::cat(exportCategory));
 
 int fail(const llvm::Twine &msg) {
   // Every rank meets it alike: rank 0 prints it (in one write, so that mpirun's own messages cannot
@@ -202,13 +222,15 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&warmup, {"run"}},           {&programName, {"run"}},        {&dumpStatesDir, {"run"}},
       {&zeroInputs, {"run"}},
       {&checkpointDir, {"run", "sample", "export"}},
-      {&dataPath, {"train"}},       {&tokenDTypeName, {"train"}},   {&steps, {"train"}},
+      {&dataPath, {"train"}},       {&tokenDTypeName, {"train", "tokenize"}},   {&steps, {"train"}},
       {&metricsPath, {"train"}},    {&tracePath, {"train"}},        {&saveDir, {"train"}},          {&saveEvery, {"train"}},
       {&resumeDir, {"train"}},      {&evalDataPath, {"train"}},     {&evalEvery, {"train"}},
       {&evalSteps, {"train"}},      {&seed, {"train", "sample", "generate"}}, {&prompt, {"sample", "generate"}},
       {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
       {&shuffle, {"train"}},        {&dumpInputsDir, {"train"}},
-      {&sampleTokens, {"sample"}},  {&temperature, {"sample", "generate"}}, {&onnxOut, {"export"}}};
+      {&sampleTokens, {"sample"}},  {&temperature, {"sample", "generate"}}, {&onnxOut, {"export"}},
+      {&tokenizerPath, {"sample", "tokenize", "generate"}}, {std::addressof(textFiles), {"tokenize"}},
+      {&tokensOut, {"tokenize"}},   {&exportInference, {"export"}}};
   for (cl::Option *o : colossal::tools::generateOnlyOptions()) uses.push_back({o, {"generate"}});
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
@@ -386,7 +408,6 @@ llvm::Expected<std::unique_ptr<StateStore>> openStates(const LoadedPlan &plan, D
 }
 
 int sampleMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
-  if (checkpointDir.empty()) return fail("sample needs --checkpoint DIR (the trained weights)");
   if (sampleTokens < 0) return fail("sample needs --tokens N (N >= 0)");
   if (!prompt.getNumOccurrences()) return fail("sample needs --prompt TEXT");
   auto states = openStates(plan, device);
@@ -397,6 +418,13 @@ int sampleMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   o.temperature = temperature;
   o.seed = seed;
   o.comm = &comm;
+  std::unique_ptr<serve::Tokenizer> tokenizer;
+  if (!tokenizerPath.empty()) {
+    auto t = serve::loadTokenizer(tokenizerPath);
+    if (!t) return fail(t.takeError());
+    tokenizer = std::move(*t);
+    o.tokenizer = tokenizer.get();
+  }
   // Every rank samples alike (a tensor-parallel forward needs them all); rank 0 prints.
   llvm::raw_ostream &out = comm.rank() == 0 ? llvm::outs() : llvm::nulls();
   if (llvm::Error e = sampleText(plan, KernelRegistry::cpu(), device, **states, o, out))
@@ -405,9 +433,34 @@ int sampleMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   return 0;
 }
 
+/// `tokenize`: the --text files as one token file, each a document after the tokenizer's BOS
+/// (runtime/data/TokenizeText.cpp); the ids must fit the plan's vocabulary.
+int tokenizeMain(const LoadedPlan &plan) {
+  if (tokenizerPath.empty()) return fail("tokenize needs --tokenizer FILE (the model's tokenizer)");
+  if (textFiles.empty()) return fail("tokenize needs --text FILE (repeatable: one document each)");
+  if (tokensOut.empty()) return fail("tokenize needs --out TOKENS.bin");
+  auto tokenizer = serve::loadTokenizer(tokenizerPath);
+  if (!tokenizer) return fail(tokenizer.takeError());
+  const int64_t ids = (*tokenizer)->vocabSize();
+  if (plan.plan.has_train() && plan.plan.train().vocab_size() > 0 && ids > plan.plan.train().vocab_size())
+    return fail("--tokenizer " + tokenizerPath + " has " + llvm::Twine(ids) + " ids, the model's vocabulary " +
+                llvm::Twine(plan.plan.train().vocab_size()) + ": not this model's tokenizer");
+  // The smallest id type that holds the vocabulary, unless --token-dtype says otherwise.
+  std::optional<DType> dtype = ids <= 256 ? DType::U8 : DType::U16;
+  if (tokenDTypeName.getNumOccurrences()) dtype = parseTokenDType(tokenDTypeName);
+  if (!dtype) return fail("--token-dtype must be uint8 or uint16, not '" + tokenDTypeName + "'");
+  auto done = tokenizeTextFiles(**tokenizer, textFiles, *dtype, tokensOut);
+  if (!done) return fail(done.takeError());
+  llvm::outs() << "tokenize: " << done->files << (done->files == 1 ? " file, " : " files, ") << done->bytes
+               << " bytes -> " << done->tokens << " tokens (" << (*dtype == DType::U8 ? "uint8" : "uint16")
+               << ") -> " << tokensOut << "\n";
+  return 0;
+}
+
 int exportMain(const LoadedPlan &plan) {
   if (onnxOut.empty()) return fail("export needs --onnx OUT.onnx");
-  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut, allowNonFiniteCheckpoint)) return fail(std::move(e));
+  if (llvm::Error e = exportOnnxCommand(plan, checkpointDir, onnxOut, allowNonFiniteCheckpoint, exportInference))
+    return fail(std::move(e));
   return 0;
 }
 
@@ -576,7 +629,7 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
 }
 
 int runMain(int argc, char **argv) {
-  cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &exportCategory,
+  cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &tokenizeCategory, &exportCategory,
                             &colossal::tools::generateCategory()});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
@@ -591,8 +644,8 @@ int runMain(int argc, char **argv) {
   std::string mode = "run";
   if (positionals.size() > 1) {
     mode = positionals[1];
-    if (mode != "train" && mode != "sample" && mode != "export" && mode != "generate")
-      return fail("unknown subcommand '" + mode + "' (expected train, sample, export or generate)");
+    if (mode != "train" && mode != "sample" && mode != "export" && mode != "tokenize" && mode != "generate")
+      return fail("unknown subcommand '" + mode + "' (expected train, sample, export, tokenize or generate)");
   }
   if (positionals.size() > 2) return fail("unexpected argument '" + positionals[2] + "'");
   if (llvm::Error e = checkModeOptions(mode)) return fail(std::move(e));
@@ -621,6 +674,7 @@ int runMain(int argc, char **argv) {
   std::unique_ptr<Device> device = createCpuDevice();
   device->setThreads(threads == 0 && launchedByMpirun() ? defaultThreadsPerRank() : int(threads));
   if (mode == "export") return exportMain(**loaded);
+  if (mode == "tokenize") return tokenizeMain(**loaded);
   const bool generatePlan = (*loaded)->plan.mode() == "generate";
   if (generatePlan != (mode == "generate"))
     return fail(planPath + (generatePlan ? ": a generate plan runs with `colossal-run PLAN generate ...`"
@@ -631,6 +685,7 @@ int runMain(int argc, char **argv) {
     if (!comm) return fail(comm.takeError());
     colossal::tools::SharedGenerateOptions shared;
     if (prompt.getNumOccurrences()) shared.prompt = prompt;
+    shared.tokenizer = tokenizerPath;
     shared.temperature = temperature;
     shared.seed = seed;
     return colossal::tools::generateMain(**loaded, *device, **comm, shared);

@@ -73,7 +73,12 @@ constexpr uint64_t kMaxOnnxModelBytes = 0x7fffffffULL;
 /// fails (a checkpoint tensor missing) or gives a mismatched dtype/shape/size; unreadable or
 /// out-of-range external data; an exported model over kMaxOnnxModelBytes (protobuf's limit);
 /// I/O failures writing `outPath`.
-llvm::Error exportOnnx(const LoadedPlan &plan, ParamLookup lookup, llvm::StringRef outPath);
+///
+/// `inference` (`export --inference`): the model for inference: every main-graph
+/// BatchNormalization with training_mode = 1 (torch's TrainingMode.TRAINING export) gets
+/// training_mode = 0 and keeps only its output Y, so it normalises with the (exported) running
+/// statistics, as torch's eval mode; an error names a node whose dropped outputs the graph reads.
+llvm::Error exportOnnx(const LoadedPlan &plan, ParamLookup lookup, llvm::StringRef outPath, bool inference = false);
 
 /// The checkpoint step folder `dir` designates: `dir` itself when it holds manifest.json, else the
 /// folder named by the one line of `dir/latest` (relative to `dir`). Errors name the path.
@@ -85,9 +90,9 @@ llvm::Expected<std::string> resolveCheckpointDir(llvm::StringRef dir);
 /// FNV-1a hashes, tensor names, dtypes and shapes verified, with its error messages). Refuses an
 /// `outPath` that is a file of the checkpoint (its step folder's files or DIR/latest); exportOnnx()
 /// also refuses the plan, its weights file and an existing directory. A checkpoint tensor holding
-/// NaN or ±inf is refused unless `allowNonFinite` (loadCheckpoint).
+/// NaN or ±inf is refused unless `allowNonFinite` (loadCheckpoint). `inference` as exportOnnx's.
 llvm::Error exportOnnxCommand(const LoadedPlan &plan, llvm::StringRef checkpointDir,
-                              llvm::StringRef outPath, bool allowNonFinite = false);
+                              llvm::StringRef outPath, bool allowNonFinite = false, bool inference = false);
 
 }  // namespace colossal::runtime
 
