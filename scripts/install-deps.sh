@@ -9,7 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
   libsentencepiece-dev  # SentencePiece .model tokenizers (runtime/serve)
-  libcpp-httplib-dev nlohmann-json3-dev  # the HTTP server (runtime/serve/Server.cpp)
+  libcpp-httplib-dev nlohmann-json3-dev curl  # the HTTP server (runtime/serve/Server.cpp); curl: its docs
   python3-onnx python3-torch python3-numpy python3-sklearn  # sklearn: the digits data of e2e.data_inputs
   python3-sentencepiece  # TokenizerTest's SentencePiece reference
   libonnx-testdata

@@ -2,7 +2,7 @@
 // The OpenAI-compatible server end to end (docs/serving.md "Server", e2e.serve.openai).
 //
 //   node openai_e2e.cjs --server colossal-serve-toy --tokenizer tokenizer.bin --npm third_party/npm
-//                       [--clients 32] [--rounds 3]
+//                       [--clients 32] [--rounds 3] [--poisson 500] [--rate 150]
 //
 // Starts the server on a free loopback port and drives it with the official `openai` npm client
 // and with raw HTTP: /v1/models, /health; completions and chat, streamed and not, streamed text
@@ -11,7 +11,8 @@
 // server serving on after them; a client that disconnects mid-stream has its request aborted and
 // its blocks freed; then `clients` concurrent streaming clients × `rounds` requests each: no
 // failure, no lost or duplicated chunk, every output equal to the same request run alone; /metrics
-// at the end; SIGTERM stops the server. Exit 0 all passed, 1 a check failed, 77 skipped (the
+// after them; `poisson` requests arriving at a Poisson rate, at most `clients` at once, three
+// rounds: the same, and the server's resident memory flat; SIGTERM stops the server. Exit 0 all passed, 1 a check failed, 77 skipped (the
 // tokenizer or the openai package is absent).
 'use strict';
 const fs = require('fs');
@@ -29,6 +30,8 @@ const tokenizer = arg('tokenizer');
 const npmDir = arg('npm', path.join(__dirname, '..', '..', 'third_party', 'npm'));
 const CLIENTS = Number(arg('clients', 32));
 const ROUNDS = Number(arg('rounds', 3));
+const POISSON = Number(arg('poisson', 500));  // requests per round of the Poisson load (0: none)
+const RATE = Number(arg('rate', 150));        // their arrival rate, per second
 
 if (!tokenizer || !fs.existsSync(tokenizer)) {
   console.log(`SKIPPED: the tokenizer ${tokenizer} is absent`);
@@ -404,6 +407,75 @@ async function concurrency(client, base) {
         /colossal_time_to_first_token_seconds_bucket\{le="\+Inf"\}/.test(m.text), '/metrics: Prometheus histogram text');
 }
 
+/// A deterministic stream of numbers in [0, 1) (a 32-bit LCG), for arrival times and requests.
+function lcg(seed) {
+  let x = seed >>> 0;
+  return () => { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; return x / 4294967296; };
+}
+
+/// `POISSON` requests arriving at a Poisson rate (exponential gaps, mean 1 / RATE s), at most
+/// CLIENTS in flight, three rounds of the same requests: no failure, every answer equal to the
+/// request run alone, the server's resident memory flat across the rounds.
+async function poissonLoad(client, base, pid) {
+  const rand = lcg(2024);
+  const prompts = ['Once upon a time', 'The little dog', 'Sara liked to', 'In the big forest there', 'Tim and his mom',
+                   'It was a sunny day', 'The bird flew', 'Max found a box', 'Lily wanted', 'A big red'];
+  const requests = [];
+  for (let i = 0; i < POISSON; i++) {
+    const chat = i % 5 === 4, sampled = i % 3 === 1;
+    const params = { model: 'toy', max_tokens: 4 + Math.floor(rand() * 40), temperature: sampled ? 0.8 : 0, return_token_ids: true };
+    if (sampled) params.seed = 5000 + i;
+    const text = prompts[Math.floor(rand() * prompts.length)] + ' ' + 'and then '.repeat(Math.floor(rand() * 6));
+    if (chat) params.messages = [{ role: 'user', content: text }];
+    else params.prompt = text;
+    requests.push({ chat, params });
+  }
+  const solo = [];
+  for (const r of requests) solo.push(whole(await (r.chat ? client.chat.completions : client.completions).create(r.params), r.chat)[0]);
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+  const rounds = [];
+  let failures = 0, mismatches = 0;
+  for (let round = 0; round < 3; round++) {
+    let t = 0;
+    const arrivals = requests.map(() => (t += -Math.log(1 - rand()) / RATE));
+    let next = 0, tokens = 0;
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
+      for (let i = next++; i < requests.length; i = next++) {
+        const wait = arrivals[i] * 1000 - (Date.now() - t0);
+        if (wait > 0) await new Promise((res) => setTimeout(res, wait));
+        const r = requests[i];
+        try {
+          let got;
+          if (c % 2 === 0) {
+            const list = [];
+            for await (const ch of await (r.chat ? client.chat.completions : client.completions).create({ ...r.params, stream: true })) list.push(ch);
+            got = folded(list, r.chat, 1);
+          } else {
+            const raw = await rawStream(base + (r.chat ? '/v1/chat/completions' : '/v1/completions'), { ...r.params, stream: true });
+            if (raw.status !== 200 || !raw.done || raw.malformed || raw.afterDone) throw new Error('bad stream ' + JSON.stringify(raw).slice(0, 300));
+            got = folded(raw.chunks, r.chat, 1);
+          }
+          tokens += got.choices[0].token_ids.length;
+          if (got.choices[0].bad || JSON.stringify(strip(got.choices)[0]) !== JSON.stringify(solo[i])) {
+            if (++mismatches <= 3) console.log(`poisson: mismatch on request ${i}`);
+          }
+        } catch (err) {
+          if (++failures <= 3) console.log(`poisson: request ${i} failed: ${err.message}`);
+        }
+      }
+    }));
+    const seconds = (Date.now() - t0) / 1000;
+    rounds.push({ seconds, tokens, rss: rss() });
+    console.log(`poisson round ${round + 1}: ${requests.length} requests at ${RATE}/s from ${CLIENTS} clients in ` +
+                `${seconds.toFixed(2)} s (${(tokens / seconds).toFixed(0)} tokens/s), server RSS ${rounds[round].rss.toFixed(1)} MiB`);
+  }
+  eq(failures, 0, `poisson: ${requests.length} requests x 3 rounds: failures`);
+  eq(mismatches, 0, 'poisson: every answer equal to the request run alone');
+  const grow = rounds[2].rss - rounds[0].rss;
+  check(grow < 0.1 * rounds[0].rss + 4, 'poisson: resident memory flat across three rounds', rounds.map((r) => r.rss.toFixed(1)));
+}
+
 async function main() {
   let server;
   try {
@@ -419,6 +491,7 @@ async function main() {
     await basics(client, base);
     await badRequests(client, base);
     await concurrency(client, base);
+    if (POISSON > 0) await poissonLoad(client, base, server.child.pid);
     const slow = await startServer(['--step-delay-ms', '5']);
     try {
       await disconnect(slow.url);
