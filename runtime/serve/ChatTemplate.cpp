@@ -15,22 +15,26 @@ const ChatTemplate &ChatTemplate::defaultTemplate() {
   return t;
 }
 
-llvm::Expected<ChatTemplate> ChatTemplate::parse(llvm::StringRef text, llvm::StringRef name) {
-  auto error = [&](size_t line, const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), (name + ":" + llvm::Twine(line) + ": " + msg).str());
-  };
-  ChatTemplate t;
-  // Sections as raw text first: (name, first line number, text).
-  struct Raw {
-    std::string name;
-    size_t line;
-    std::string text;
-    bool any = false;
-  };
-  std::vector<Raw> raws;
+namespace {
+
+/// An error `NAME:LINE: msg`.
+llvm::Error lineError(llvm::StringRef name, size_t line, const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), (name + ":" + llvm::Twine(line) + ": " + msg).str());
+}
+
+/// A section as written: its name, the line of its header, its text.
+struct RawSection {
+  std::string name;
+  size_t line;
+  std::string text;
+  bool any = false;  // the text has a line (an empty one counts)
+};
+
+/// Cuts the file at its `@@ NAME` headers.
+llvm::Expected<std::vector<RawSection>> splitSections(llvm::StringRef text, llvm::StringRef name) {
+  std::vector<RawSection> raws;
   size_t lineNo = 0;
-  llvm::StringRef rest = text;
-  while (!rest.empty()) {
+  for (llvm::StringRef rest = text; !rest.empty();) {
     auto [line, tail] = rest.split('\n');
     rest = tail;
     ++lineNo;
@@ -38,72 +42,80 @@ llvm::Expected<ChatTemplate> ChatTemplate::parse(llvm::StringRef text, llvm::Str
     if (l.starts_with(kHeader)) {
       llvm::StringRef sectionName = l.drop_front(kHeader.size()).trim();
       if (sectionName.empty() || sectionName.contains(' '))
-        return error(lineNo,
-                     "a header is '@@ NAME' with one name (prefix, generation, message or a role), not '" + l + "'");
-      for (const Raw &r : raws)
+        return lineError(
+            name, lineNo,
+            "a header is '@@ NAME' with one name (prefix, generation, message or a role), not '" + l + "'");
+      for (const RawSection &r : raws)
         if (r.name == sectionName)
-          return error(lineNo,
-                       "section '" + sectionName + "' is given twice (first on line " + llvm::Twine(r.line) + ")");
+          return lineError(name, lineNo,
+                           "section '" + sectionName + "' is given twice (first on line " + llvm::Twine(r.line) + ")");
       raws.push_back({sectionName.str(), lineNo, "", false});
       continue;
     }
     if (raws.empty()) {
       if (l.trim().empty() || l.starts_with("#")) continue;
-      return error(lineNo, "text before the first '@@ NAME' header (comments there start with '#')");
+      return lineError(name, lineNo, "text before the first '@@ NAME' header (comments there start with '#')");
     }
-    Raw &r = raws.back();
+    RawSection &r = raws.back();
     if (r.any) r.text += '\n';
     r.text += l.str();
     r.any = true;
   }
-  if (raws.empty()) return error(lineNo, "no section: a template needs at least one '@@ NAME' header");
+  if (raws.empty()) return lineError(name, lineNo, "no section: a template needs at least one '@@ NAME' header");
+  return raws;
+}
 
-  for (const Raw &r : raws) {
-    Section s;
-    size_t line = r.line + 1;
-    std::string lit;
-    const bool isMessage = r.name != "prefix" && r.name != "generation";
-    for (size_t i = 0; i < r.text.size(); ++i) {
-      const char c = r.text[i];
-      if (c == '\n') ++line;
-      if (c == '{' && i + 1 < r.text.size() && r.text[i + 1] == '{') {
-        lit += '{';
-        ++i;
-      } else if (c == '}' && i + 1 < r.text.size() && r.text[i + 1] == '}') {
-        lit += '}';
-        ++i;
-      } else if (c == '{') {
-        const size_t close = r.text.find('}', i);
-        if (close == std::string::npos) return error(line, "'{' without '}' (write '{{' for a brace)");
-        llvm::StringRef field = llvm::StringRef(r.text).slice(i + 1, close);
-        Piece::Kind kind;
-        if (field == "role")
-          kind = Piece::Role;
-        else if (field == "content")
-          kind = Piece::Content;
-        else
-          return error(line, "unknown placeholder '{" + field + "}' (there are {role} and {content})");
-        if (!isMessage)
-          return error(line, "'{" + field + "}' in section '" + r.name + "', which belongs to no message");
-        if (!lit.empty()) s.push_back({Piece::Text, std::move(lit)});
-        lit.clear();
-        s.push_back({kind, ""});
-        i = close;
-      } else if (c == '}') {
-        return error(line, "'}' without '{' (write '}}' for a brace)");
-      } else {
-        lit += c;
-      }
+}  // namespace
+
+llvm::Expected<ChatTemplate::Section> ChatTemplate::compile(llvm::StringRef section, size_t line, llvm::StringRef text,
+                                                            llvm::StringRef name) {
+  Section s;
+  ++line;  // the text starts below its header
+  std::string lit;
+  const bool isMessage = section != "prefix" && section != "generation";
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if ((c == '{' || c == '}') && i + 1 < text.size() && text[i + 1] == c) {  // {{ and }}
+      lit += c;
+      ++i;
+    } else if (c == '{') {
+      const size_t close = text.find('}', i);
+      if (close == llvm::StringRef::npos) return lineError(name, line, "'{' without '}' (write '{{' for a brace)");
+      llvm::StringRef field = text.slice(i + 1, close);
+      if (field != "role" && field != "content")
+        return lineError(name, line, "unknown placeholder '{" + field + "}' (there are {role} and {content})");
+      if (!isMessage)
+        return lineError(name, line, "'{" + field + "}' in section '" + section + "', which belongs to no message");
+      if (!lit.empty()) s.push_back({Piece::Text, std::move(lit)});
+      lit.clear();
+      s.push_back({field == "role" ? Piece::Role : Piece::Content, ""});
+      i = close;
+    } else if (c == '}') {
+      return lineError(name, line, "'}' without '{' (write '}}' for a brace)");
+    } else {
+      lit += c;
     }
-    if (!lit.empty()) s.push_back({Piece::Text, std::move(lit)});
+  }
+  if (!lit.empty()) s.push_back({Piece::Text, std::move(lit)});
+  return s;
+}
+
+llvm::Expected<ChatTemplate> ChatTemplate::parse(llvm::StringRef text, llvm::StringRef name) {
+  auto raws = splitSections(text, name);
+  if (!raws) return raws.takeError();
+  ChatTemplate t;
+  for (const RawSection &r : *raws) {
+    auto s = compile(r.name, r.line, r.text, name);
+    if (!s) return s.takeError();
     if (r.name == "prefix")
-      t.prefix_ = std::move(s);
+      t.prefix_ = std::move(*s);
     else if (r.name == "generation")
-      t.generation_ = std::move(s);
+      t.generation_ = std::move(*s);
     else if (r.name == "message")
-      t.message_ = std::move(s);
+      t.message_ = std::move(*s);
     else
-      t.roles_[r.name] = std::move(s);
+      t.roles_[r.name] = std::move(*s);
   }
   return t;
 }

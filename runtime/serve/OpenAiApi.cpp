@@ -316,6 +316,34 @@ llvm::Error sampling(const json &body, ApiKind kind, GenerationRequest &r) {
   return llvm::Error::success();
 }
 
+/// `max_tokens` (chat: also `max_completion_tokens`) into r.maxTokens, checked against the
+/// context; chat's default is the rest of the context.
+llvm::Error parseMaxTokens(const json &body, const ApiContext &ctx, GenerationRequest &r) {
+  Fields f(body);
+  const ApiKind kind = r.kind;
+  size_t longest = 0;
+  for (const auto &p : r.prompts) longest = std::max(longest, p.size());
+  const char *promptParam = kind == ApiKind::Completions ? "prompt" : "messages";
+  bool given = false;
+  const char *maxKey = "max_tokens";
+  if (kind == ApiKind::ChatCompletions && f.get("max_completion_tokens")) maxKey = "max_completion_tokens";
+  int64_t maxTokens = kind == ApiKind::Completions ? 16 : 0;
+  if (llvm::Error e = f.integer(maxKey, maxTokens, &given)) return e;
+  if (given && maxTokens < 1)
+    return badRequest(maxKey, "invalid_value", llvm::Twine(maxKey) + " must be >= 1, not " + llvm::Twine(maxTokens));
+  if (static_cast<int64_t>(longest) >= ctx.maxSeqLen)
+    return badRequest(promptParam, "context_length_exceeded",
+                      "the prompt is " + llvm::Twine(longest) + " tokens; the context is " +
+                          llvm::Twine(ctx.maxSeqLen) + " tokens, which leaves no room to generate");
+  if (!given && kind == ApiKind::ChatCompletions) maxTokens = ctx.maxSeqLen - static_cast<int64_t>(longest);
+  if (maxTokens > ctx.maxSeqLen - static_cast<int64_t>(longest))
+    return badRequest(maxKey, "context_length_exceeded",
+                      "the prompt of " + llvm::Twine(longest) + " tokens + " + maxKey + " " + llvm::Twine(maxTokens) +
+                          " is above the context of " + llvm::Twine(ctx.maxSeqLen) + " tokens");
+  r.maxTokens = maxTokens;
+  return llvm::Error::success();
+}
+
 }  // namespace
 
 llvm::Expected<std::vector<ChatMessage>> parseChatMessages(llvm::StringRef messagesJson) {
@@ -384,27 +412,7 @@ llvm::Expected<GenerationRequest> parseGenerationRequest(ApiKind kind, llvm::Str
   }
   if (llvm::Error e = f.boolean("return_token_ids", r.returnTokenIds)) return std::move(e);
 
-  // max_tokens (chat: also max_completion_tokens); chat's default is the rest of the context.
-  size_t longest = 0;
-  for (const auto &p : r.prompts) longest = std::max(longest, p.size());
-  const char *promptParam = kind == ApiKind::Completions ? "prompt" : "messages";
-  bool given = false;
-  const char *maxKey = "max_tokens";
-  if (kind == ApiKind::ChatCompletions && f.get("max_completion_tokens")) maxKey = "max_completion_tokens";
-  int64_t maxTokens = kind == ApiKind::Completions ? 16 : 0;
-  if (llvm::Error e = f.integer(maxKey, maxTokens, &given)) return std::move(e);
-  if (given && maxTokens < 1)
-    return badRequest(maxKey, "invalid_value", llvm::Twine(maxKey) + " must be >= 1, not " + llvm::Twine(maxTokens));
-  if (static_cast<int64_t>(longest) >= ctx.maxSeqLen)
-    return badRequest(promptParam, "context_length_exceeded",
-                      "the prompt is " + llvm::Twine(longest) + " tokens; the context is " +
-                          llvm::Twine(ctx.maxSeqLen) + " tokens, which leaves no room to generate");
-  if (!given && kind == ApiKind::ChatCompletions) maxTokens = ctx.maxSeqLen - static_cast<int64_t>(longest);
-  if (maxTokens > ctx.maxSeqLen - static_cast<int64_t>(longest))
-    return badRequest(maxKey, "context_length_exceeded",
-                      "the prompt of " + llvm::Twine(longest) + " tokens + " + maxKey + " " + llvm::Twine(maxTokens) +
-                          " is above the context of " + llvm::Twine(ctx.maxSeqLen) + " tokens");
-  r.maxTokens = maxTokens;
+  if (llvm::Error e = parseMaxTokens(body, ctx, r)) return std::move(e);
   return r;
 }
 

@@ -196,6 +196,50 @@ struct Server::Impl::Response {
     }
     return out;
   }
+
+  /// The streamed answer's content provider: waits up to kPoll for deltas and writes them as
+  /// events; at the end an error event (a failure) or the usage chunk (include_usage), then
+  /// `data: [DONE]`. False (the client is gone) cancels through the releaser.
+  bool writeEvents(httplib::DataSink &sink) {
+    std::vector<ChoiceDelta> deltas;
+    const bool more = gen->next(kPoll, deltas);
+    auto touched = fold(deltas);
+    std::string out = events(touched);
+    if (!more) {
+      const std::string failure = gen->failure();
+      if (!failure.empty()) {
+        out += event(json::parse(ApiError(500, "server_error", "", "server_error", failure).body()));
+      } else if (gen->request().includeUsage) {
+        json j = envelope(true);
+        j["choices"] = json::array();
+        j["usage"] = usage();
+        out += event(j);
+      }
+      out += "data: [DONE]\n\n";
+    }
+    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+    if (more) return out.empty() ? sink.is_writable() : true;
+    complete = true;
+    sink.done();
+    return true;
+  }
+
+  /// The non-streamed answer's content provider: gathers deltas until the end, then writes the
+  /// whole object. The status line is out already, so a failure after acceptance is told in the
+  /// body (an error object).
+  bool writeWhole(httplib::DataSink &sink) {
+    std::vector<ChoiceDelta> deltas;
+    const bool more = gen->next(kPoll, deltas);
+    fold(deltas);
+    if (more) return sink.is_writable();
+    const std::string failure = gen->failure();
+    const std::string body =
+        failure.empty() ? whole() : ApiError(500, "server_error", "", "server_error", failure).body();
+    if (!sink.write(body.data(), body.size())) return false;
+    complete = true;
+    sink.done();
+    return true;
+  }
 };
 
 std::string Server::Impl::tokenText(TokenId id) const {
@@ -279,52 +323,11 @@ void Server::Impl::generate(ApiKind kind, const httplib::Request &req, httplib::
   if (stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream",
-        [r](size_t, httplib::DataSink &sink) {
-          std::vector<ChoiceDelta> deltas;
-          const bool more = r->gen->next(kPoll, deltas);
-          auto touched = r->fold(deltas);
-          std::string out = r->events(touched);
-          if (!more) {
-            const std::string failure = r->gen->failure();
-            if (!failure.empty()) {
-              out += Response::event(json::parse(ApiError(500, "server_error", "", "server_error", failure).body()));
-            } else if (r->gen->request().includeUsage) {
-              json j = r->envelope(true);
-              j["choices"] = json::array();
-              j["usage"] = r->usage();
-              out += Response::event(j);
-            }
-            out += "data: [DONE]\n\n";
-          }
-          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-          if (!more) {
-            r->complete = true;
-            sink.done();
-            return true;
-          }
-          return out.empty() ? sink.is_writable() : true;
-        },
-        releaser);
-    return;
+        "text/event-stream", [r](size_t, httplib::DataSink &sink) { return r->writeEvents(sink); }, releaser);
+  } else {
+    res.set_chunked_content_provider(
+        "application/json", [r](size_t, httplib::DataSink &sink) { return r->writeWhole(sink); }, releaser);
   }
-  res.set_chunked_content_provider(
-      "application/json",
-      [r](size_t, httplib::DataSink &sink) {
-        std::vector<ChoiceDelta> deltas;
-        const bool more = r->gen->next(kPoll, deltas);
-        r->fold(deltas);
-        if (more) return sink.is_writable();
-        const std::string failure = r->gen->failure();
-        // The status line is out already: a failure after acceptance is told in the body.
-        const std::string body =
-            failure.empty() ? r->whole() : ApiError(500, "server_error", "", "server_error", failure).body();
-        if (!sink.write(body.data(), body.size())) return false;
-        r->complete = true;
-        sink.done();
-        return true;
-      },
-      releaser);
 }
 
 void Server::Impl::routes() {

@@ -65,6 +65,11 @@ private:
     std::string text;
   };
   using Section = std::vector<Piece>;
+  /// Cuts the text of section `section` (whose header is on line `line` of `file`) at its
+  /// placeholders. Errors: `FILE:LINE:` an unknown placeholder, an unmatched brace, a placeholder
+  /// outside a message's section.
+  static llvm::Expected<Section> compile(llvm::StringRef section, size_t line, llvm::StringRef text,
+                                         llvm::StringRef file);
   static void append(const Section &s, const ChatMessage *m, std::string &out);
 
   Section prefix_, generation_;
