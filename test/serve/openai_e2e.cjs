@@ -125,6 +125,18 @@ async function metrics(base) {
   return { text, value };
 }
 
+/// /metrics once the gauges say nothing runs (the engine updates them just after the step that
+/// sent the last tokens), or after 2 s.
+async function settled(base) {
+  const t0 = Date.now();
+  for (;;) {
+    const m = await metrics(base);
+    if ((m.value('colossal_requests_running') === 0 && m.value('colossal_requests_waiting') === 0 &&
+         m.value('colossal_kv_cache_usage_ratio') === 0) || Date.now() - t0 > 2000) return m;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 // ------------------------------------------------------------------------------ folding answers
 /// The text, token ids, finish reasons and logprobs of a non-streamed answer, per choice.
 function whole(resp, chat) {
@@ -397,7 +409,7 @@ async function concurrency(client, base) {
   console.log(`concurrency: ${requests.length} streamed requests from ${CLIENTS} clients in ${seconds.toFixed(2)} s ` +
               `(${(requests.length / seconds).toFixed(1)} requests/s, ${(tokens / seconds).toFixed(0)} tokens/s, ${chunks} chunks); ` +
               `the same requests one at a time: ${soloSeconds.toFixed(2)} s`);
-  const m = await metrics(base);
+  const m = await settled(base);
   eq([m.value('colossal_requests_running'), m.value('colossal_requests_waiting'), m.value('colossal_kv_cache_usage_ratio')],
      [0, 0, 0], '/metrics after the load: nothing running or waiting, no block held');
   check(m.value('colossal_time_to_first_token_seconds_count') > 0 && m.value('colossal_time_per_output_token_seconds_count') > 0,
