@@ -84,7 +84,7 @@ private:
   int port_ = -1;
   std::time_t created_;
   std::atomic<uint64_t> nextId_{0};
-  std::mutex stopMutex_;
+  std::mutex stopMutex_, shutdownMutex_;
   std::condition_variable stopCv_;
   bool stopRequested_ = false, stopped_ = false;
 };
@@ -335,6 +335,13 @@ void Server::Impl::routes() {
   // Streamed chunks are small writes: without TCP_NODELAY, Nagle's algorithm holds each behind the
   // client's delayed ACK (~40 ms a chunk).
   http_.set_tcp_nodelay(true);
+  // httplib's default also sets SO_REUSEPORT, with which a second server on the same port would
+  // share it silently instead of failing to bind: SO_REUSEADDR only (a restart need not wait out
+  // TIME_WAIT).
+  http_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http_.Post("/v1/completions",
              [this](const httplib::Request &q, httplib::Response &s) { generate(ApiKind::Completions, q, s); });
   http_.Post("/v1/chat/completions",
@@ -411,6 +418,8 @@ void Server::Impl::waitForStop() {
 }
 
 void Server::Impl::stop() {
+  // A second caller (run() woken by another thread's stop()) waits here until the first is done.
+  std::lock_guard<std::mutex> shutdown(shutdownMutex_);
   {
     std::lock_guard<std::mutex> lk(stopMutex_);
     if (stopped_) return;
