@@ -9,6 +9,8 @@
 
 namespace colossal::runtime::serve {
 
+StepModel::~StepModel() = default;
+
 char InvalidRequestError::ID = 0;
 
 namespace {

@@ -156,8 +156,7 @@ TEST_F(TrainCliTest, Errors) {
   EXPECT_EQ(run(planPath + " sample --prompt x --tokens 2", out, &err), 1);
   EXPECT_EQ(err, "error: --prompt: byte 120 at offset 0 is outside the vocabulary of 16 ids\n");
   EXPECT_EQ(run(planPath + " fly", out, &err), 1);
-  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample, export, tokenize or generate)
-");
+  EXPECT_EQ(err, "error: unknown subcommand 'fly' (expected train, sample, export, tokenize, generate or serve)\n");
   // A token outside the vocabulary (V = 16).
   std::ofstream(path("bad.bin"), std::ios::binary) << std::string(20, '\x01') << '\x20' << std::string(20, '\x01');
   EXPECT_EQ(run(planPath + " train --data " + path("bad.bin") + " --steps 1 --metrics " + path("m.jsonl"), out, &err),

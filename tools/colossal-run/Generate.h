@@ -37,6 +37,12 @@ llvm::cl::OptionCategory &generateCategory();
 /// The options only `generate` takes (checkModeOptions refuses them elsewhere).
 std::vector<llvm::cl::Option *> generateOnlyOptions();
 
+/// `serve` (Serve.cpp): its options, and the server over the plan until SIGINT / SIGTERM.
+llvm::cl::OptionCategory &serveCategory();
+std::vector<llvm::cl::Option *> serveOnlyOptions();
+int serveMain(const runtime::LoadedPlan &plan, runtime::Device &device, runtime::CommContext &comm,
+              const std::string &tokenizerPath);
+
 /// Runs `generate`; returns the process exit status (errors printed as "error: ...").
 int generateMain(const runtime::LoadedPlan &plan, runtime::Device &device, runtime::CommContext &comm,
                  const SharedGenerateOptions &shared);

@@ -15,6 +15,8 @@
 //   colossal-run MODEL.cplan tokenize --tokenizer FILE --text FILE... --out TOKENS.bin [--token-dtype T]
 //   colossal-run MODEL.cplan generate --tokenizer TOK --prompt TEXT --max-tokens N [sampling flags]
 //                (or --prompt-ids ID,.. | --requests FILE.jsonl; a `mode: generate` plan; Generate.h)
+//   colossal-run MODEL.cplan serve --tokenizer TOK [--host 127.0.0.1] [--port 8000] [--chat-template F]
+//                (the OpenAI-compatible server over a `mode: generate` plan; Serve.cpp)
 //
 // `train`, `sample`, `export` and `tokenize` are docs/training.md's subcommands; their logic lives
 // in the runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/,
@@ -101,7 +103,7 @@ namespace {
 
 cl::OptionCategory category("colossal-run options");
 cl::list<std::string> positionals(cl::Positional, cl::OneOrMore,
-                                  cl::desc("<plan.cplan> [train|sample|export|tokenize|generate]"), cl::cat(category));
+                                  cl::desc("<plan.cplan> [train|sample|export|tokenize|generate|serve]"), cl::cat(category));
 cl::list<std::string> inputArgs("input", cl::desc("Bind a program input: NAME=FILE.npy (repeatable)"),
                                 cl::value_desc("NAME=FILE.npy"), cl::cat(category));
 cl::opt<std::string> outputDir("output-dir", cl::desc("Write each output to DIR/NAME.npy"),
@@ -229,9 +231,10 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&onNonFinite, {"train"}},    {&allowNonFiniteCheckpoint, {"run", "train", "sample", "export"}},
       {&shuffle, {"train"}},        {&dumpInputsDir, {"train"}},
       {&sampleTokens, {"sample"}},  {&temperature, {"sample", "generate"}}, {&onnxOut, {"export"}},
-      {&tokenizerPath, {"sample", "tokenize", "generate"}}, {std::addressof(textFiles), {"tokenize"}},
+      {&tokenizerPath, {"sample", "tokenize", "generate", "serve"}}, {std::addressof(textFiles), {"tokenize"}},
       {&tokensOut, {"tokenize"}},   {&exportInference, {"export"}}};
   for (cl::Option *o : colossal::tools::generateOnlyOptions()) uses.push_back({o, {"generate"}});
+  for (cl::Option *o : colossal::tools::serveOnlyOptions()) uses.push_back({o, {"serve"}});
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
     std::string where;
@@ -630,7 +633,7 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
 
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &tokenizeCategory, &exportCategory,
-                            &colossal::tools::generateCategory()});
+                            &colossal::tools::generateCategory(), &colossal::tools::serveCategory()});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
   if (nproc.getNumOccurrences()) {
@@ -644,8 +647,9 @@ int runMain(int argc, char **argv) {
   std::string mode = "run";
   if (positionals.size() > 1) {
     mode = positionals[1];
-    if (mode != "train" && mode != "sample" && mode != "export" && mode != "tokenize" && mode != "generate")
-      return fail("unknown subcommand '" + mode + "' (expected train, sample, export, tokenize or generate)");
+    if (mode != "train" && mode != "sample" && mode != "export" && mode != "tokenize" && mode != "generate" &&
+        mode != "serve")
+      return fail("unknown subcommand '" + mode + "' (expected train, sample, export, tokenize, generate or serve)");
   }
   if (positionals.size() > 2) return fail("unexpected argument '" + positionals[2] + "'");
   if (llvm::Error e = checkModeOptions(mode)) return fail(std::move(e));
@@ -676,13 +680,15 @@ int runMain(int argc, char **argv) {
   if (mode == "export") return exportMain(**loaded);
   if (mode == "tokenize") return tokenizeMain(**loaded);
   const bool generatePlan = (*loaded)->plan.mode() == "generate";
-  if (generatePlan != (mode == "generate"))
-    return fail(planPath + (generatePlan ? ": a generate plan runs with `colossal-run PLAN generate ...`"
-                                         : ": generate needs a plan compiled with `mode: generate` (this one is mode " +
+  const bool serving = mode == "generate" || mode == "serve";
+  if (generatePlan != serving)
+    return fail(planPath + (generatePlan ? ": a generate plan runs with `colossal-run PLAN generate ...` or `serve`"
+                                         : ": " + mode + " needs a plan compiled with `mode: generate` (this one is mode " +
                                                (*loaded)->plan.mode() + ")"));
-  if (mode == "generate") {
+  if (serving) {
     auto comm = startCommunication(**loaded, "", commTimeout);
     if (!comm) return fail(comm.takeError());
+    if (mode == "serve") return colossal::tools::serveMain(**loaded, *device, **comm, tokenizerPath);
     colossal::tools::SharedGenerateOptions shared;
     if (prompt.getNumOccurrences()) shared.prompt = prompt;
     shared.tokenizer = tokenizerPath;

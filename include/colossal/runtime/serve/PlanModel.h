@@ -30,24 +30,24 @@ class CommContext;
 
 namespace colossal::runtime::serve {
 
-class PlanModel {
+class PlanModel : public StepModel {
 public:
   /// Prepares `plan` (mode generate; it must outlive the model) on `device`. `comm`: the job's
   /// communicators for a plan with collectives (null on one rank). Errors: not a generate plan,
   /// the executors' and the state store's errors.
   static llvm::Expected<std::unique_ptr<PlanModel>> create(const LoadedPlan &plan, const KernelRegistry &registry,
                                                            Device &device, CommContext *comm = nullptr);
-  ~PlanModel();
+  ~PlanModel() override;
 
   /// The scheduler configuration the plan was compiled for (GenerateConfig).
-  const SchedulerConfig &config() const { return config_; }
+  const SchedulerConfig &config() const override { return config_; }
   const plan::GenerateConfig &generate() const { return plan_->plan.generate(); }
 
   /// Runs `batch` (Scheduler.h ModelStep) and writes logits [batch.logitsIndices.size(), vocab].
   /// Errors (naming the numbers): more tokens than the largest program, more sequences than
   /// max_batch_seqs, a block table of another width, a logits buffer of the wrong size, a token
   /// id outside the vocabulary; the kernels' (a slot or block outside the cache).
-  llvm::Error step(const StepBatch &batch, llvm::MutableArrayRef<float> logits);
+  llvm::Error step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) override;
 
   /// Zeroes the KV cache (a fresh engine's state).
   void resetCache();

@@ -120,6 +120,19 @@ struct StepBatch {
 /// work is scheduled again).
 using ModelStep = llvm::function_ref<llvm::Error(const StepBatch &batch, llvm::MutableArrayRef<float> logits)>;
 
+/// The model side of the engine: one step of a ragged batch (Scheduler.h ModelStep semantics).
+/// Called from the engine thread only.
+class StepModel {
+public:
+  virtual ~StepModel();
+  /// vocab, max_seq_len, block size, blocks, budgets: what the Scheduler is created with.
+  virtual const SchedulerConfig &config() const = 0;
+  /// Runs `batch`; writes `logits` [batch.logitsIndices.size(), config().vocabSize] f32, row j
+  /// for token row batch.logitsIndices[j]. An error fails the requests that were in the batch
+  /// (the engine goes on serving the others and new ones).
+  virtual llvm::Error step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) = 0;
+};
+
 enum class FinishReason { Stop, Length, Abort };  // OpenAI finish_reason: stop, length; abort: abort()
 
 struct RequestOutput {
