@@ -98,12 +98,17 @@ def spec_text(cfg, a, mesh=""):
     shape = f"[{batch}, {cfg.frames}, {cfg.size}, {cfg.size}]"
     return (f"mode: train\n"
             f"inputs: {{clean: {shape}, noise: {shape}, t: [{batch}]}}\n"
-            + (f"mesh: {{{mesh}}}\n" if mesh else "") +
+            + (f"mesh: {{{mesh}}}\n" if mesh else "")
+            # Under tp the patch embedding stays whole (its input, 16 pixels, is too narrow to be
+            # worth splitting), so the residual stream is whole between blocks and each block is
+            # Megatron's layout: one all_reduce after each attention and after the MLP.
+            + ("parallel:\n  tensor: {style: 1d, hints: {\"/dit/embed/MatMul\": \"-,-\"}}\n"
+               if mesh.startswith("tp") else "") +
             f"train:\n"
             f"  loss: {{kind: output, output: loss}}\n"
             f"  optimizer: {{kind: adamw, lr: {a.lr}, betas: [0.9, 0.999], eps: 1.0e-8, weight_decay: 0.0}}\n"
             f"  lr_schedule: {{kind: cosine, warmup_steps: {a.warmup}, total_steps: {a.steps}, min_lr: {a.min_lr}}}\n"
-            f"  frozen: [dit.freqs]                # the fixed sinusoidal table of the timestep embedding\n"
+            f"  frozen: [dit.freqs, dit.pos_spatial, dit.pos_temporal]   # fixed sine-cosine tables\n"
             f"  inputs:\n"
             f"    clean: {{npy: clips.npy}}\n"
             f"    noise: {{normal: {{mean: 0.0, std: 1.0}}}}\n"

@@ -34,18 +34,18 @@ def draw(kind, cx, cy, r, size):
     return inside.reshape(size, SUPER, size, SUPER).mean(axis=(1, 3))
 
 
-def make_clips(n, frames, size, seed, max_shapes=1):
+def make_clips(n, frames, size, seed, max_shapes=1, radius=(2.0, 3.5), speed=(0.5, 1.5)):
     rng = np.random.default_rng(seed)
     clips = np.zeros((n, frames, size, size), np.float32)
     for i in range(n):
         cover = np.zeros((frames, size, size))
         for _ in range(rng.integers(1, max_shapes + 1)):
             kind = rng.integers(0, 2)
-            r = rng.uniform(2.0, 3.5)
+            r = rng.uniform(*radius)
             pos = rng.uniform(r, size - r, 2)
             angle = rng.uniform(0, 2 * np.pi)
-            speed = rng.uniform(0.5, 1.5)
-            vel = speed * np.array([np.cos(angle), np.sin(angle)])
+            v = rng.uniform(*speed)
+            vel = v * np.array([np.cos(angle), np.sin(angle)])
             for f in range(frames):
                 x, y = bounce(pos + f * vel, r, size - r)
                 cover[f] = np.maximum(cover[f], draw(kind, x, y, r, size))

@@ -4,8 +4,8 @@ Shapes: a clip is float32 [B, F, H, W] (F frames of H x W grey pixels in [-1, 1]
 P x P, so each frame is S = (H/P)·(W/P) tokens of width D and a clip is F·S tokens.
 
     VideoDiT(x_t [B, F, H, W], tau [B]) -> velocity [B, F, H, W]
-        patchify + linear embedding, plus a learned spatial position (per patch) and a learned
-        temporal position (per frame);
+        patchify + linear embedding, plus fixed sine-cosine positions: 2-D over a frame's patch
+        grid and 1-D over the frames;
         `depth` blocks, each: spatial self-attention (within a frame: the F·B sequences of S
         tokens), temporal self-attention (across frames: the S·B sequences of F tokens), MLP;
         each of the three sublayers pre-normalized by a LayerNorm without affine parameters and
@@ -19,7 +19,8 @@ P x P, so each frame is S = (H/P)·(W/P) tokens of width D and a clip is F·S to
         down to 0 (sample.py).
 
 Attention is written out (q·kᵀ/√d, softmax, ·v) so that colossal-opt fuses it into one attention op;
-every parameter starts random (no two initializers equal, so torch's exporter keeps them apart).
+every trained parameter starts random (no two initializers equal, so torch's exporter keeps them
+apart and export.py can pair the two graphs' weights by value).
 """
 import math
 
@@ -38,6 +39,19 @@ class Config:
 
     def as_dict(self):
         return dict(self.__dict__)
+
+
+def sincos(pos, dim):
+    """[len(pos), dim]: sin(pos·ω_k) for the first dim/2 columns, cos for the rest, ω_k = 10000^(−2k/dim)."""
+    omega = torch.exp(torch.arange(dim // 2, dtype=torch.float64) * (-2.0 * math.log(10000.0) / dim))
+    arg = pos.to(torch.float64).unsqueeze(1) * omega.unsqueeze(0)
+    return torch.cat([torch.sin(arg), torch.cos(arg)], dim=1).to(torch.float32)
+
+
+def spatial_positions(grid, dim):
+    """[grid·grid, dim]: the row's table in the first dim/2 columns, the column's in the rest."""
+    rows, cols = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
+    return torch.cat([sincos(rows.reshape(-1), dim // 2), sincos(cols.reshape(-1), dim // 2)], dim=1)
 
 
 def modulate(x, shift, scale):
@@ -97,13 +111,16 @@ class VideoDiT(nn.Module):
         d, p = cfg.dim, cfg.patch
         self.grid = cfg.size // p
         self.embed = nn.Linear(p * p, d)
-        # Shaped to broadcast over [B, F, S, D] as they are, so that the exporter keeps their names.
-        self.pos_spatial = nn.Parameter(0.02 * torch.randn(self.grid * self.grid, d))
-        self.pos_temporal = nn.Parameter(0.02 * torch.randn(cfg.frames, 1, d))
-        # The sinusoidal frequencies 10000^(−k/half): a fixed table. It is a parameter that does
-        # not train (rather than a buffer) so that the exporter keeps it as the initializer
-        # `dit.freqs`; colossal-opt would otherwise train the float Constant a Mul reads
-        # (docs/training.md "Which initializers train"), so the specs freeze it by that name.
+        # Fixed sine-cosine positions, as DiT's (2-D over the patch grid: half the width for the
+        # row, half for the column) and a 1-D table over the frames; shaped to broadcast over
+        # [B, F, S, D] as they are, so that the exporter keeps their names. Parameters that do not
+        # train (the specs freeze them, see `freqs` below).
+        self.pos_spatial = nn.Parameter(spatial_positions(self.grid, d), requires_grad=False)  # [S, D]
+        self.pos_temporal = nn.Parameter(sincos(torch.arange(cfg.frames), d).unsqueeze(1), requires_grad=False)
+        # The sinusoidal frequencies 10000^(−k/half): a fixed table. Like the position tables it is
+        # a parameter that does not train (rather than a buffer) so that the exporter keeps it as
+        # an initializer of that name: colossal-opt would otherwise train the float Constant a
+        # Mul reads (docs/training.md "Which initializers train"); the specs freeze all three.
         half = cfg.freq_dim // 2
         table = torch.exp(torch.arange(half, dtype=torch.float32) * (-math.log(10000.0) / half))
         self.freqs = nn.Parameter(table.unsqueeze(0), requires_grad=False)  # [1, half]
