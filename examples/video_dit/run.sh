@@ -6,10 +6,10 @@
 #   examples/video_dit/run.sh [--steps N] [--mesh one|dp2|tp2] [--sample-steps K] [--threads N]
 #                             [--opt PATH] [--run PATH] [--out DIR]     # DIR defaults to build/video_dit
 #
-# 1. make_data.py: 2048 clips of 8 frames of 16x16 pixels, one or two squares/discs bouncing
-#    around -> DIR/clips.npy
+# 1. make_data.py: 2048 clips of 8 frames of 16x16 pixels, a square or a disc (6 pixels across)
+#    moving 1 pixel per frame and bouncing off the edges -> DIR/clips.npy
 # 2. export.py: VideoDiT (3 blocks of spatial attention, temporal attention and an MLP, width 64,
-#    4x4 patches, adaLN on the timestep; 330k parameters) with its rectified-flow loss ->
+#    4x4 patches, adaLN on the timestep; 328k parameters) with its rectified-flow loss ->
 #    DIR/train.onnx, the denoiser alone -> DIR/denoiser.onnx, the specs DIR/spec*.yaml
 # 3. colossal-opt compiles DIR/train.onnx with DIR/spec.yaml (--mesh dp2: spec_dp2.yaml, tp2:
 #    spec_tp2.yaml) -> DIR/train.cplan
@@ -18,7 +18,7 @@
 #    (--nproc 2) for dp2 and tp2
 # 5. sample.py: the trained weights into the denoiser graph, compiled for inference, --sample-steps
 #    (default 25) Euler steps from noise -> DIR/samples.gif (8 clips side by side)
-# Fails unless the loss falls. About 5 minutes on 2 idle cores (examples/video_dit/README.md).
+# Fails unless the loss falls. About 9 minutes on 2 shared cores (5 minutes of CPU; README.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"

@@ -33,7 +33,7 @@ def cosine_lr(s, lr, warmup_steps, total_steps, min_lr):
     return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
 
 
-def replay(work, dump, steps, threads=2):
+def replay(work, dump, steps, threads=1):
     """The per-step losses of PyTorch's run on the dumped inputs."""
     torch.set_num_threads(threads)
     with open(os.path.join(work, "config.json")) as f:
@@ -75,7 +75,7 @@ def main():
     ap.add_argument("--metrics")
     ap.add_argument("--compare")
     ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: on 2 shared cores more are slower)")
     a = ap.parse_args()
     ref = replay(a.work, a.dump, a.steps, a.threads)
     if a.metrics:

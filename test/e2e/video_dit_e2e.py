@@ -9,7 +9,8 @@ rectified-flow loss (export.py: inputs clean, noise, t; `train.loss.kind: output
   torch   --steps (20) AdamW steps of colossal-run (clean from the npy rows, noise ~ normal(0, 1)
           and t ~ uniform_int [0, 1000) drawn by the runtime, --dump-inputs); PyTorch replays the
           dumped inputs from the same initial weights (torch_reference.py): per-step losses within
-          1e-4 relative, and the loss falls;
+          1e-4 relative, and the loss falls (the mean of the last 5 steps below 0.9 times the
+          first 5's);
   dp      `mesh: {dp: 2}` on two ranks against the one-rank run: the dumped inputs are equal bit
           for bit and the losses within 1e-5 relative (only the gradient all_reduce's summation
           order differs);
@@ -92,9 +93,10 @@ def torch_case(args):
     opt, run = setup(args)
     dump = os.path.join(args.workdir, "dump")
     _, ours = compile_and_train(args, opt, run, "spec.yaml", args.steps, dump=dump)
-    ref = example_module("torch_reference").replay(args.workdir, dump, args.steps, args.threads)
+    # One torch thread: on 2 busy cores torch's two threads wait for each other (several times slower).
+    ref = example_module("torch_reference").replay(args.workdir, dump, args.steps, threads=1)
     ok = compare("torch", ours, ref, TOL_TORCH)
-    falls = np.mean(ref[-5:]) < 0.8 * np.mean(ref[:5])
+    falls = np.mean(ref[-5:]) < 0.9 * np.mean(ref[:5])
     print(f"loss {ref[0]:.4f} -> {ref[-1]:.4f} (mean of the first 5 steps {np.mean(ref[:5]):.4f}, "
           f"of the last 5 {np.mean(ref[-5:]):.4f}){'' if falls else ': it did NOT fall'}")
     return ok and falls
