@@ -73,7 +73,7 @@ def trained_denoiser(work, run_bin, checkpoint):
     state = {}
     for key, (name, transposed) in maps["torch"].items():
         v = numpy_helper.to_array(trained[name])
-        state[key] = v.T.copy() if transposed else v
+        state[key] = v.T.copy() if transposed else v.copy()
     return out, state
 
 
