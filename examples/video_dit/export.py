@@ -8,7 +8,7 @@ writes
   DIR/train.onnx      RectifiedFlowLoss: inputs clean [B, F, H, W], noise [B, F, H, W], t int64 [B];
                       output loss (the model computes its own loss: train.loss.kind: output)
   DIR/denoiser.onnx   VideoDiT alone: inputs x [N, F, H, W], tau [N]; output velocity [N, F, H, W]
-                      (the same parameters under the same names, for sampling)
+                      (the same weights, for sampling; weights.json pairs them)
   DIR/state_dict.pt   the initial weights, for the PyTorch reference (torch_reference.py)
   DIR/config.json     the model's configuration and the training hyperparameters
   DIR/spec.yaml, DIR/spec_dp2.yaml, DIR/spec_tp2.yaml
