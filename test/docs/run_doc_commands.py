@@ -151,12 +151,13 @@ def tail(text, n=40):
 
 
 def default_files(source):
-    """README.md, docs/*.md and the examples' READMEs, where they exist."""
+    """README.md, docs/*.md, examples/README.md and examples/*/README.md, where they exist."""
     docs = os.path.join(source, "docs")
     files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(docs) if f.endswith(".md"))
-    return files + [f for f in ("examples/README.md", "examples/models/README.md", "examples/digits_resnet/README.md",
-                                "examples/llama_continued_pretraining/README.md")
-                    if os.path.isfile(os.path.join(source, f))]
+    examples = os.path.join(source, "examples")
+    per_example = sorted(os.path.join("examples", d, "README.md") for d in os.listdir(examples)
+                         if os.path.isfile(os.path.join(examples, d, "README.md"))) if os.path.isdir(examples) else []
+    return files + [f for f in ["examples/README.md"] + per_example if os.path.isfile(os.path.join(source, f))]
 
 
 def python_ready():
@@ -171,7 +172,7 @@ def python_ready():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md docs/*.md "
-                         "examples/README.md examples/models/README.md and the two example folders' READMEs)")
+                         "examples/README.md examples/*/README.md)")
     ap.add_argument("--source", required=True, help="repository root")
     ap.add_argument("--build", help="build folder (holds bin/colossal-opt)")
     ap.add_argument("--workdir", help="scratch folder (emptied per file)")
