@@ -356,45 +356,25 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
     Value positions = g.getArgument(positionsArg);
     Value positions64;
     WalkResult walk = g.walk([&](Operation *op) -> WalkResult {
-      auto axes = op->getAttrOfType<ArrayAttr>("axes");
-      if (!axes || !isa<colossal::AllReduceOp, colossal::AllGatherOp, colossal::ReduceScatterOp,
-                         colossal::BroadcastOp, colossal::ShardSliceOp, colossal::AxisIndexOp>(op) ||
-          llvm::none_of(axes, [](Attribute a) { return cast<StringAttr>(a).getValue() == kTokenRowAxis; }))
+      if (!isCollectiveOver(op, kTokenRowAxis))
         return WalkResult::advance();
       if (auto slice = dyn_cast<colossal::ShardSliceOp>(op)) {
-        OpBuilder b(slice);
-        auto local = cast<RankedTensorType>(slice.getType());
-        if (auto expand = slice.getX().getDefiningOp<colossal::ExpandOp>()) {
-          auto in = tensorType(expand.getX());
-          int64_t d = slice.getDim() - (tensorType(expand).getRank() - in.getRank());
-          if (d < 0 || in.getDimSize(d) == 1) {
-            Operation *smaller = b.clone(*expand);
-            smaller->getResult(0).setType(local);
-            slice.replaceAllUsesWith(smaller->getResult(0));
-            slice.erase();
-            return WalkResult::advance();
-          }
-        }
+        if (shrinkBroadcastCut(slice))
+          return WalkResult::advance();
         if (!positions64) {
           OpBuilder atStart = OpBuilder::atBlockBegin(&g.getBody().front());
           positions64 = colossal::CastOp::create(
               atStart, g.getLoc(),
               RankedTensorType::get(tensorType(positions).getShape(), atStart.getI64Type()), positions);
         }
-        slice.replaceAllUsesWith(positionRows(b, slice.getLoc(), slice.getX(), slice.getDim(), local, positions64));
+        OpBuilder b(slice);
+        slice.replaceAllUsesWith(positionRows(b, slice.getLoc(), slice.getX(), slice.getDim(),
+                                              cast<RankedTensorType>(slice.getType()), positions64));
         slice.erase();
         return WalkResult::advance();
       }
       // Blame the op that needs all the rows (a gather's consumer) or that summed over them.
-      Operation *blame = op;
-      if (isa<colossal::AllReduceOp, colossal::ReduceScatterOp>(op)) {
-        if (Operation *producer = op->getOperand(0).getDefiningOp())
-          blame = producer;
-      } else if (op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
-        Operation *user = *op->getResult(0).user_begin();
-        if (!isa<func::ReturnOp>(user))
-          blame = user;
-      }
+      Operation *blame = collectiveBlame(op);
       error(blame) << "this op mixes token positions (computing it a few token rows at a time "
                       "would need "
                    << op->getName().stripDialect()
@@ -405,11 +385,7 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
     });
     if (walk.wasInterrupted())
       return failure();
-    SmallVector<Operation *> ops;
-    g.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : llvm::reverse(ops))
-      if (isOpTriviallyDead(op))
-        op->erase();
+    eraseDeadOps(g);
     return success();
   }
 

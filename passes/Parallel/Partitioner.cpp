@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------------------===//
 #include "passes/Parallel/Partitioner.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
 
@@ -30,6 +32,50 @@ static std::string paramOf(StringRef state, ArrayRef<std::string> params) {
         p.size() > best.size())
       best = p;
   return best;
+}
+
+bool colossal::spmd::isCollectiveOver(Operation *op, llvm::StringRef axis) {
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  return axes &&
+         isa<colossal::AllReduceOp, colossal::AllGatherOp, colossal::ReduceScatterOp, colossal::BroadcastOp,
+             colossal::ShardSliceOp, colossal::AxisIndexOp>(op) &&
+         llvm::any_of(axes, [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
+}
+
+bool colossal::spmd::shrinkBroadcastCut(colossal::ShardSliceOp slice) {
+  auto expand = slice.getX().getDefiningOp<colossal::ExpandOp>();
+  if (!expand)
+    return false;
+  auto in = tensorType(expand.getX());
+  int64_t d = slice.getDim() - (tensorType(expand).getRank() - in.getRank());
+  if (d >= 0 && in.getDimSize(d) != 1)
+    return false;
+  OpBuilder b(slice);
+  Operation *smaller = b.clone(*expand);
+  smaller->getResult(0).setType(slice.getType());
+  slice.replaceAllUsesWith(smaller->getResult(0));
+  slice.erase();
+  return true;
+}
+
+Operation *colossal::spmd::collectiveBlame(Operation *op) {
+  if (isa<colossal::AllReduceOp, colossal::ReduceScatterOp>(op)) {
+    if (Operation *producer = op->getOperand(0).getDefiningOp())
+      return producer;
+  } else if (op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
+    Operation *user = *op->getResult(0).user_begin();
+    if (!isa<func::ReturnOp>(user))
+      return user;
+  }
+  return op;
+}
+
+void colossal::spmd::eraseDeadOps(func::FuncOp f) {
+  SmallVector<Operation *> ops;
+  f.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
 }
 
 std::optional<DenseElementsAttr> colossal::spmd::equalRowBlock(ElementsAttr attr, int64_t dim,

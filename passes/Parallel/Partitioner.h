@@ -73,6 +73,20 @@ struct Strategy {
 std::optional<DenseElementsAttr> equalRowBlock(ElementsAttr value, int64_t dim, int64_t ways,
                                                RankedTensorType local);
 
+/// colossal-split-batch and colossal-generate run the partitioner over an axis of their own (row
+/// blocks, token rows) that must leave no collective behind. These are their shared pieces.
+/// Whether `op` is a collective (or axis_index) over mesh axis `axis`.
+bool isCollectiveOver(Operation *op, llvm::StringRef axis);
+/// A cut of a broadcast (expand of a tensor of size 1 or absent on the cut dim) is the same
+/// broadcast to the smaller type: `slice` is replaced by it and erased; false when `slice` cuts
+/// anything else.
+bool shrinkBroadcastCut(colossal::ShardSliceOp slice);
+/// The op to name in the error for a collective `op` over such an axis: the producer of a partial
+/// sum (all_reduce, reduce_scatter), else the consumer of a gathered value, else `op`.
+Operation *collectiveBlame(Operation *op);
+/// Erases the ops of `f` left trivially dead, last first.
+void eraseDeadOps(func::FuncOp f);
+
 /// One op's needs: the sharding each operand must have, and those of its results.
 struct Decision {
   SmallVector<Sharding> operands;

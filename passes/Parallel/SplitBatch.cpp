@@ -108,16 +108,8 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
 
   /// Folds the row-block slices of constants; any other op over the row-block axis is an error.
   LogicalResult finish(func::FuncOp f, int64_t blocks) {
-    auto isRowBlockAxis = [](ArrayAttr axes) {
-      return llvm::any_of(axes, [](Attribute a) {
-        return cast<StringAttr>(a).getValue() == kRowBlockAxis;
-      });
-    };
     WalkResult walk = f.walk([&](Operation *op) -> WalkResult {
-      auto axes = op->getAttrOfType<ArrayAttr>("axes");
-      if (!axes || !isa<colossal::AllReduceOp, colossal::AllGatherOp, colossal::ReduceScatterOp,
-                         colossal::BroadcastOp, colossal::ShardSliceOp, colossal::AxisIndexOp>(op) ||
-          !isRowBlockAxis(axes))
+      if (!isCollectiveOver(op, kRowBlockAxis))
         return WalkResult::advance();
       if (auto sum = dyn_cast<colossal::AllReduceOp>(op); sum && syncSums && sum.getReduction() == "sum") {
         // A row block's sum adds up over the ranks; its mean (of B/dp rows) is a dp-th of the
@@ -143,18 +135,8 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       if (auto slice = dyn_cast<colossal::ShardSliceOp>(op)) {
         // A broadcast along the batch (Expand of [1, ...] to [B, ...]) is the same broadcast to
         // the row block's rows.
-        if (auto expand = slice.getX().getDefiningOp<colossal::ExpandOp>()) {
-          auto in = tensorType(expand.getX());
-          int64_t d = slice.getDim() - (tensorType(expand).getRank() - in.getRank());
-          if (d < 0 || in.getDimSize(d) == 1) {
-            OpBuilder b(slice);
-            Operation *local = b.clone(*expand);
-            local->getResult(0).setType(slice.getType());
-            slice.replaceAllUsesWith(local->getResult(0));
-            slice.erase();
-            return WalkResult::advance();
-          }
-        }
+        if (shrinkBroadcastCut(slice))
+          return WalkResult::advance();
         auto cst = slice.getX().getDefiningOp<colossal::ConstantOp>();
         if (ElementsAttr dense = cst ? cst.getValue() : ElementsAttr()) {
           auto local = cast<RankedTensorType>(slice.getType());
@@ -173,28 +155,20 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
       }
       // Blame the op that needs the whole batch (the consumer of a gather), or the one that
       // summed over rows (the producer of a partial sum).
-      Operation *blame = op;
-      if (isa<colossal::AllReduceOp, colossal::ReduceScatterOp>(op)) {
-        if (Operation *producer = op->getOperand(0).getDefiningOp())
-          blame = producer;
-      } else if (op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
-        Operation *user = *op->getResult(0).user_begin();
-        if (!isa<func::ReturnOp>(user)) {
-          blame = user;
-        } else {
-          // A model output whose rows are not along dim 0: the runs' outputs are gathered there.
-          for (OpOperand &use : op->getResult(0).getUses()) {
-            auto name = f.getResultAttrOfType<StringAttr>(use.getOperandNumber(), kOutputAttr);
-            auto source = getOperation()->getAttrOfType<StringAttr>(kSourceAttr);
-            f.emitError() << (source ? source.str() + ": " : std::string()) << "output '"
-                          << (name ? name.getValue() : StringRef("?"))
-                          << "' does not keep the batch in dim 0 (its rows would need "
-                          << op->getName().stripDialect()
-                          << " across row blocks), so the model cannot be split over " << ways()
-                          << "; run it with dp=1 and " << std::string(accumKey) << "=1";
-            return WalkResult::interrupt();
-          }
-        }
+      Operation *blame = collectiveBlame(op);
+      if (blame == op && !isa<colossal::AllReduceOp, colossal::ReduceScatterOp>(op) &&
+          op->getNumResults() == 1 && !op->getResult(0).use_empty()) {
+        // A model output whose rows are not along dim 0: the runs' outputs are gathered there.
+        OpOperand &use = *op->getResult(0).getUses().begin();
+        auto name = f.getResultAttrOfType<StringAttr>(use.getOperandNumber(), kOutputAttr);
+        auto source = getOperation()->getAttrOfType<StringAttr>(kSourceAttr);
+        f.emitError() << (source ? source.str() + ": " : std::string()) << "output '"
+                      << (name ? name.getValue() : StringRef("?"))
+                      << "' does not keep the batch in dim 0 (its rows would need "
+                      << op->getName().stripDialect()
+                      << " across row blocks), so the model cannot be split over " << ways()
+                      << "; run it with dp=1 and " << std::string(accumKey) << "=1";
+        return WalkResult::interrupt();
       }
       blame->emitError() << "this op mixes rows of the batch (splitting it would need "
                          << op->getName().stripDialect()
@@ -205,11 +179,7 @@ struct SplitBatchPass : colossal::impl::SplitBatchBase<SplitBatchPass> {
     if (walk.wasInterrupted())
       return failure();
     // The whole-batch expands and constants the row block no longer reads.
-    SmallVector<Operation *> ops;
-    f.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : llvm::reverse(ops))
-      if (isOpTriviallyDead(op))
-        op->erase();
+    eraseDeadOps(f);
     return success();
   }
 

@@ -9,6 +9,7 @@
 // the scheduler's refusal comes back as a 400.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "ByteTokenizer.h"
 #include "TestUtil.h"
 
 #include "serve/Engine.h"
@@ -20,24 +21,6 @@ using namespace colossal::runtime::testing;
 using namespace colossal::runtime::serve;
 
 namespace {
-
-class ByteTokenizer : public Tokenizer {
-public:
-  TokenizerFormat format() const override { return TokenizerFormat::Llama2c; }
-  int32_t vocabSize() const override { return 259; }
-  TokenId bosId() const override { return 1; }
-  TokenId eosId() const override { return 2; }
-  llvm::Expected<std::vector<TokenId>> encode(llvm::StringRef text, bool addBos) const override {
-    std::vector<TokenId> ids;
-    if (addBos) ids.push_back(1);
-    for (unsigned char c : text) ids.push_back(c + 3);
-    return ids;
-  }
-  void appendTokenBytes(TokenId id, bool, std::string &out) const override {
-    if (id >= 3 && id < 259) out += static_cast<char>(id - 3);
-  }
-  bool isSpecial(TokenId id) const override { return id < 3; }
-};
 
 /// Greedy output at position p: script[p % size]; fails while `failing` is set.
 class ScriptedModel : public StepModel {

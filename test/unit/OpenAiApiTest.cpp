@@ -5,6 +5,7 @@
 // the default template, and every error's status, param and code.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "ByteTokenizer.h"
 #include "TestUtil.h"
 
 #include "colossal/runtime/serve/OpenAiApi.h"
@@ -13,24 +14,6 @@ using namespace colossal::runtime::testing;
 using namespace colossal::runtime::serve;
 
 namespace {
-
-class ByteTokenizer : public Tokenizer {
-public:
-  TokenizerFormat format() const override { return TokenizerFormat::Llama2c; }
-  int32_t vocabSize() const override { return 259; }
-  TokenId bosId() const override { return 1; }
-  TokenId eosId() const override { return 2; }
-  llvm::Expected<std::vector<TokenId>> encode(llvm::StringRef text, bool addBos) const override {
-    std::vector<TokenId> ids;
-    if (addBos) ids.push_back(1);
-    for (unsigned char c : text) ids.push_back(c + 3);
-    return ids;
-  }
-  void appendTokenBytes(TokenId id, bool, std::string &out) const override {
-    if (id >= 3 && id < 259) out += static_cast<char>(id - 3);
-  }
-  bool isSpecial(TokenId id) const override { return id < 3; }
-};
 
 struct Fixture {
   ByteTokenizer tok;

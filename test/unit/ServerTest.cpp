@@ -6,6 +6,7 @@
 // another thread, with a streamed answer still open, whose stream ends.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "ByteTokenizer.h"
 #include "TestUtil.h"
 
 #include "colossal/runtime/serve/Server.h"
@@ -19,28 +20,6 @@ using namespace colossal::runtime::testing;
 using namespace colossal::runtime::serve;
 
 namespace {
-
-class ByteTokenizer : public Tokenizer {
-public:
-  explicit ByteTokenizer(int32_t vocab = 259) : vocab_(vocab) {}
-  TokenizerFormat format() const override { return TokenizerFormat::Llama2c; }
-  int32_t vocabSize() const override { return vocab_; }
-  TokenId bosId() const override { return 1; }
-  TokenId eosId() const override { return 2; }
-  llvm::Expected<std::vector<TokenId>> encode(llvm::StringRef text, bool addBos) const override {
-    std::vector<TokenId> ids;
-    if (addBos) ids.push_back(1);
-    for (unsigned char c : text) ids.push_back(c + 3);
-    return ids;
-  }
-  void appendTokenBytes(TokenId id, bool, std::string &out) const override {
-    if (id >= 3 && id < 259) out += static_cast<char>(id - 3);
-  }
-  bool isSpecial(TokenId id) const override { return id < 3; }
-
-private:
-  int32_t vocab_;
-};
 
 /// Always 'a'; `delayMs` per step.
 class AModel : public StepModel {
