@@ -9,7 +9,7 @@
 // one piece that starts with ▁.
 //
 // The module is found at $COLOSSAL_SENTENCEPIECE_MODULE, else beside the executable
-// (../lib/colossal/ or its own folder), else where this build wrote it.
+// (../lib/colossal/ or its own folder). Test binaries outside bin/ get the variable from ctest.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "TokenizerFormats.h"
@@ -50,9 +50,6 @@ const ModuleLoad &module() {
       llvm::sys::path::append(dir, kModuleName);
       candidates.push_back(dir.str().str());
     }
-#ifdef COLOSSAL_SENTENCEPIECE_MODULE_PATH
-    candidates.push_back(COLOSSAL_SENTENCEPIECE_MODULE_PATH);
-#endif
     for (const std::string &path : candidates) {
       if (!llvm::sys::fs::exists(path)) continue;
       void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
