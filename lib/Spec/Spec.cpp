@@ -1012,9 +1012,18 @@ Expected<Spec> parseSpecFile(StringRef path) {
     if (!spec.inputs.empty())
       return fail("the programs' shapes come from generate: (max_batch_tokens, max_batch_seqs, "
                   "max_seq_len), so the spec has no inputs:; remove it");
+    // Tensor parallelism splits the heads and the MLP of every step program (docs/serving.md
+    // "Tensor parallelism"); the other axes have no serving meaning yet.
     for (auto &[axis, size] : spec.mesh)
-      if (size > 1)
-        return fail("mesh " + axis + "=" + Twine(size) + " is not supported yet (one rank)");
+      if (size > 1 && axis != "tp")
+        return fail("mesh " + axis + "=" + Twine(size) +
+                    " is not supported yet (mode generate runs on one rank or under mesh tp)");
+    if (spec.tensorParallel() > 1 && spec.tensor.style != "1d")
+      return fail("parallel.tensor.style " + spec.tensor.style +
+                  " is not supported yet (mode generate splits heads: style 1d)");
+    if (spec.tensor.sequenceParallel)
+      return fail("parallel.tensor.sequence_parallel splits the token rows of a step, which a "
+                  "decode step of one token per sequence does not have; remove it");
     if (spec.precision != "fp32")
       return fail("precision.compute " + spec.precision + " is not supported yet (fp32)");
     if (g.maxSeqLen > (int64_t(1) << 24) || g.maxBatchTokens > (int64_t(1) << 16))

@@ -158,6 +158,12 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
   /// max_batch_seqs full sequences.
   LogicalResult chooseBlocks(func::FuncOp f) {
     blocksPerSeq = (maxSeqLen + blockSize - 1) / blockSize;
+    // Under tensor parallelism (colossal-spmd-partition runs after this pass) each rank holds
+    // 1/tp of every layer's heads, hence of each block, and about 1/tp of the weights.
+    tensorParallel = 1;
+    if (MeshOp mesh = lookupMesh(f))
+      for (int axis : mesh.axesWithRole(AxisRole::Tensor))
+        tensorParallel *= Mesh::of(mesh).sizes[axis];
     const uint64_t blockBytes = kvBlockBytes();
     if (kvBlocks > 0) {
       numBlocks = kvBlocks;
@@ -168,6 +174,7 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
           auto t = tensorType(f.getArgument(i));
           weights += uint64_t(t.getNumElements()) * ((t.getElementTypeBitWidth() + 7) / 8);
         }
+      weights /= uint64_t(tensorParallel);
       numBlocks = blockBytes == 0 || weights >= budgetBytes ? 0 : int64_t((budgetBytes - weights) / blockBytes);
     } else {
       numBlocks = maxBatchSeqs * blocksPerSeq;
@@ -181,12 +188,14 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
     return success();
   }
 
+  /// One block's bytes on one rank: every layer's keys and values of its share of the heads.
   uint64_t kvBlockBytes() const {
     uint64_t bytes = 0;
     for (const LayerCache &l : layers)
       bytes += uint64_t(l.kvHeads) * uint64_t(blockSize) * uint64_t(l.headDim + l.valueDim) * 4;
-    return bytes;
+    return bytes / uint64_t(tensorParallel);
   }
+  int64_t tensorParallel = 1; // the product of the mesh's tensor axes (chooseBlocks)
 
   /// Clones @forward into the step program of T rows: new inputs and caches, attention paged,
   /// the logits flattened to [T, V]. The partitioner then cuts it to N rows.

@@ -9,6 +9,7 @@
 
 #include "dialects/Colossal/ColossalOps.h"
 #include "dialects/Colossal/ConstantEval.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -157,11 +158,23 @@ LogicalResult Partitioner::run(func::FuncOp f) {
     unsigned i = arg.getArgNumber();
     if (auto p = f.getArgAttrOfType<StringAttr>(i, kParamAttr))
       name = p.str();
-    else if (auto st = f.getArgAttrOfType<StringAttr>(i, kStateAttr))
+    // A KV cache (mode generate) belongs to no parameter: its layer's kv_append decides it,
+    // from the split of the keys it writes.
+    bool kvCache = false;
+    if (auto st = f.getArgAttrOfType<StringAttr>(i, kStateAttr); st && !f.getArgAttr(i, kParamAttr)) {
       name = paramOf(st.getValue(), params);
+      if (name.empty() && llvm::any_of(arg.getUsers(), [](Operation *u) { return isa<colossal::KvAppendOp>(u); })) {
+        name = st.str();
+        kvCache = true;
+      }
+    }
     if (!name.empty() && f.getArgAttr(i, kParamAttr))
       weights.insert(arg);
-    if (f.getArgAttr(i, kInputAttr) && isa<IntegerType>(type.getElementType()))
+    // Integer inputs are token ids (a table they read is vocab-parallel), except a step
+    // program's positions and cache indices: a RoPE table gathered at `positions` stays whole.
+    if (auto input = f.getArgAttrOfType<StringAttr>(i, kInputAttr);
+        input && isa<IntegerType>(type.getElementType()) &&
+        (programRole(f) != ProgramRole::Generate || input.getValue() == "tokens"))
       tokenDerived.insert(arg);
     if (!strategy.localBatch.empty() && f.getArgAttr(i, kInputAttr) && type.getRank() >= 1 &&
         (strategy.localBatchArgs.empty() || llvm::is_contained(strategy.localBatchArgs, i)))
@@ -171,7 +184,7 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       auto it = decided.find(name);
       if (it != decided.end())
         s = it->second;
-      else if (deciding && isParam) // states follow their parameter once it is decided
+      else if (deciding && (isParam || kvCache)) // states follow their parameter once it is decided
         freeParams[arg] = name;
       else if (!deciding)
         decided[name] = s;
@@ -268,6 +281,8 @@ LogicalResult Partitioner::run(func::FuncOp f) {
       std::optional<Sharding> s;
       if (auto done = decided.find(it->second); done != decided.end())
         s = done->second; // another copy of this parameter decided it already
+      else if (isa<colossal::KvAppendOp>(op))
+        continue; // a KV cache: the rule below decides it
       else
         s = decideWeight(op, i, in);
       if (errorOp)

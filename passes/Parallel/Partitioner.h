@@ -161,6 +161,9 @@ private:
   Decision attention(Operation *op, ArrayRef<Sharding> in);
   Decision gather(Operation *op, ArrayRef<Sharding> in);
   Decision rowWise(Operation *op, ArrayRef<Sharding> in, ArrayRef<unsigned> rowOperands);
+  /// kv_append and paged_attention: rows along dim 0 of the step's rows, heads along dim 1 of
+  /// the rows and of the caches [NB, Hkv, BS, D] (the keys' split decides the cache's).
+  Decision pagedKv(Operation *op, ArrayRef<Sharding> in);
   Decision transpose(colossal::TransposeOp op, ArrayRef<Sharding> in);
   Decision split(colossal::SplitOp op, ArrayRef<Sharding> in);
   Decision concat(colossal::ConcatOp op, ArrayRef<Sharding> in);

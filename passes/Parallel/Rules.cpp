@@ -799,8 +799,67 @@ Decision Partitioner::nllLoss(colossal::NllLossOp nll, ArrayRef<Sharding> in) {
   return d;
 }
 
+Decision Partitioner::pagedKv(Operation *op, ArrayRef<Sharding> in) {
+  // Operands: kv_append (k_cache, v_cache, k, v, slot_mapping); paged_attention (q, k_cache,
+  // v_cache, block_tables, context_lens, query_start_loc). Rows [T, heads, dim]; caches
+  // [NB, Hkv, BS, dim].
+  const bool append = isa<colossal::KvAppendOp>(op);
+  const Sharding &x = in[append ? 2 : 0];
+  Axes rows = x.blocks[0] == 1 ? x.dims[0] : Axes();
+  Axes heads;
+  if (append) {
+    // The heads follow the keys' split when it is a plain split of whole heads.
+    if (x.blocks[1] == 1 && !x.dims[1].empty() && gshape(op->getOperand(2))[1] % mesh.groupSize(x.dims[1]) == 0)
+      heads = x.dims[1];
+  } else {
+    // The queries follow the cache (kv_append decided it): query head h reads kv head
+    // h / (Hq / Hkv), so a rank holding kv heads [r·Hkv/p, (r+1)·Hkv/p) needs query heads
+    // [r·Hq/p, (r+1)·Hq/p).
+    const Sharding &cache = in[1];
+    heads = cache.dims[1];
+    const int64_t hq = gshape(op->getOperand(0))[1], hkv = gshape(op->getOperand(1))[1];
+    if (!heads.empty() && hq % mesh.groupSize(heads) != 0) {
+      sizeError(op, "tensor parallelism over " + axesName(heads) + ": attention with " + Twine(hq) +
+                        " query heads and " + Twine(hkv) +
+                        " key/value heads cannot split its heads: both must be divisible by " +
+                        Twine(mesh.groupSize(heads)));
+      heads.clear();
+    }
+  }
+  auto rowsAndHeads = [&](Value v) {
+    Sharding s = Sharding::replicated(tensorType(v).getRank());
+    s.dims[0] = rows;
+    s.dims[1] = heads;
+    return s;
+  };
+  auto cacheOf = [&](Value v) {
+    Sharding s = Sharding::replicated(tensorType(v).getRank());
+    s.dims[1] = heads;
+    return s;
+  };
+  auto rowVector = [&](Value v) {
+    Sharding s = Sharding::replicated(tensorType(v).getRank());
+    s.dims[0] = rows;
+    return s;
+  };
+  Decision d;
+  if (append) {
+    d.operands = {cacheOf(op->getOperand(0)), cacheOf(op->getOperand(1)), rowsAndHeads(op->getOperand(2)),
+                  rowsAndHeads(op->getOperand(3)), rowVector(op->getOperand(4))};
+  } else {
+    d.operands = {rowsAndHeads(op->getOperand(0)), cacheOf(op->getOperand(1)), cacheOf(op->getOperand(2))};
+    for (unsigned i = 3; i < op->getNumOperands(); ++i)
+      d.operands.push_back(Sharding::replicated(tensorType(op->getOperand(i)).getRank()));
+    d.results = {rowsAndHeads(op->getResult(0))};
+  }
+  return d;
+}
+
 Decision Partitioner::rule(Operation *op, ArrayRef<Sharding> in) {
   using Kind = ShardingRule::Kind;
+  // The paged KV ops: token rows (colossal-generate's steps) and heads (tensor parallelism).
+  if (isa<colossal::KvAppendOp, colossal::PagedAttentionOp>(op))
+    return pagedKv(op, in);
   std::optional<ShardingRule> r;
   if (auto sharded = dyn_cast<colossal::ShardingRuleOpInterface>(op))
     r = sharded.getShardingRule();

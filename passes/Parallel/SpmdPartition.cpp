@@ -140,9 +140,12 @@ struct SpmdPartitionPass : colossal::impl::SpmdPartitionBase<SpmdPartitionPass> 
     func::FuncOp primary = lookupProgram(module, ProgramRole::TrainStep);
     if (!primary)
       primary = lookupProgram(module, ProgramRole::Forward);
+    // Mode generate: the step programs differ only in their token count; any one decides.
+    if (!primary)
+      primary = lookupProgram(module, ProgramRole::Generate);
     if (!primary) {
-      module.emitError("colossal-spmd-partition: the module has neither a train_step nor a forward "
-                       "program");
+      module.emitError("colossal-spmd-partition: the module has neither a train_step, a forward "
+                       "nor a generate program");
       return signalPassFailure();
     }
     for (unsigned i = 0; i < primary.getNumArguments(); ++i) {

@@ -122,6 +122,19 @@ void addStageSplit(mlir::OpPassManager &pm, const Spec &spec) {
   addCleanup(pm);
 }
 
+/// parallel.tensor as colossal-spmd-partition's options.
+SpmdPartitionOptions tensorPartitionOptions(const Spec &spec) {
+  SpmdPartitionOptions partition;
+  partition.style = spec.tensor.style;
+  partition.sequenceParallel = spec.tensor.sequenceParallel;
+  for (const auto &[pattern, dims] : spec.tensor.hints) {
+    std::string d = dims;
+    std::replace(d.begin(), d.end(), ',', '/');
+    partition.hints.push_back(pattern + "=" + d);
+  }
+  return partition;
+}
+
 } // namespace
 
 void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
@@ -146,6 +159,12 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     gen.budgetBytes = spec.memory.budgetBytes.value_or(0);
     pm.addPass(createGenerate(gen));
     addCleanup(pm);
+    // Tensor parallelism over the step programs, as over @forward in inference: the paged ops
+    // split their heads, so each rank keeps its heads' share of the KV cache.
+    if (spec.tensorParallel() > 1) {
+      pm.addPass(createSpmdPartition(tensorPartitionOptions(spec)));
+      addCleanup(pm);
+    }
     return;
   }
   // Data parallelism and grad_accum: the program of one row block of the batch, before the loss
@@ -179,15 +198,7 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
   // Tensor parallelism after everything else, so autodiff and the optimizer see the whole
   // single-device program (docs/parallelism.md "Tensor parallelism").
   if (spec.tensorParallel() > 1) {
-    SpmdPartitionOptions partition;
-    partition.style = spec.tensor.style;
-    partition.sequenceParallel = spec.tensor.sequenceParallel;
-    for (const auto &[pattern, dims] : spec.tensor.hints) {
-      std::string d = dims;
-      std::replace(d.begin(), d.end(), ',', '/');
-      partition.hints.push_back(pattern + "=" + d);
-    }
-    pm.addPass(createSpmdPartition(partition));
+    pm.addPass(createSpmdPartition(tensorPartitionOptions(spec)));
     addCleanup(pm);
   }
   // Data parallelism's gradient sum (or ZeRO's partitioned states) and its buckets, after the

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------------------------===//
 #include "colossal/runtime/serve/PlanModel.h"
 
+#include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/StateStore.h"
 
 #include "llvm/ADT/Twine.h"
@@ -86,7 +87,7 @@ void PlanModel::resetCache() { states_->zero(plan::StateTensor::KV_CACHE); }
 
 llvm::Error PlanModel::step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) {
   const plan::GenerateConfig &g = plan_->plan.generate();
-  const int64_t T = batch.numTokens(), S = static_cast<int64_t>(batch.chunks.size());
+  const int64_t T = batch.numTokens(), S = static_cast<int64_t>(batch.contextLens.size());
   const int64_t V = g.vocab_size(), MB = g.max_blocks_per_seq(), maxS = g.max_batch_seqs();
   auto it = std::find_if(programs_.begin(), programs_.end(), [&](const Program &p) { return p.tokens >= T; });
   if (it == programs_.end())
@@ -163,6 +164,109 @@ llvm::Error PlanModel::step(const StepBatch &batch, llvm::MutableArrayRef<float>
     device_->copyToHost(logits.data() + j * V, rows + static_cast<size_t>(r) * V * sizeof(float), V * sizeof(float));
   }
   return llvm::Error::success();
+}
+
+namespace {
+
+/// The step header rank 0 broadcasts: what follows, and the sizes of the body's arrays.
+enum : int64_t { kStop = 0, kStep = 1 };
+struct StepHeader {
+  int64_t kind = kStop, tokens = 0, seqs = 0, blocksPerSeq = 0, logitsRows = 0, copies = 0;
+};
+constexpr int64_t kHeaderWords = sizeof(StepHeader) / sizeof(int64_t);
+
+/// The body: tokenIds, positions, slotMapping [T], queryStartLoc [S + 1], contextLens [S],
+/// blockTables [S·MB], logitsIndices [L], blockCopies [2C] (src, dst), all i32.
+int64_t bodyWords(const StepHeader &h) {
+  return 3 * h.tokens + (h.seqs + 1) + h.seqs + h.seqs * h.blocksPerSeq + h.logitsRows + 2 * h.copies;
+}
+
+}  // namespace
+
+LeaderStepModel::~LeaderStepModel() { llvm::consumeError(finish()); }
+
+llvm::Error LeaderStepModel::finish() {
+  if (finished_) return llvm::Error::success();
+  finished_ = true;
+  StepHeader h;
+  return world_.broadcast(&h, &h, kHeaderWords, DType::I64, 0);
+}
+
+llvm::Error LeaderStepModel::step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) {
+  if (finished_) return fail("generate step after the followers were told to stop");
+  StepHeader h;
+  h.kind = kStep;
+  h.tokens = batch.numTokens();
+  h.seqs = static_cast<int64_t>(batch.contextLens.size());
+  h.blocksPerSeq = batch.maxBlocksPerSeq;
+  h.logitsRows = static_cast<int64_t>(batch.logitsIndices.size());
+  h.copies = static_cast<int64_t>(batch.blockCopies.size());
+  if (static_cast<int64_t>(batch.positions.size()) != h.tokens ||
+      static_cast<int64_t>(batch.slotMapping.size()) != h.tokens ||
+      static_cast<int64_t>(batch.queryStartLoc.size()) != h.seqs + 1 ||
+      static_cast<int64_t>(batch.blockTables.size()) != h.seqs * h.blocksPerSeq)
+    return fail("generate step: the batch's arrays disagree with its " + llvm::Twine(h.tokens) + " tokens and " +
+                llvm::Twine(h.seqs) + " sequences");
+  body_.clear();
+  body_.insert(body_.end(), batch.tokenIds.begin(), batch.tokenIds.end());
+  body_.insert(body_.end(), batch.positions.begin(), batch.positions.end());
+  body_.insert(body_.end(), batch.slotMapping.begin(), batch.slotMapping.end());
+  body_.insert(body_.end(), batch.queryStartLoc.begin(), batch.queryStartLoc.end());
+  body_.insert(body_.end(), batch.contextLens.begin(), batch.contextLens.end());
+  body_.insert(body_.end(), batch.blockTables.begin(), batch.blockTables.end());
+  body_.insert(body_.end(), batch.logitsIndices.begin(), batch.logitsIndices.end());
+  for (const BlockCopy &c : batch.blockCopies) {
+    body_.push_back(c.src);
+    body_.push_back(c.dst);
+  }
+  if (llvm::Error e = world_.broadcast(&h, &h, kHeaderWords, DType::I64, 0)) return e;
+  if (llvm::Error e = world_.broadcast(body_.data(), body_.data(), static_cast<int64_t>(body_.size()), DType::I32, 0))
+    return e;
+  return local_.step(batch, logits);
+}
+
+llvm::Error followSteps(StepModel &local, CommContext &comm) {
+  Communicator &world = comm.world();
+  const double deadline = comm.timeoutSeconds();
+  constexpr double kIdle = 1e9;  // seconds: no deadline while rank 0 waits for requests
+  std::vector<int32_t> body;
+  std::vector<float> logits;
+  StepBatch batch;
+  for (;;) {
+    StepHeader h;
+    comm.setTimeoutSeconds(kIdle);
+    llvm::Error received = world.broadcast(&h, &h, kHeaderWords, DType::I64, 0);
+    comm.setTimeoutSeconds(deadline);
+    if (received) return received;
+    if (h.kind == kStop) return llvm::Error::success();
+    if (h.kind != kStep || h.tokens < 0 || h.seqs < 0 || h.blocksPerSeq < 0 || h.logitsRows < 0 || h.copies < 0)
+      return fail("rank " + llvm::Twine(comm.rank()) + ": a malformed step header from rank 0");
+    body.resize(static_cast<size_t>(bodyWords(h)));
+    if (llvm::Error e = world.broadcast(body.data(), body.data(), static_cast<int64_t>(body.size()), DType::I32, 0))
+      return e;
+    const int32_t *p = body.data();
+    auto take = [&](auto &out, int64_t n) {
+      out.assign(p, p + n);
+      p += n;
+    };
+    take(batch.tokenIds, h.tokens);
+    take(batch.positions, h.tokens);
+    take(batch.slotMapping, h.tokens);
+    take(batch.queryStartLoc, h.seqs + 1);
+    take(batch.contextLens, h.seqs);
+    take(batch.blockTables, h.seqs * h.blocksPerSeq);
+    take(batch.logitsIndices, h.logitsRows);
+    batch.maxBlocksPerSeq = static_cast<int32_t>(h.blocksPerSeq);
+    batch.blockCopies.resize(static_cast<size_t>(h.copies));
+    for (BlockCopy &c : batch.blockCopies) {
+      c.src = p[0];
+      c.dst = p[1];
+      p += 2;
+    }
+    logits.resize(batch.logitsIndices.size() * static_cast<size_t>(local.config().vocabSize));
+    // The same inputs give rank 0 the same error, which it reports; the job goes on.
+    llvm::consumeError(local.step(batch, logits));
+  }
 }
 
 }  // namespace colossal::runtime::serve

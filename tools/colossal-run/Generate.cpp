@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "Generate.h"
+#include "Parallel.h"
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/Npy.h"
@@ -22,6 +23,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 namespace colossal::tools {
 namespace {
@@ -68,8 +70,9 @@ cl::opt<int64_t> kvBlocks("kv-blocks", cl::desc("KV blocks the scheduler may use
 cl::opt<bool> noPrefixCaching("no-prefix-caching", cl::desc("Do not reuse the KV blocks of a common prompt prefix"),
                               cl::cat(category()));
 
+/// Errors every rank hits alike are printed by rank 0 (Parallel.h isPrintingRank()).
 int fail(const llvm::Twine &msg) {
-  llvm::errs() << ("error: " + msg + "\n").str();
+  if (isPrintingRank()) llvm::errs() << ("error: " + msg + "\n").str();
   return 1;
 }
 int fail(llvm::Error e) { return fail(llvm::toString(std::move(e))); }
@@ -177,11 +180,36 @@ llvm::cl::OptionCategory &generateCategory() { return category(); }
 
 std::vector<llvm::cl::Option *> generateOnlyOptions() {
   return {&promptIds, &maxTokens, &topP, &topK, &minP, &repetitionPenalty, &ignoreEos,
-          &requestsPath, &outputPath, &dumpLogitsDir, &batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching};
+          &requestsPath, &outputPath, &dumpLogitsDir};
+}
+
+std::vector<llvm::cl::Option *> schedulerOptions() { return {&batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching}; }
+
+llvm::Expected<SchedulerConfig> schedulerConfig(SchedulerConfig config) {
+  auto limit = [&](const cl::opt<int64_t> &flag, auto &field, const char *key) -> llvm::Error {
+    if (flag == 0) return llvm::Error::success();
+    if (flag < 1 || flag > static_cast<int64_t>(field))
+      return llvm::createStringError("--" + flag.ArgStr + " " + llvm::Twine(int64_t(flag)) + ": must be in [1, " +
+                                     llvm::Twine(static_cast<int64_t>(field)) + "] (the plan's " + key + ")");
+    field = static_cast<std::remove_reference_t<decltype(field)>>(int64_t(flag));
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = limit(batchTokens, config.maxBatchTokens, "generate.max_batch_tokens")) return std::move(e);
+  if (llvm::Error e = limit(batchSeqs, config.maxBatchSeqs, "generate.max_batch_seqs")) return std::move(e);
+  if (llvm::Error e = limit(kvBlocks, config.numBlocks, "KV blocks")) return std::move(e);
+  config.prefixCaching = !noPrefixCaching;
+  return config;
+}
+
+int followMain(StepModel &model, CommContext &comm) {
+  if (llvm::Error e = followSteps(model, comm)) {
+    llvm::errs() << "error: rank " << comm.rank() << ": " << llvm::toString(std::move(e)) << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, const SharedGenerateOptions &shared) {
-  if (comm.worldSize() > 1) return fail("generate runs on one rank for now");
   const bool batchMode = !requestsPath.empty();
   if (batchMode && (shared.prompt || !promptIds.empty()))
     return fail("--requests runs the file's prompts; leave out --prompt and --prompt-ids");
@@ -193,22 +221,15 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
 
   auto model = PlanModel::create(plan, KernelRegistry::cpu(), device, &comm);
   if (!model) return fail(model.takeError());
-  SchedulerConfig config = (*model)->config();
-  auto limit = [&](const cl::opt<int64_t> &flag, auto &field, const char *key) -> bool {
-    if (flag == 0) return true;
-    if (flag < 1 || flag > static_cast<int64_t>(field)) {
-      fail("--" + flag.ArgStr + " " + llvm::Twine(int64_t(flag)) + ": must be in [1, " +
-           llvm::Twine(static_cast<int64_t>(field)) + "] (the plan's " + key + ")");
-      return false;
-    }
-    field = static_cast<std::remove_reference_t<decltype(field)>>(int64_t(flag));
-    return true;
-  };
-  if (!limit(batchTokens, config.maxBatchTokens, "generate.max_batch_tokens") ||
-      !limit(batchSeqs, config.maxBatchSeqs, "generate.max_batch_seqs") ||
-      !limit(kvBlocks, config.numBlocks, "KV blocks"))
-    return 1;
-  config.prefixCaching = !noPrefixCaching;
+  // Tensor parallelism: rank 0 schedules, samples and prints; the others run its steps. The
+  // leader exists from here on, so every return below releases the followers.
+  if (comm.rank() != 0) return followMain(**model, comm);
+  std::optional<LeaderStepModel> leader;
+  if (comm.worldSize() > 1) leader.emplace(**model, comm.world());
+  StepModel &stepModel = leader ? static_cast<StepModel &>(*leader) : **model;
+  auto limited = schedulerConfig((*model)->config());
+  if (!limited) return fail(limited.takeError());
+  const SchedulerConfig config = *limited;
   auto scheduler = Scheduler::create(config);
   if (!scheduler) return fail(scheduler.takeError());
 
@@ -269,7 +290,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   int64_t generated = 0;
 
   auto model2 = [&](const StepBatch &batch, llvm::MutableArrayRef<float> logits) -> llvm::Error {
-    if (llvm::Error e = (*model)->step(batch, logits)) return e;
+    if (llvm::Error e = stepModel.step(batch, logits)) return e;
     if (keepLogits) {
       size_t j = 0;
       for (const ScheduledChunk &c : batch.chunks) {

@@ -21,7 +21,11 @@
 
 namespace colossal::runtime {
 class CommContext;
+namespace serve {
+class StepModel;
+struct SchedulerConfig;
 }
+}  // namespace colossal::runtime
 
 namespace colossal::tools {
 
@@ -37,6 +41,13 @@ llvm::cl::OptionCategory &generateCategory();
 /// The options only `generate` takes (checkModeOptions refuses them elsewhere).
 std::vector<llvm::cl::Option *> generateOnlyOptions();
 
+/// The scheduler flags `generate` and `serve` share: --max-batch-tokens, --max-batch-seqs,
+/// --kv-blocks (each at most the plan's) and --no-prefix-caching.
+std::vector<llvm::cl::Option *> schedulerOptions();
+/// The plan's scheduler configuration with those flags applied. Errors: a flag outside [1, the
+/// plan's value], naming both.
+llvm::Expected<runtime::serve::SchedulerConfig> schedulerConfig(runtime::serve::SchedulerConfig config);
+
 /// `serve` (Serve.cpp): its options, and the server over the plan until SIGINT / SIGTERM.
 llvm::cl::OptionCategory &serveCategory();
 std::vector<llvm::cl::Option *> serveOnlyOptions();
@@ -46,6 +57,10 @@ int serveMain(const runtime::LoadedPlan &plan, runtime::Device &device, runtime:
 /// Runs `generate`; returns the process exit status (errors printed as "error: ...").
 int generateMain(const runtime::LoadedPlan &plan, runtime::Device &device, runtime::CommContext &comm,
                  const SharedGenerateOptions &shared);
+
+/// Ranks 1..P−1 of a tensor-parallel generate plan (`generate` and `serve`): runs rank 0's steps
+/// on `model` until it stops (PlanModel.h followSteps); an error is printed with the rank.
+int followMain(runtime::serve::StepModel &model, runtime::CommContext &comm);
 
 }  // namespace colossal::tools
 

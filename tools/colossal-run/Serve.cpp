@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "Generate.h"
+#include "Parallel.h"
 
 #include "colossal/runtime/Communicator.h"
 #include "colossal/runtime/serve/PlanModel.h"
@@ -14,6 +15,8 @@
 
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <optional>
 
 namespace colossal::tools {
 namespace {
@@ -35,10 +38,24 @@ cl::opt<std::string> chatTemplate("chat-template", cl::desc("Chat template file 
 cl::opt<bool> quiet("quiet", cl::desc("No per-request log lines"), cl::cat(category()));
 
 int fail(const llvm::Twine &msg) {
-  llvm::errs() << ("error: " + msg + "\n").str();
+  if (isPrintingRank()) llvm::errs() << ("error: " + msg + "\n").str();
   return 1;
 }
 int fail(llvm::Error e) { return fail(llvm::toString(std::move(e))); }
+
+/// `model` under the scheduler flags' configuration (schedulerConfig()).
+class ConfiguredModel : public StepModel {
+public:
+  ConfiguredModel(StepModel &model, SchedulerConfig config) : model_(model), config_(std::move(config)) {}
+  const SchedulerConfig &config() const override { return config_; }
+  llvm::Error step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) override {
+    return model_.step(batch, logits);
+  }
+
+private:
+  StepModel &model_;
+  SchedulerConfig config_;
+};
 
 }  // namespace
 
@@ -52,20 +69,27 @@ int serveMain(const LoadedPlan &plan, Device &device, CommContext &comm, const s
   return fail("this colossal-run was built without the HTTP server (install libcpp-httplib-dev and "
               "nlohmann-json3-dev, scripts/install-deps.sh, and rebuild)");
 #else
-  if (comm.worldSize() > 1) return fail("serve runs on one rank for now");
   if (tokenizerPath.empty()) return fail("serve needs --tokenizer FILE (the model's tokenizer)");
   if (port < 0 || port > 65535) return fail("--port must be in [0, 65535]");
   auto tokenizer = loadTokenizer(tokenizerPath);
   if (!tokenizer) return fail(tokenizer.takeError());
   auto model = PlanModel::create(plan, KernelRegistry::cpu(), device, &comm);
   if (!model) return fail(model.takeError());
+  // Tensor parallelism: rank 0 serves HTTP and schedules; the others run its steps.
+  if (comm.rank() != 0) return followMain(**model, comm);
+  std::optional<LeaderStepModel> leader;
+  if (comm.worldSize() > 1) leader.emplace(**model, comm.world());
+  StepModel &planModel = leader ? static_cast<StepModel &>(*leader) : **model;
+  auto config = schedulerConfig(planModel.config());
+  if (!config) return fail(config.takeError());
+  ConfiguredModel stepModel(planModel, *config);
   ServerOptions o;
   o.host = host;
   o.port = port;
   o.modelName = modelName.empty() ? llvm::sys::path::stem(plan.path).str() : std::string(modelName);
   o.chatTemplate = chatTemplate;
   o.quiet = quiet;
-  auto server = Server::create(**model, **tokenizer, o);
+  auto server = Server::create(stepModel, **tokenizer, o);
   if (!server) return fail(server.takeError());
   if (llvm::Error e = (*server)->run()) return fail(std::move(e));
   return 0;

@@ -235,6 +235,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
       {&tokensOut, {"tokenize"}},   {&exportInference, {"export"}}};
   for (cl::Option *o : colossal::tools::generateOnlyOptions()) uses.push_back({o, {"generate"}});
   for (cl::Option *o : colossal::tools::serveOnlyOptions()) uses.push_back({o, {"serve"}});
+  for (cl::Option *o : colossal::tools::schedulerOptions()) uses.push_back({o, {"generate", "serve"}});
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
     std::string where;
@@ -688,6 +689,8 @@ int runMain(int argc, char **argv) {
   if (serving) {
     auto comm = startCommunication(**loaded, "", commTimeout);
     if (!comm) return fail(comm.takeError());
+    // Tensor parallelism: this rank's slices of the sharded weights.
+    if (llvm::Error e = selectRank(**loaded, (*comm)->rank())) return fail(std::move(e));
     if (mode == "serve") return colossal::tools::serveMain(**loaded, *device, **comm, tokenizerPath);
     colossal::tools::SharedGenerateOptions shared;
     if (prompt.getNumOccurrences()) shared.prompt = prompt;

@@ -213,6 +213,9 @@ public:
   /// Whether MPI was started (false for a local one-rank context).
   bool usesMpi() const { return usesMpi_; }
   double timeoutSeconds() const { return shared_.timeoutSeconds; }
+  /// Changes the deadline of every blocking call from now on (the serving followers wait for
+  /// the next step without one while the server is idle). seconds > 0.
+  void setTimeoutSeconds(double seconds) { shared_.timeoutSeconds = seconds; }
 
   Communicator &world() { return *world_; }
 

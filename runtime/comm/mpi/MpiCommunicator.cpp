@@ -135,7 +135,7 @@ private:
     int n = std::snprintf(line, sizeof line, "error: rank %d: %s on %s did not complete within %g s\n",
                           shared_->worldRank, what_, group_->c_str(), shared_->timeoutSeconds);
     if (n > 0 && write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1)) < 0) n = 0;
-    _exit(1);  // not MPI_Abort: this thread may not call MPI (MPI_THREAD_FUNNELED); mpirun ends the rest
+    _exit(1);  // not MPI_Abort: this thread may not call MPI (MPI_THREAD_SERIALIZED); mpirun ends the rest
   }
 
   std::mutex mutex_;
@@ -309,8 +309,11 @@ public:
     b->ownsMpi_ = !initialized;  // a host program that started MPI also ends it
     if (!initialized) {
       int provided = 0;
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      // Serialized: the serving engine runs its steps (and their collectives) on its own thread.
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return fail("MPI_Init failed");
+      if (provided < MPI_THREAD_SERIALIZED)
+        return fail("MPI_Init_thread: this MPI library gives no MPI_THREAD_SERIALIZED");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &b->rank_);

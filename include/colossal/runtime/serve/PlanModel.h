@@ -26,6 +26,7 @@
 namespace colossal::runtime {
 class StateStore;
 class CommContext;
+class Communicator;
 }  // namespace colossal::runtime
 
 namespace colossal::runtime::serve {
@@ -71,6 +72,36 @@ private:
   std::vector<int64_t> tokens64_;
   std::vector<int32_t> tokens32_, positions_, slots_, tables_, contextLens_, queryStart_;
 };
+
+/// Tensor parallelism (docs/serving.md "Tensor parallelism"): every rank of a `mesh: {tp: P}`
+/// generate plan runs every step on its share of the heads (and of the KV cache), and the logits
+/// come out whole on each. Rank 0 schedules and samples: this model sends each step's batch to
+/// the other ranks (broadcasts over `world`) and then runs it on `local`; the other ranks run
+/// followSteps(). Destroying it (or finish()) tells them that no step follows.
+class LeaderStepModel : public StepModel {
+public:
+  LeaderStepModel(StepModel &local, Communicator &world) : local_(local), world_(world) {}
+  ~LeaderStepModel() override;
+  const SchedulerConfig &config() const override { return local_.config(); }
+  /// Sends `batch` to ranks 1..P−1, then runs it on this rank. Errors: the broadcasts', the
+  /// local step's (the followers hit the same one: their inputs are the same).
+  llvm::Error step(const StepBatch &batch, llvm::MutableArrayRef<float> logits) override;
+  /// Tells the followers to return; later calls do nothing.
+  llvm::Error finish();
+
+private:
+  StepModel &local_;
+  Communicator &world_;
+  bool finished_ = false;
+  std::vector<int32_t> body_;
+};
+
+/// Ranks 1..P−1 of a tensor-parallel generate plan: runs the batches rank 0's LeaderStepModel
+/// sends, on `local` (logits discarded), until its finish(). While it waits for the next step
+/// it sets no deadline (a server idles between requests); a step's collectives keep the job's
+/// (`comm`'s timeout). A step error is rank 0's too and is not fatal here. Errors: the
+/// broadcasts'.
+llvm::Error followSteps(StepModel &local, CommContext &comm);
 
 }  // namespace colossal::runtime::serve
 
