@@ -166,10 +166,12 @@ void Engine::admit(const std::shared_ptr<Generation> &g) {
   int64_t promptTokens = 0;
   for (size_t p = 0; p < r.prompts.size(); ++p) {
     promptTokens += static_cast<int64_t>(r.prompts[p].size());
+    SeqId first = -1;  // choice 0 of this prompt: the others fork from it (copy-on-write)
     for (int32_t c = 0; c < r.n; ++c) {
       Request q;
       q.id = "c" + std::to_string(nextId_++);
       q.prompt = r.prompts[p];
+      q.forkOf = first;
       q.maxTokens = r.maxTokens;
       q.stopTokenIds = r.stopTokenIds;
       q.sampling = r.sampling;
@@ -197,6 +199,7 @@ void Engine::admit(const std::shared_ptr<Generation> &g) {
       logprobChoices_ += sampling.logprobs >= 0;
       seqs.push_back(*seq);
       seqsOf_[g.get()].push_back(*seq);
+      if (c == 0) first = *seq;
     }
   }
   {
@@ -263,10 +266,9 @@ void Engine::runStep() {
     metrics_.preemptions = rec.preemptionsTotal;
   }
   const int32_t V = config_.vocabSize;
-  size_t row = 0;
-  for (const ScheduledChunk &ch : scheduler_->lastBatch().chunks) {
+  for (const ScheduledChunk &ch : rec.chunks) {  // forks' first tokens included
     if (!ch.sampled) continue;
-    const size_t j = row++;
+    const size_t j = static_cast<size_t>(ch.logitsRow);
     auto it = choices_.find(ch.seq);
     if (it == choices_.end() || it->second.ended) continue;
     llvm::ArrayRef<float> logits;

@@ -54,6 +54,12 @@ llvm::Error Scheduler::validate(const Request &r) const {
     return invalid(r, "max_tokens",
                    "prompt of " + llvm::Twine(len) + " tokens + max_tokens " + llvm::Twine(r.maxTokens) + " = " +
                        llvm::Twine(len + r.maxTokens) + " is above max_seq_len " + llvm::Twine(config_.maxSeqLen));
+  if (r.forkOf >= 0) {
+    auto parent = seqs_.find(r.forkOf);
+    if (parent == seqs_.end() || parent->second.admittedOnce)
+      return invalid(r, "n", "forkOf " + llvm::Twine(r.forkOf) + " is not a request still waiting for admission");
+    if (parent->second.out.prompt != r.prompt) return invalid(r, "n", "a fork has its parent's prompt");
+  }
   if (llvm::Error e = validateSamplingParams(r.sampling)) {
     // validateSamplingParams's message starts with the parameter's name.
     std::string msg = llvm::toString(std::move(e));
@@ -74,8 +80,12 @@ llvm::Expected<SeqId> Scheduler::addRequest(Request request) {
   s.all = s.out.prompt;
   s.request = std::move(request);
   liveIds_.emplace(s.out.id, id);
+  const SeqId parent = s.request.forkOf;
   seqs_.emplace(id, std::move(s));
-  waiting_.push_back(id);
+  if (parent >= 0)
+    forks_[parent].push_back(id);
+  else
+    waiting_.push_back(id);
   return id;
 }
 
@@ -113,6 +123,22 @@ void Scheduler::preempt(SeqId seq) {
 llvm::Error Scheduler::finish(SeqId seq, FinishReason reason) {
   auto it = seqs_.find(seq);
   Sequence &s = it->second;
+  // A fork still waiting leaves its parent's list; a parent ended before its first token (an
+  // abort) leaves its forks to prefill on their own, in their place in the queue.
+  if (s.request.forkOf >= 0) {
+    auto f = forks_.find(s.request.forkOf);
+    if (f != forks_.end()) {
+      llvm::erase(f->second, seq);
+      if (f->second.empty()) forks_.erase(f);
+    }
+  }
+  if (auto f = forks_.find(seq); f != forks_.end()) {
+    for (SeqId child : llvm::reverse(f->second)) {
+      seqs_.at(child).request.forkOf = -1;
+      waiting_.push_front(child);
+    }
+    forks_.erase(f);
+  }
   if (blocks_->contains(seq))
     if (llvm::Error e = blocks_->release(seq)) return e;
   removeRunning(seq);
@@ -246,18 +272,46 @@ llvm::Error Scheduler::complete() {
     s.computed = c.end;
     if (llvm::Error e = blocks_->markComputed(c.seq, c.end)) return e;
     if (!c.sampled) continue;
+    c.logitsRow = static_cast<int32_t>(row);
     llvm::ArrayRef<float> logits(logits_.data() + row++ * config_.vocabSize, config_.vocabSize);
-    const int64_t index = static_cast<int64_t>(s.out.tokens.size());
-    SampledToken t = sampleToken(logits, s.request.sampling, s.all, index, workspace_);
-    c.token = t.id;
-    s.all.push_back(t.id);
-    s.out.tokens.push_back(t.id);
-    if (s.request.sampling.logprobs >= 0) s.out.logprobs.push_back(std::move(t));
-    if (s.out.firstTokenStep < 0) s.out.firstTokenStep = steps_;
-    const bool stop = llvm::is_contained(s.request.stopTokenIds, c.token);
-    if (stop || index + 1 == s.request.maxTokens)
-      if (llvm::Error e = finish(c.seq, stop ? FinishReason::Stop : FinishReason::Length)) return e;
+    // The forks waiting for this prompt share its blocks from here and sample from this row.
+    if (auto f = forks_.find(c.seq); f != forks_.end()) {
+      const std::vector<SeqId> children = std::move(f->second);
+      forks_.erase(f);
+      for (SeqId child : children) {
+        Sequence &k = seqs_.at(child);
+        if (llvm::Error e = blocks_->fork(c.seq, child)) return e;
+        k.computed = s.computed;
+        k.admittedOnce = true;
+        k.out.cachedPromptTokens = s.out.cachedPromptTokens;
+        k.request.forkOf = -1;
+        running_.push_back(child);
+        // The fork's first token, reported as a chunk of no rows at the end of its prompt.
+        ScheduledChunk forked;
+        forked.seq = child;
+        forked.start = forked.end = s.computed;
+        forked.sampled = true;
+        forked.logitsRow = c.logitsRow;
+        if (llvm::Error e = takeToken(child, k, logits, &forked.token)) return e;
+        forkedChunks_.push_back(forked);
+      }
+    }
+    if (llvm::Error e = takeToken(c.seq, s, logits, &c.token)) return e;
   }
+  return llvm::Error::success();
+}
+
+llvm::Error Scheduler::takeToken(SeqId seq, Sequence &s, llvm::ArrayRef<float> logits, TokenId *token) {
+  const int64_t index = static_cast<int64_t>(s.out.tokens.size());
+  SampledToken t = sampleToken(logits, s.request.sampling, s.all, index, workspace_);
+  if (token) *token = t.id;
+  const TokenId id = t.id;
+  s.all.push_back(id);
+  s.out.tokens.push_back(id);
+  if (s.request.sampling.logprobs >= 0) s.out.logprobs.push_back(std::move(t));
+  if (s.out.firstTokenStep < 0) s.out.firstTokenStep = steps_;
+  const bool stop = llvm::is_contained(s.request.stopTokenIds, id);
+  if (stop || index + 1 == s.request.maxTokens) return finish(seq, stop ? FinishReason::Stop : FinishReason::Length);
   return llvm::Error::success();
 }
 
@@ -276,6 +330,8 @@ llvm::Error Scheduler::step(ModelStep model) {
     batch_.chunks.clear();
   }
   record_.chunks = batch_.chunks;
+  record_.chunks.insert(record_.chunks.end(), forkedChunks_.begin(), forkedChunks_.end());
+  forkedChunks_.clear();
   for (const ScheduledChunk &c : batch_.chunks) {
     const int64_t n = c.end - c.start;
     record_.scheduledTokens += n;

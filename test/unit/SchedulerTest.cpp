@@ -108,7 +108,7 @@ void checkStep(const SchedulerConfig &c, const StepRecord &rec) {
     EXPECT_FALSE(ch.decode && prompt) << "step " << rec.step << ": a decode after a prompt chunk";
     prompt |= !ch.decode;
     EXPECT_TRUE(seen.insert(ch.seq).second);
-    EXPECT_LT(ch.start, ch.end);
+    EXPECT_TRUE(ch.start < ch.end || (ch.start == ch.end && ch.sampled)) << "an empty chunk is a fork's first token";
     if (ch.decode) EXPECT_EQ(ch.end - ch.start, 1);
   }
 }
@@ -323,6 +323,101 @@ TEST(Scheduler, NoBlocksLeakAfterAbortsAndDrains) {
   expectAllFree(s);
   // Ids are free again once taken.
   EXPECT_TRUE(static_cast<bool>(s.addRequest(arrivals[15].request)));
+}
+
+/// Parallel sampling: a request of `n` choices, seeds 500 + c, temperature 0.9, 100-token prompt.
+std::vector<Request> choices(int n, int64_t maxTokens) {
+  std::mt19937 rng(11);
+  std::vector<Request> out;
+  std::vector<TokenId> prompt;
+  for (int t = 0; t < 100; ++t) prompt.push_back(static_cast<TokenId>(rng() % kVocab));
+  for (int c = 0; c < n; ++c) {
+    Request r;
+    r.id = "choice-" + std::to_string(c);
+    r.prompt = prompt;
+    r.maxTokens = maxTokens + 3 * c;  // the forks outlive the parent
+    r.sampling.temperature = 0.9;
+    r.sampling.seed = 500 + c;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+TEST(Scheduler, ForkedChoicesShareThePromptBlocksAndGiveTheirSoloTokens) {
+  const std::vector<Request> rs = choices(4, 20);
+  // Each choice alone (no prefix caching: nothing shared).
+  std::map<std::string, RequestOutput> want;
+  for (const Request &r : rs) want[r.id] = run(config(kLargePool, 0, /*prefixCaching=*/false), {{0, r}}).outputs[r.id];
+  for (int64_t budget : {int64_t(0), int64_t(16)}) {
+    SchedulerConfig c = config(kLargePool, budget, /*prefixCaching=*/false);
+    auto made = Scheduler::create(c);
+    ASSERT_TRUE(static_cast<bool>(made));
+    Scheduler &s = **made;
+    ToyDecoder model(c);
+    auto runModel = [&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); };
+    SeqId parent = -1;
+    for (Request r : rs) {
+      r.forkOf = parent;
+      auto seq = s.addRequest(std::move(r));
+      ASSERT_TRUE(static_cast<bool>(seq)) << llvm::toString(seq.takeError());
+      if (parent < 0) parent = *seq;
+    }
+    EXPECT_EQ(s.numWaiting(), 1);  // the forks wait for their parent, not in the queue
+    int64_t prefill = 0;
+    bool sawShared = false;
+    while (s.hasUnfinished()) {
+      ASSERT_NO_ERR(s.step(runModel));
+      checkStep(c, s.lastStep());
+      prefill += s.lastStep().prefillTokens;
+      // The step that sampled the parent's first token forked the others: the 7 blocks of the
+      // 100-token prompt are shared four ways, not copied.
+      if (!sawShared && s.numRunning() == 4) {
+        sawShared = true;
+        EXPECT_EQ(s.blockManager().numFreeBlocks(), c.numBlocks - 7);
+        for (BlockId b : s.blockManager().blockTable(parent)) EXPECT_EQ(s.blockManager().refCount(b), 4);
+      }
+    }
+    EXPECT_TRUE(sawShared);
+    EXPECT_EQ(prefill, 100) << "the prompt is computed once";
+    for (RequestOutput &o : s.takeFinished()) {
+      EXPECT_EQ(o.tokens, want.at(o.id).tokens) << o.id << " at budget " << budget;
+      EXPECT_EQ(o.finish, want.at(o.id).finish) << o.id;
+    }
+    expectAllFree(s);
+  }
+}
+
+TEST(Scheduler, ForksOfAnAbortedParentPrefillOnTheirOwn) {
+  const std::vector<Request> rs = choices(3, 10);
+  std::map<std::string, RequestOutput> want;
+  for (const Request &r : rs) want[r.id] = run(config(kLargePool, 0), {{0, r}}).outputs[r.id];
+  auto made = Scheduler::create(config(kLargePool, 0));
+  ASSERT_TRUE(static_cast<bool>(made));
+  Scheduler &s = **made;
+  ToyDecoder model(s.config());
+  SeqId parent = -1;
+  for (Request r : rs) {
+    r.forkOf = parent;
+    auto seq = s.addRequest(std::move(r));
+    ASSERT_TRUE(static_cast<bool>(seq));
+    if (parent < 0) parent = *seq;
+  }
+  Request late = rs[0];
+  late.id = "late";
+  late.forkOf = parent + 5;
+  EXPECT_NE(errorMessage(s.addRequest(late).takeError()).find("not a request still waiting"), std::string::npos);
+  ASSERT_NO_ERR(s.abort("choice-0"));
+  EXPECT_EQ(s.numWaiting(), 2);
+  while (s.hasUnfinished())
+    ASSERT_NO_ERR(s.step([&](const StepBatch &b, llvm::MutableArrayRef<float> l) { return model(b, l); }));
+  for (RequestOutput &o : s.takeFinished()) {
+    if (o.id == "choice-0") {
+      EXPECT_EQ(o.finish, FinishReason::Abort);
+      continue;
+    }
+    EXPECT_EQ(o.tokens, want.at(o.id).tokens) << o.id;
+  }
+  expectAllFree(s);
 }
 
 TEST(Scheduler, RepeatedPromptReportsItsCachedFullBlocks) {

@@ -66,6 +66,12 @@ struct Request {
   int64_t maxTokens = 16;            // >= 1; prompt + maxTokens <= maxSeqLen
   std::vector<TokenId> stopTokenIds; // generation stops after any of these (it is kept in the output)
   SamplingParams sampling;           // validateSamplingParams; seed per request
+  /// Parallel sampling (n > 1): the sequence of a request added before this one with the same
+  /// prompt and not yet admitted. This request is then not prefilled: when its parent's prompt
+  /// has been computed and the parent samples its first token, it takes the parent's blocks
+  /// (BlockManager::fork: shared, copy-on-write for the partial last block) and samples its own
+  /// first token from the same logits row. Its tokens are those it would get alone. −1: none.
+  SeqId forkOf = -1;
 };
 
 /// A request refused by addRequest, typed so that the server can answer 400 with `param`.
@@ -92,6 +98,7 @@ struct ScheduledChunk {
   bool decode = false;    // a decode step (the token sampled last step), else a prompt chunk
   bool sampled = false;   // end is the sequence's length: the step gives it a next token
   TokenId token = -1;     // the token sampled after the step (-1 when not sampled)
+  int32_t logitsRow = -1; // the row of the step's logits it was sampled from (-1 when not sampled)
 };
 
 /// What the model runs in one step: a ragged batch, sequence i's rows [queryStartLoc[i],
@@ -151,6 +158,8 @@ struct RequestOutput {
 /// What one step did (for tests, logs and /metrics).
 struct StepRecord {
   int64_t step = -1;                 // index from 0
+  /// The batch's chunks, then one chunk of no rows ([P, P), sampled) per fork (Request::forkOf)
+  /// that took its first token from its parent's row this step.
   std::vector<ScheduledChunk> chunks;
   int64_t scheduledTokens = 0, decodeTokens = 0, prefillTokens = 0;
   std::vector<SeqId> preempted, finished;  // this step
@@ -213,6 +222,9 @@ private:
   void schedulePrefills(int64_t &budget);
   llvm::Error admit(int64_t &budget);
   void addChunk(Sequence &s, int64_t start, int64_t end, bool decode);
+  /// Samples `s`'s next token from `logits` (into *token when given), appends it, and finishes
+  /// the sequence on a stop token or its max_tokens-th token.
+  llvm::Error takeToken(SeqId seq, Sequence &s, llvm::ArrayRef<float> logits, TokenId *token);
   /// Fills batch_'s token rows, slots, block tables and logits indices from its chunks.
   void buildBatch();
   /// Marks computed, samples, finishes: after the model ran.
@@ -224,6 +236,8 @@ private:
   SchedulerConfig config_;
   std::unique_ptr<BlockManager> blocks_;
   std::unordered_map<SeqId, Sequence> seqs_;          // unfinished
+  std::unordered_map<SeqId, std::vector<SeqId>> forks_;  // parent -> children waiting for its prefill
+  std::vector<ScheduledChunk> forkedChunks_;             // this step's forks' first tokens (StepRecord)
   std::unordered_map<std::string, SeqId> liveIds_;    // unfinished or not yet taken
   std::deque<SeqId> waiting_;                          // front: the next to admit
   std::vector<SeqId> running_;                         // admission order, oldest first
