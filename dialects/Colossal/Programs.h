@@ -26,6 +26,11 @@ std::optional<ProgramRole> programRole(mlir::func::FuncOp f);
 /// Sets `f`'s `colossal.program` to `role`.
 void setProgramRole(mlir::func::FuncOp f, ProgramRole role);
 
+/// A unit attribute on the matmuls and gemms of a serving step (colossal-generate): each row of
+/// the result must not depend on the other rows, whatever their number (the plan instruction's
+/// `batch_invariant`, a GEMM with one summation order; docs/serving.md "Batch invariance").
+inline constexpr llvm::StringLiteral kBatchInvariantAttr = "colossal.batch_invariant";
+
 } // namespace colossal
 
 #endif

@@ -450,6 +450,11 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
       Partitioner partitioner(mesh, strategy, decided, /*deciding=*/false);
       if (failed(partitioner.run(g)) || failed(finish(g)))
         return failure();
+      // A request's rows must not change with the rows beside it: batch-invariant GEMMs.
+      g.walk([&](Operation *op) {
+        if (isa<colossal::MatMulOp, colossal::GemmOp>(op))
+          op->setAttr(kBatchInvariantAttr, UnitAttr::get(op->getContext()));
+      });
     }
     forward.erase();
 

@@ -12,8 +12,9 @@ Cases:
              scheduler, each request's tokens the argmax of the full recompute's logits at its
              positions and its logits within 1e-4 of them.
   batching   16 requests arriving staggered (prompts of 1-300 tokens, different max_tokens) on a
-             Llama example: each request's tokens equal its solo run, for prefill chunks of 16, 64
-             and whole prompts, and under forced preemption (a small block pool; preemptions > 0).
+             Llama example (d_model 256): each request's tokens and logits (bit for bit) equal its
+             solo run, for prefill chunks of 16, 64 and whole prompts, and under forced preemption
+             (a small block pool; preemptions > 0).
   tp         tensor parallelism (mesh tp=2, two ranks): the 16 staggered requests of `batching`
              give the same tokens as tp=1 for prefill chunks of 16, 64 and whole and under forced
              preemption, every logits row within 1e-4 of tp=1's; a tp=2 server answers a
@@ -190,7 +191,7 @@ def case_llama(args):
 
 
 def case_batching(args):
-    model = export(args, "llama", "llama_b", ["--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+    model = export(args, "llama", "llama_b", ["--layers", "2", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
                                               "--vocab", "256", "--context", "1024"])
     plan = compile_generate(args, model, generate_spec(args.workdir, 512, block_size=16, seqs=16, tokens=512),
                             os.path.join(args.workdir, "batching.cplan"))
@@ -201,19 +202,27 @@ def case_batching(args):
         requests.append({"id": f"q{i}", "prompt": rng.integers(0, 256, n).tolist(),
                          "max_tokens": int(rng.integers(1, 65)), "temperature": 0, "arrival_step": 3 * i})
     # Solo: each request alone (whole prompt in one step).
-    solo = {}
+    solo, solo_logits = {}, {}
     for r in requests:
-        lines, _, _ = generate_requests(args, plan, [dict(r, arrival_step=0)], args.workdir, "solo_" + r["id"])
+        lines, dumps, _ = generate_requests(args, plan, [dict(r, arrival_step=0)], args.workdir, "solo_" + r["id"],
+                                            logits=True)
         solo[r["id"]] = lines[r["id"]]["token_ids"]
+        solo_logits[r["id"]] = dumps[r["id"]]
     ok = True
     runs = [("chunk16", ["--max-batch-tokens", "16"]), ("chunk64", ["--max-batch-tokens", "64"]),
             ("whole", []), ("preempt", ["--max-batch-tokens", "64", "--kv-blocks", "40"])]
     for label, extra in runs:
-        lines, _, summary = generate_requests(args, plan, requests, args.workdir, "batch_" + label, extra)
+        lines, dumps, summary = generate_requests(args, plan, requests, args.workdir, "batch_" + label, extra,
+                                                  logits=True)
         print(f"{label}: {summary}")
         for r in requests:
             if lines[r["id"]]["token_ids"] != solo[r["id"]]:
                 print(f"FAIL {label} {r['id']} (prompt {len(r['prompt'])} tokens): differs from its solo run")
+                ok = False
+            elif not np.array_equal(dumps[r["id"]], solo_logits[r["id"]]):
+                # Batch invariance (docs/serving.md): the same bits, not only the same tokens.
+                diff = float(np.max(np.abs(dumps[r["id"]] - solo_logits[r["id"]])))
+                print(f"FAIL {label} {r['id']}: logits differ from its solo run by up to {diff:.3g} (not bit-equal)")
                 ok = False
         if label == "preempt":
             pre = sum(o["preemptions"] for o in lines.values())
@@ -222,6 +231,8 @@ def case_batching(args):
                 ok = False
             else:
                 print(f"preempt: {pre} preemptions, every output equal to its solo run")
+    if ok:
+        print("every request's logits bit-equal to its solo run's in every schedule")
     return ok
 
 

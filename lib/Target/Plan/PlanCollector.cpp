@@ -5,6 +5,7 @@
 
 #include "colossal/runtime/DType.h"
 #include "dialects/Colossal/ColossalOps.h"
+#include "dialects/Colossal/Programs.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -561,6 +562,11 @@ LogicalResult Collector::collectOp(Operation *op) {
     if (failed(convertAttr(op, name, attr, converted)))
       return failure();
     inst.attrs.emplace_back(name.str(), std::move(converted));
+  }
+  if (op->hasAttr(kBatchInvariantAttr)) {
+    plan::Attr one;
+    one.set_i(1);
+    inst.attrs.emplace_back("batch_invariant", std::move(one));
   }
   for (Value operand : op->getOperands())
     inst.inputs.push_back(ids.lookup(operand));

@@ -18,6 +18,13 @@ namespace colossal::runtime::cpu {
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/// sgemm whose every element has one summation order whatever M, N, the tile it falls in and
+/// the thread count (GemmRowInvariant.cpp): a row of C depends only on its row of A and on B,
+/// bit for bit. For the serving steps, whose batch composition must not reach a request's
+/// logits. transA falls back to sgemm (not invariant).
+void sgemmRowInvariant(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /// Name of the backend compiled in ("onednn" or "openblas").
 const char *gemmBackendName();
 

@@ -92,6 +92,8 @@ llvm::Error runMatmul(const KernelCall &c) {
   llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(B.shape).drop_back(2);
   const int64_t nBatch = numElements(outBatch);
   if (nBatch == 0 || M == 0 || N == 0) return llvm::Error::success();
+  // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
 
   if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
     sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
@@ -172,6 +174,7 @@ llvm::Error runGemm(const KernelCall &c) {
     });
     gemmBeta = 1.0f;
   }
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
   sgemm(ta, tb, M, N, K, alpha, v.in[0], A.shape[1], v.in[1], B.shape[1], gemmBeta, y, N);
   v.finish(c);
   return llvm::Error::success();
@@ -186,6 +189,7 @@ void registerMatmulKernels(KernelRegistry &r) {
     mm.op = "matmul";
     mm.dtype = out;
     mm.minInputs = mm.maxInputs = 2;
+    mm.attrs = {{"batch_invariant", AttrKind::Int}};
     mm.verify = verifyMatmul;
     mm.workspace = contractionWorkspace;
     mm.run = runMatmul;
@@ -196,7 +200,7 @@ void registerMatmulKernels(KernelRegistry &r) {
     g.minInputs = 2;
     g.maxInputs = 3;
     g.attrs = {{"trans_a", AttrKind::Int}, {"trans_b", AttrKind::Int}, {"alpha", AttrKind::Float},
-               {"beta", AttrKind::Float}};
+               {"beta", AttrKind::Float}, {"batch_invariant", AttrKind::Int}};
     g.verify = verifyGemm;
     g.workspace = contractionWorkspace;
     g.run = runGemm;

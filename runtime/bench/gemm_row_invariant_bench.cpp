@@ -1,0 +1,53 @@
+// The serving steps' batch-invariant GEMM (kernels/cpu/GemmRowInvariant.cpp) against the GEMM the
+// runtime uses otherwise (Gemm.h sgemm: oneDNN's dnnl_sgemm), on Llama-style projection shapes at
+// the row counts of decode (M = 1, 8) and prefill (64, 512); median of the runs after a warm-up,
+// in the same process, alternating the two. docs/serving.md "Batch invariance" reports it.
+//
+//   ninja -C build colossal-gemm-row-invariant-bench
+//   OMP_NUM_THREADS=1 build/runtime/colossal-gemm-row-invariant-bench
+#include "kernels/cpu/Gemm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+using namespace colossal::runtime::cpu;
+
+namespace {
+double medianSeconds(const std::function<void()> &fn, int runs) {
+  fn();
+  std::vector<double> s;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+}  // namespace
+
+int main() {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::printf("%-22s %12s %14s %8s\n", "M x K x N", "onednn GF/s", "invariant GF/s", "ratio");
+  for (int64_t K : {256, 1024})
+    for (int64_t N : {688, 2752})
+      for (int64_t M : {1, 8, 64, 512}) {
+        std::vector<float> A(M * K), B(K * N), C(M * N);
+        for (float &x : A) x = u(rng);
+        for (float &x : B) x = u(rng);
+        const double flop = 2.0 * M * N * K;
+        const int runs = static_cast<int>(std::clamp(3e9 / flop, 5.0, 2000.0));
+        const double base = medianSeconds([&] { sgemm(false, false, M, N, K, 1, A.data(), K, B.data(), N, 0, C.data(), N); }, runs);
+        const double inv = medianSeconds(
+            [&] { sgemmRowInvariant(false, false, M, N, K, 1, A.data(), K, B.data(), N, 0, C.data(), N); }, runs);
+        char shape[32];
+        std::snprintf(shape, sizeof shape, "%ld x %ld x %ld", long(M), long(K), long(N));
+        std::printf("%-22s %12.1f %14.1f %8.2f\n", shape, flop / base / 1e9, flop / inv / 1e9, base / inv);
+      }
+  return 0;
+}
