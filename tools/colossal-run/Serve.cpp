@@ -59,7 +59,10 @@ int serveMain(const LoadedPlan &plan, Device &device, CommContext &comm, const s
   if (!tokenizer) return fail(tokenizer.takeError());
   auto model = PlanModel::create(plan, KernelRegistry::cpu(), device, &comm);
   if (!model) return fail(model.takeError());
+  auto speculative = setupSpeculative(plan, (*model)->config(), (*model)->programTokens().back(), device, comm);
+  if (!speculative) return fail(speculative.takeError());
   ServerOptions o;
+  o.speculative = speculative->config;
   o.host = host;
   o.port = port;
   o.modelName = modelName.empty() ? llvm::sys::path::stem(plan.path).str() : std::string(modelName);
