@@ -28,6 +28,7 @@ onnxruntime by the e2e.<arch> tests), independent of the paged kernels and the s
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -236,6 +237,54 @@ def tokens_per_second(summary):
     return float(line.rsplit(",", 1)[1].split()[0])
 
 
+def check_serve(runb, plan, tok, spec_flags, want, prompt, wd):
+    """`serve` with `spec_flags`: a greedy completion of `prompt` equals `want` (generate's tokens)
+    and /metrics counts the drafts."""
+    import subprocess
+    import urllib.request
+    log = os.path.join(wd, "serve.log")
+    with open(log, "w") as logf:
+        server = subprocess.Popen([runb, plan, "serve", "--tokenizer", tok, "--port", "0", "--quiet"] + spec_flags,
+                                  stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        url = None
+        for _ in range(200):
+            with open(log) as f:
+                text = f.read()
+            if "listening on " in text:
+                url = text.split("listening on ", 1)[1].split()[0]
+                break
+            if server.poll() is not None:
+                break
+            time.sleep(0.05)
+        if url is None:
+            print(f"FAIL serve {' '.join(spec_flags)} did not start:\n{text}")
+            return False
+        body = json.dumps({"prompt": prompt, "max_tokens": len(want), "temperature": 0, "ignore_eos": True,
+                           "return_token_ids": True}).encode()
+        req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        got = json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["token_ids"]
+        metrics = urllib.request.urlopen(url + "/metrics", timeout=60).read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    counters = {}
+    for line in metrics.splitlines():
+        if line.startswith("colossal_spec_decode_"):
+            counters[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+    ok = got == want
+    if not ok:
+        print(f"FAIL serve {' '.join(spec_flags)}: {got[:10]}... vs generate's {want[:10]}...")
+    drafts = counters.get("colossal_spec_decode_draft_tokens_total", 0)
+    accepted = counters.get("colossal_spec_decode_accepted_tokens_total", -1)
+    if not (drafts > 0 and 0 <= accepted <= drafts):
+        print(f"FAIL serve /metrics: speculative counters {counters}")
+        ok = False
+    print(f"serve {' '.join(spec_flags)}: the completion equals generate's {len(want)} tokens; /metrics: "
+          f"{accepted:.0f} of {drafts:.0f} drafts accepted")
+    return ok
+
+
 def case_speculative(args):
     shared = os.path.join(args.shared_dir, "models")
     target_model = os.path.join(shared, "aidreams260K", "model.onnx")
@@ -320,6 +369,8 @@ def case_speculative(args):
             rate = next(l for l in err.splitlines() if "speculative" in l).split("(")[2].split("%")[0]
             print(f"--prompt {prompt!r}, {label}: the same text; acceptance {rate}%, speedup "
                   f"{solo_tps[label] / solo_tps['base']:.2f}x ({solo_tps[label]:.0f} vs {solo_tps['base']:.0f} tokens/s)")
+
+    ok &= check_serve(runb, target, tok, runs[0][1], base[requests[0]["id"]]["token_ids"], requests[0]["prompt"], wd)
 
     def expect_error(extra, needle):
         nonlocal ok
