@@ -14,7 +14,7 @@ Cases:
   batching   16 requests arriving staggered (prompts of 1-300 tokens, different max_tokens) on a
              Llama example: each request's tokens equal its solo run, for prefill chunks of 16, 64
              and whole prompts, and under forced preemption (a small block pool; preemptions > 0).
-  errors     bad specs and models get one clear error.
+  errors     bad specs and models get one clear error (speculative decoding's draft plans too).
   speculative  speculative decoding on the shared aidreams260K: greedy output with `--speculative
              ngram` and with `--speculative draft` (the draft: stories260K compiled with the same
              spec, and aidreams260K itself) is token for token the non-speculative output, for
@@ -443,6 +443,23 @@ def case_errors(args):
                 what="a text prompt without a tokenizer")
     expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
                 "[1, 16]", what="--max-batch-tokens above the plan's")
+    # Speculative decoding's draft plan: another vocabulary, a shorter max_seq_len.
+    other = export(args, "llama", "llama_v", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "96",
+                                              "--context", "64"])
+    other_plan = os.path.join(wd, "vocab96.cplan")
+    run([opt, other, "--spec", ok_spec, "-o", other_plan], "colossal-opt", timeout=600, quiet=True)
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+                 "--num-speculative-tokens", "2", "--draft-plan", other_plan],
+                f"--draft-plan {other_plan} has a vocabulary of 96 tokens, {plan} one of 64", what="a draft plan of another vocabulary")
+    short = write(os.path.join(wd, "short.yaml"), "mode: generate\ngenerate: {max_seq_len: 32, max_batch_tokens: 16, max_batch_seqs: 2}\n")
+    short_plan = os.path.join(wd, "short.cplan")
+    run([opt, model, "--spec", short, "-o", short_plan], "colossal-opt", timeout=600, quiet=True)
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+                 "--num-speculative-tokens", "2", "--draft-plan", short_plan],
+                f"--draft-plan {short_plan} has max_seq_len 32, below {plan}'s 64", what="a draft plan of a shorter context")
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "ngram",
+                 "--num-speculative-tokens", "16"], "K + 1 = 17 tokens, but the largest program of",
+                what="K + 1 above the largest program")
     return ok
 
 
