@@ -348,7 +348,6 @@ llvm::Error Scheduler::complete() {
   size_t row = 0;
   const size_t V = static_cast<size_t>(config_.vocabSize);
   for (ScheduledChunk &c : batch_.chunks) {
-    Sequence &s = seqs_.at(c.seq);
     if (c.numDrafts > 0) {
       const size_t n = 1 + static_cast<size_t>(c.numDrafts);
       llvm::ArrayRef<float> rows(logits_.data() + row * V, n * V);
@@ -356,6 +355,7 @@ llvm::Error Scheduler::complete() {
       if (llvm::Error e = completeSpeculative(c, rows)) return e;
       continue;
     }
+    Sequence &s = seqs_.at(c.seq);
     s.computed = c.end;
     if (llvm::Error e = blocks_->markComputed(c.seq, c.end)) return e;
     if (!c.sampled) continue;

@@ -19,7 +19,8 @@ Cases:
              ngram` and with `--speculative draft` (the draft: stories260K compiled with the same
              spec, and aidreams260K itself) is token for token the non-speculative output, for
              six text prompts run together (`--requests`, EOS stops kept) and for one `--prompt`
-             on one thread; prints each run's acceptance rate and its wall-clock speedup (tokens/s,
+             on one thread; --dump-logits gives the non-speculative rows; `serve` answers with
+             generate's tokens and counts drafts in /metrics; prints each run's acceptance rate and its wall-clock speedup (tokens/s,
              best of three, against the non-speculative run's); the flag errors.
 
 The full recompute is the model's inference plan (our attention kernel, checked against
@@ -349,6 +350,28 @@ def case_speculative(args):
         if label == "draft-aidreams260K" and not float(rate) >= 95:
             print(f"FAIL {label}: the target as its own draft should accept (nearly) every draft: {summary}")
             ok = False
+
+    # --dump-logits: the rows of the emitted tokens, as without speculation (to rounding: the
+    # plan's GEMMs see other row counts).
+    dumps = {}
+    for label, extra in [("base", [])] + runs[:1]:
+        d = os.path.join(wd, "logits_" + label)
+        run([runb, target, "generate", "--requests", req, "--output", os.path.join(d + ".jsonl"), "--tokenizer", tok,
+             "--dump-logits", d, "--threads", str(args.threads)] + extra, f"colossal-run generate --dump-logits ({label})",
+            quiet=True)
+        dumps[label] = {r["id"]: np.load(os.path.join(d, r["id"] + ".npy")) for r in requests}
+    worst = 0.0
+    for r in requests:
+        a, b = dumps["base"][r["id"]], dumps[runs[0][0]][r["id"]]
+        if a.shape != b.shape:
+            print(f"FAIL --dump-logits {r['id']}: shape {b.shape} with ngram, {a.shape} without")
+            ok = False
+            continue
+        worst = max(worst, float(np.max(np.abs(a - b))))
+    if worst > TOL:
+        print(f"FAIL --dump-logits: ngram's rows differ from the non-speculative ones by {worst:.3g} (> {TOL})")
+        ok = False
+    print(f"--dump-logits: ngram's logits of every emitted token within {worst:.3g} of the non-speculative ones")
 
     # One streamed prompt (the --prompt path), one thread: a single stream's speedup.
     solo, solo_tps = {}, {}
