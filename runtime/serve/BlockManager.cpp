@@ -189,6 +189,24 @@ llvm::Expected<AppendResult> BlockManager::append(SeqId seq, llvm::ArrayRef<Toke
   return result;
 }
 
+llvm::Error BlockManager::truncate(SeqId seq, int64_t length) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return unknown(seq, "truncate");
+  Sequence &s = it->second;
+  const int64_t len = static_cast<int64_t>(s.tokens.size());
+  if (length > len || length < s.computed)
+    return error("truncate: sequence " + llvm::Twine(seq) + " to " + llvm::Twine(length) + " tokens, outside [" +
+                 llvm::Twine(s.computed) + " computed, " + llvm::Twine(len) + " held]");
+  s.tokens.resize(length);
+  // Release last to first, as release() does; a sequence keeps at least one block (allocate's).
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(blocksFor(length), 1));
+  while (s.table.size() > keep) {
+    dropReference(s.table.back());
+    s.table.pop_back();
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error BlockManager::fork(SeqId parent, SeqId child) {
   auto it = seqs_.find(parent);
   if (it == seqs_.end()) return unknown(parent, "fork");

@@ -70,8 +70,9 @@ void Generation::fail(std::string why) {
 // Engine
 //===----------------------------------------------------------------------------------------===//
 
-llvm::Expected<std::unique_ptr<Engine>> Engine::create(StepModel &model, const Tokenizer &tokenizer) {
-  auto scheduler = Scheduler::create(model.config());
+llvm::Expected<std::unique_ptr<Engine>> Engine::create(StepModel &model, const Tokenizer &tokenizer,
+                                                      const SpeculativeConfig &speculative) {
+  auto scheduler = Scheduler::create(model.config(), speculative);
   if (!scheduler) return scheduler.takeError();
   return std::unique_ptr<Engine>(new Engine(model, tokenizer, std::move(*scheduler)));
 }
@@ -79,6 +80,7 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(StepModel &model, const T
 Engine::Engine(StepModel &model, const Tokenizer &tokenizer, std::unique_ptr<Scheduler> scheduler)
     : model_(model), tokenizer_(tokenizer), config_(scheduler->config()), scheduler_(std::move(scheduler)) {
   metrics_.kvBlocks = scheduler_->blockManager().numBlocks();
+  metrics_.speculative = scheduler_->speculativeConfig().drafter != nullptr;
 }
 
 Engine::~Engine() { stop(); }
@@ -195,8 +197,6 @@ void Engine::admit(const std::shared_ptr<Generation> &g) {
       ch.index = static_cast<int32_t>(p) * r.n + c;
       ch.id = id;
       ch.sampling = sampling;
-      ch.history = r.prompts[p];
-      logprobChoices_ += sampling.logprobs >= 0;
       seqs.push_back(*seq);
       seqsOf_[g.get()].push_back(*seq);
       if (c == 0) first = *seq;
@@ -226,12 +226,7 @@ void Engine::cancelChoices(Generation *g) {
 }
 
 void Engine::runStep() {
-  const bool keepLogits = logprobChoices_ > 0;
-  auto step = [&](const StepBatch &b, llvm::MutableArrayRef<float> logits) -> llvm::Error {
-    if (llvm::Error e = model_.step(b, logits)) return e;
-    if (keepLogits) stepLogits_.assign(logits.begin(), logits.end());
-    return llvm::Error::success();
-  };
+  auto step = [&](const StepBatch &b, llvm::MutableArrayRef<float> logits) { return model_.step(b, logits); };
   if (llvm::Error e = scheduler_->step(step)) {
     // The requests of the failed batch end with the error; the others go on.
     const std::string why = "the model failed: " + llvm::toString(std::move(e));
@@ -264,16 +259,18 @@ void Engine::runStep() {
     ++metrics_.steps;
     metrics_.prefillTokens += rec.prefillTokens;
     metrics_.preemptions = rec.preemptionsTotal;
+    const SpeculativeStats &spec = scheduler_->speculativeStats();
+    metrics_.specDraftTokens = spec.draftTokens;
+    metrics_.specAcceptedTokens = spec.acceptedTokens;
+    metrics_.specVerifications = spec.verifications;
+    metrics_.specEmittedTokens = spec.emittedTokens;
   }
-  const int32_t V = config_.vocabSize;
-  for (const ScheduledChunk &ch : rec.chunks) {  // forks' first tokens included
-    if (!ch.sampled) continue;
-    const size_t j = static_cast<size_t>(ch.logitsRow);
+  for (const ScheduledChunk &ch : scheduler_->lastStep().chunks) {  // forks' first tokens included
     auto it = choices_.find(ch.seq);
-    if (it == choices_.end() || it->second.ended) continue;
-    llvm::ArrayRef<float> logits;
-    if (keepLogits) logits = llvm::ArrayRef<float>(stepLogits_.data() + j * V, V);
-    onToken(it->second, ch.token, logits);
+    if (it == choices_.end()) continue;
+    // A stop string found in an accepted run ends the choice: the tokens after it are dropped.
+    for (size_t j = 0; j < ch.tokens.size() && !it->second.ended; ++j)
+      onToken(it->second, ch.tokens[j], j < ch.logprobs.size() ? &ch.logprobs[j] : nullptr);
   }
 }
 
@@ -298,20 +295,13 @@ size_t stopPrefixSuffix(const std::string &text, const std::vector<std::string> 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-void Engine::onToken(Choice &c, TokenId token, llvm::ArrayRef<float> logits) {
+void Engine::onToken(Choice &c, TokenId token, const SampledToken *logprobs) {
   Generation &g = *c.gen;
   const GenerationRequest &r = g.request();
   ChoiceDelta d;
   d.index = c.index;
   d.tokens.push_back(token);
-  if (c.sampling.logprobs >= 0 && !logits.empty()) {
-    // sampleToken is a pure function of these inputs: it gives the scheduler's token again, with
-    // its logprobs.
-    SampledToken t = sampleToken(logits, c.sampling, c.history, static_cast<uint64_t>(c.tokens), workspace_);
-    assert(t.id == token && "the sampler is not a pure function of its inputs");
-    d.logprobs.push_back(std::move(t));
-  }
-  c.history.push_back(token);
+  if (c.sampling.logprobs >= 0 && logprobs) d.logprobs.push_back(*logprobs);
   const Clock::time_point now = Clock::now();
   if (c.tokens++ == 0) {
     c.firstToken = now;
@@ -377,7 +367,6 @@ void Engine::drainFinished() {
       d.finish = reason;
       c.gen->push(std::move(d));
     }
-    logprobChoices_ -= c.sampling.logprobs >= 0;
     auto seqs = seqsOf_.find(c.gen.get());
     if (seqs != seqsOf_.end()) {
       llvm::erase(seqs->second, o.seq);

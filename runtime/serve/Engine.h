@@ -84,8 +84,10 @@ private:
 
 class Engine {
 public:
+  /// `speculative`: the scheduler's speculative decoding (its drafter outlives the engine).
   /// Errors: Scheduler::create's.
-  static llvm::Expected<std::unique_ptr<Engine>> create(StepModel &model, const Tokenizer &tokenizer);
+  static llvm::Expected<std::unique_ptr<Engine>> create(StepModel &model, const Tokenizer &tokenizer,
+                                                        const SpeculativeConfig &speculative = {});
   ~Engine();
 
   void start();
@@ -108,7 +110,6 @@ private:
     int32_t index = 0;
     std::string id;
     SamplingParams sampling;
-    std::vector<TokenId> history;  // prompt and output: sampleToken's history for logprobs
     StreamDetokenizer detok;
     std::string held;  // text not yet sent (a possible stop-string start)
     int64_t tokens = 0;
@@ -127,8 +128,8 @@ private:
   void admit(const std::shared_ptr<Generation> &g);
   void cancelChoices(Generation *g);
   void runStep();
-  /// One sampled token of `c`; `logits` the row it came from (empty when no logprobs are kept).
-  void onToken(Choice &c, TokenId token, llvm::ArrayRef<float> logits);
+  /// One token of `c`, with its logprobs when the choice asked for them (the scheduler's).
+  void onToken(Choice &c, TokenId token, const SampledToken *logprobs);
   void drainFinished();
   void failAll(const std::string &why);
   void updateGauges();
@@ -140,9 +141,6 @@ private:
   std::unordered_map<SeqId, Choice> choices_;
   std::unordered_map<Generation *, std::vector<SeqId>> seqsOf_;
   uint64_t nextId_ = 0;
-  std::vector<float> stepLogits_;
-  SamplingWorkspace workspace_;
-  int64_t logprobChoices_ = 0;  // live choices that asked for logprobs
 
   std::mutex mutex_;  // inbox_, stopping_
   std::condition_variable cv_;

@@ -80,6 +80,15 @@ std::string ServingMetrics::render(const std::string &modelName) const {
   sample("colossal_request_aborted_total", "counter", "Choices aborted (the client went away).", aborted);
   sample("colossal_request_failed_total", "counter", "Choices failed by a model error or shutdown.", failed);
   sample("colossal_request_rejected_total", "counter", "Requests refused with a 4xx answer.", rejected);
+  if (speculative) {
+    sample("colossal_spec_decode_num_drafts_total", "counter",
+           "Speculative verifications: target chunks that checked at least one draft.", specVerifications);
+    sample("colossal_spec_decode_draft_tokens_total", "counter", "Draft tokens proposed and verified.",
+           specDraftTokens);
+    sample("colossal_spec_decode_accepted_tokens_total", "counter", "Draft tokens accepted.", specAcceptedTokens);
+    sample("colossal_spec_decode_emitted_tokens_total", "counter",
+           "Tokens emitted by speculative verifications (accepted drafts and the target's own).", specEmittedTokens);
+  }
   ttft.render(out, "colossal_time_to_first_token_seconds", "Time from arrival to the first token.");
   tpot.render(out, "colossal_time_per_output_token_seconds",
               "Per choice: (finish - first token) / (tokens - 1), for choices of 2 tokens or more.");

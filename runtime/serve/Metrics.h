@@ -42,6 +42,10 @@ struct ServingMetrics {
   int64_t preemptions = 0, steps = 0, modelErrors = 0;
   int64_t finishedStop = 0, finishedLength = 0, aborted = 0, failed = 0;
   int64_t rejected = 0;  // requests answered with 4xx
+  // Speculative decoding (shown when `speculative`): drafts proposed and accepted, verifications
+  // (target chunks with drafts) and the tokens they emitted.
+  bool speculative = false;
+  int64_t specDraftTokens = 0, specAcceptedTokens = 0, specVerifications = 0, specEmittedTokens = 0;
   Histogram ttft{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};
   Histogram tpot{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}};
   Histogram e2e{{0.01, 0.05, 0.1, 0.3, 0.5, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120}};

@@ -175,7 +175,13 @@ SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &p, 
     }
   }
   if (p.logprobs < 0) return out;
+  return tokenLogprobs(logits, out.id, p.logprobs, ws);
+}
 
+SampledToken tokenLogprobs(llvm::ArrayRef<float> logits, TokenId id, int32_t top, SamplingWorkspace &ws) {
+  const int32_t V = static_cast<int32_t>(logits.size());
+  SampledToken out;
+  out.id = id;
   // Logprobs of the raw logits.
   double m = kNegInf;
   for (float l : logits)
@@ -184,13 +190,13 @@ SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &p, 
   for (float l : logits)
     if (!std::isnan(l)) z += std::exp(double(l) - m);
   const double logZ = m + std::log(z);
-  auto logprob = [&](TokenId id) {
-    const float l = logits[id];
+  auto logprob = [&](TokenId t) {
+    const float l = logits[t];
     return std::isnan(l) ? kNegInf : double(l) - logZ;
   };
   out.logprob = logprob(out.id);
-  if (p.logprobs > 0) {
-    const int32_t n = std::min(p.logprobs, V);
+  if (top > 0) {
+    const int32_t n = std::min(top, V);
     ws.order.resize(V);
     std::iota(ws.order.begin(), ws.order.end(), 0);
     std::partial_sort(ws.order.begin(), ws.order.begin() + n, ws.order.end(), [&](int32_t a, int32_t b) {

@@ -19,20 +19,29 @@ llvm::Error error(const llvm::Twine &msg) {
 }
 }  // namespace
 
-llvm::Expected<std::unique_ptr<Scheduler>> Scheduler::create(const SchedulerConfig &config) {
+llvm::Expected<std::unique_ptr<Scheduler>> Scheduler::create(const SchedulerConfig &config,
+                                                          const SpeculativeConfig &speculative) {
   if (config.maxSeqLen < 1) return error("max_seq_len must be >= 1, not " + llvm::Twine(config.maxSeqLen));
   if (config.maxBatchSeqs < 1)
     return error("max_batch_seqs must be >= 1, not " + llvm::Twine(config.maxBatchSeqs));
   if (config.maxBatchTokens < 0)
     return error("max_batch_tokens must be >= 0 (0: no limit), not " + llvm::Twine(config.maxBatchTokens));
   if (config.vocabSize < 1) return error("the vocabulary size must be >= 1, not " + llvm::Twine(config.vocabSize));
+  if (speculative.drafter) {
+    const int64_t k = speculative.numSpeculativeTokens;
+    if (k < 1) return error("--num-speculative-tokens must be >= 1, not " + llvm::Twine(k));
+    if (config.maxBatchTokens > 0 && k + 1 > config.maxBatchTokens)
+      return error("--num-speculative-tokens " + llvm::Twine(k) + ": a verification runs K + 1 = " +
+                   llvm::Twine(k + 1) + " tokens, above max_batch_tokens " + llvm::Twine(config.maxBatchTokens));
+  }
   auto blocks = BlockManager::create({config.numBlocks, config.blockSize, config.prefixCaching, config.maxSeqLen});
   if (!blocks) return blocks.takeError();
-  return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(*blocks)));
+  return std::unique_ptr<Scheduler>(new Scheduler(config, speculative, std::move(*blocks)));
 }
 
-Scheduler::Scheduler(const SchedulerConfig &config, std::unique_ptr<BlockManager> blocks)
-    : config_(config), blocks_(std::move(blocks)) {
+Scheduler::Scheduler(const SchedulerConfig &config, const SpeculativeConfig &speculative,
+                     std::unique_ptr<BlockManager> blocks)
+    : config_(config), spec_(speculative), blocks_(std::move(blocks)) {
   batch_.maxBlocksPerSeq = static_cast<int32_t>(blocks_->blocksFor(config.maxSeqLen));
 }
 
@@ -112,6 +121,9 @@ void Scheduler::removeRunning(SeqId seq) {
 void Scheduler::preempt(SeqId seq) {
   Sequence &s = seqs_.at(seq);
   llvm::cantFail(blocks_->release(seq));
+  if (spec_.drafter) spec_.drafter->release(seq);
+  s.drafts.clear();
+  s.draftProbs.clear();
   s.computed = 0;
   ++s.out.preemptions;
   ++preemptions_;
@@ -141,6 +153,7 @@ llvm::Error Scheduler::finish(SeqId seq, FinishReason reason) {
   }
   if (blocks_->contains(seq))
     if (llvm::Error e = blocks_->release(seq)) return e;
+  if (spec_.drafter) spec_.drafter->release(seq);
   removeRunning(seq);
   s.out.finish = reason;
   s.out.finishStep = steps_;
@@ -156,12 +169,52 @@ void Scheduler::addChunk(Sequence &s, int64_t start, int64_t end, bool decode) {
   c.start = start;
   c.end = end;
   c.decode = decode;
-  c.sampled = end == static_cast<int64_t>(s.all.size());
+  c.numDrafts = static_cast<int32_t>(s.drafts.size());
+  c.sampled = end == static_cast<int64_t>(s.all.size() + s.drafts.size());
   batch_.chunks.push_back(c);
   s.scheduledStep = steps_;
 }
 
+llvm::Error Scheduler::proposeDrafts(int64_t budget) {
+  draftRequests_.clear();
+  for (SeqId seq : running_) {  // drafts of a decode that waited are proposed again
+    seqs_.at(seq).drafts.clear();
+    seqs_.at(seq).draftProbs.clear();
+  }
+  int32_t seqs = 0;
+  for (SeqId seq : running_) {
+    Sequence &s = seqs_.at(seq);
+    const int64_t len = static_cast<int64_t>(s.all.size());
+    if (blocks_->length(seq) == len) continue;  // still prefilling
+    // The whole run (drafts + the target's token) stays within max_tokens, hence max_seq_len.
+    const int64_t generated = static_cast<int64_t>(s.out.tokens.size());
+    const int64_t k = std::min<int64_t>({spec_.numSpeculativeTokens, s.request.maxTokens - generated - 1,
+                                         config_.maxSeqLen - len});
+    if (budget < 1 + std::max<int64_t>(k, 0) || seqs == config_.maxBatchSeqs) break;
+    budget -= 1 + std::max<int64_t>(k, 0);
+    ++seqs;
+    if (k < 1) continue;
+    DraftRequest r;
+    r.seq = seq;
+    r.tokens = s.all;
+    r.maxDrafts = static_cast<int32_t>(k);
+    r.sampling = &s.request.sampling;
+    r.firstIndex = static_cast<uint64_t>(generated);
+    draftRequests_.push_back(std::move(r));
+  }
+  if (draftRequests_.empty()) return llvm::Error::success();
+  if (llvm::Error e = spec_.drafter->propose(draftRequests_)) return e;
+  for (DraftRequest &r : draftRequests_) {
+    Sequence &s = seqs_.at(r.seq);
+    s.drafts = std::move(r.drafts);
+    s.draftProbs = std::move(r.probs);
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error Scheduler::scheduleDecodes(int64_t &budget) {
+  if (spec_.drafter)
+    if (llvm::Error e = proposeDrafts(budget)) return e;
   // A copy: preemption removes sequences from running_. Victims are always the newest, never one
   // already scheduled: those are older than the sequence being scheduled.
   const std::vector<SeqId> order = running_;
@@ -171,7 +224,10 @@ llvm::Error Scheduler::scheduleDecodes(int64_t &budget) {
     Sequence &s = seqs_.at(seq);
     const int64_t held = blocks_->length(seq);
     if (held == static_cast<int64_t>(s.all.size())) continue;  // still prefilling
-    llvm::ArrayRef<TokenId> pending = llvm::ArrayRef<TokenId>(s.all).drop_front(held);
+    // A decode runs with all its drafts or waits: its drafts must not depend on the batch.
+    if (1 + static_cast<int64_t>(s.drafts.size()) > budget) break;
+    std::vector<TokenId> pending(s.all.begin() + held, s.all.end());
+    pending.insert(pending.end(), s.drafts.begin(), s.drafts.end());
     bool preemptedSelf = false;
     while (true) {
       auto r = blocks_->append(seq, pending);
@@ -188,8 +244,8 @@ llvm::Error Scheduler::scheduleDecodes(int64_t &budget) {
       }
     }
     if (preemptedSelf) break;  // every newer sequence is gone too
-    addChunk(s, s.computed, static_cast<int64_t>(s.all.size()), /*decode=*/true);
-    --budget;
+    addChunk(s, s.computed, static_cast<int64_t>(s.all.size() + s.drafts.size()), /*decode=*/true);
+    budget -= 1 + static_cast<int64_t>(s.drafts.size());
   }
   return llvm::Error::success();
 }
@@ -252,8 +308,9 @@ void Scheduler::buildBatch() {
   for (size_t i = 0; i < b.chunks.size(); ++i) {
     const ScheduledChunk &c = b.chunks[i];
     const Sequence &s = seqs_.at(c.seq);
+    const int64_t len = static_cast<int64_t>(s.all.size());
     for (int64_t p = c.start; p < c.end; ++p) {
-      b.tokenIds.push_back(s.all[p]);
+      b.tokenIds.push_back(p < len ? s.all[p] : s.drafts[p - len]);
       b.positions.push_back(static_cast<int32_t>(p));
     }
     blocks_->slotMapping(c.seq, c.start, c.end, b.slotMapping);
@@ -261,19 +318,74 @@ void Scheduler::buildBatch() {
     std::copy(table.begin(), table.end(), b.blockTables.begin() + i * width);
     b.contextLens.push_back(static_cast<int32_t>(c.end));
     b.queryStartLoc.push_back(static_cast<int32_t>(b.tokenIds.size()));
-    if (c.sampled) b.logitsIndices.push_back(static_cast<int32_t>(b.tokenIds.size()) - 1);
+    const int32_t end = static_cast<int32_t>(b.tokenIds.size());
+    if (c.sampled)
+      for (int32_t r = end - 1 - c.numDrafts; r < end; ++r) b.logitsIndices.push_back(r);
   }
+}
+
+llvm::Expected<bool> Scheduler::emit(Sequence &s, ScheduledChunk &c, TokenId token, llvm::ArrayRef<float> row) {
+  const int64_t index = static_cast<int64_t>(s.out.tokens.size());
+  c.tokens.push_back(token);
+  if (s.request.sampling.logprobs >= 0) {
+    SampledToken t = tokenLogprobs(row, token, s.request.sampling.logprobs, workspace_);
+    c.logprobs.push_back(t);
+    s.out.logprobs.push_back(std::move(t));
+  }
+  s.all.push_back(token);
+  s.out.tokens.push_back(token);
+  if (s.out.firstTokenStep < 0) s.out.firstTokenStep = steps_;
+  const bool stop = llvm::is_contained(s.request.stopTokenIds, token);
+  if (!stop && index + 1 < s.request.maxTokens) return false;
+  if (llvm::Error e = finish(c.seq, stop ? FinishReason::Stop : FinishReason::Length)) return std::move(e);
+  return true;
+}
+
+llvm::Error Scheduler::completeSpeculative(ScheduledChunk &c, llvm::ArrayRef<float> rows) {
+  Sequence &s = seqs_.at(c.seq);
+  const std::vector<TokenId> drafts = std::move(s.drafts);
+  const std::vector<double> probs = std::move(s.draftProbs);
+  s.drafts.clear();
+  s.draftProbs.clear();
+  int32_t accepted = 0;
+  const std::vector<TokenId> run = verifyDrafts(rows, drafts, probs, s.request.sampling, s.all,
+                                                static_cast<uint64_t>(s.out.tokens.size()), workspace_, accepted);
+  c.acceptedDrafts = accepted;
+  ++specStats_.verifications;
+  specStats_.draftTokens += static_cast<int64_t>(drafts.size());
+  specStats_.acceptedTokens += accepted;
+  // Keys and values are valid for the last token and the accepted drafts; the rest is dropped
+  // before anything is marked computed, so the prefix cache sees verified tokens only.
+  const int64_t verified = c.start + 1 + accepted;
+  if (llvm::Error e = blocks_->truncate(c.seq, verified)) return e;
+  if (llvm::Error e = blocks_->markComputed(c.seq, verified)) return e;
+  s.computed = verified;
+  const size_t V = static_cast<size_t>(config_.vocabSize);
+  for (size_t j = 0; j < run.size(); ++j) {
+    ++specStats_.emittedTokens;
+    auto finished = emit(s, c, run[j], rows.slice(j * V, V));
+    if (!finished) return finished.takeError();
+    if (*finished) break;
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Scheduler::complete() {
   size_t row = 0;
+  const size_t V = static_cast<size_t>(config_.vocabSize);
   for (ScheduledChunk &c : batch_.chunks) {
+    if (c.numDrafts > 0) {
+      const size_t n = 1 + static_cast<size_t>(c.numDrafts);
+      llvm::ArrayRef<float> rows(logits_.data() + row * V, n * V);
+      row += n;
+      if (llvm::Error e = completeSpeculative(c, rows)) return e;
+      continue;
+    }
     Sequence &s = seqs_.at(c.seq);
     s.computed = c.end;
     if (llvm::Error e = blocks_->markComputed(c.seq, c.end)) return e;
     if (!c.sampled) continue;
-    c.logitsRow = static_cast<int32_t>(row);
-    llvm::ArrayRef<float> logits(logits_.data() + row++ * config_.vocabSize, config_.vocabSize);
+    llvm::ArrayRef<float> logits(logits_.data() + row++ * V, V);
     // The forks waiting for this prompt share its blocks from here and sample from this row.
     if (auto f = forks_.find(c.seq); f != forks_.end()) {
       const std::vector<SeqId> children = std::move(f->second);
@@ -291,27 +403,17 @@ llvm::Error Scheduler::complete() {
         forked.seq = child;
         forked.start = forked.end = s.computed;
         forked.sampled = true;
-        forked.logitsRow = c.logitsRow;
-        if (llvm::Error e = takeToken(child, k, logits, &forked.token)) return e;
-        forkedChunks_.push_back(forked);
+        const TokenId first = sampleToken(logits, k.request.sampling, k.all, 0, workspace_).id;
+        auto finished = emit(k, forked, first, logits);
+        if (!finished) return finished.takeError();
+        forkedChunks_.push_back(std::move(forked));
       }
     }
-    if (llvm::Error e = takeToken(c.seq, s, logits, &c.token)) return e;
+    const int64_t index = static_cast<int64_t>(s.out.tokens.size());
+    const TokenId token = sampleToken(logits, s.request.sampling, s.all, index, workspace_).id;
+    auto finished = emit(s, c, token, logits);
+    if (!finished) return finished.takeError();
   }
-  return llvm::Error::success();
-}
-
-llvm::Error Scheduler::takeToken(SeqId seq, Sequence &s, llvm::ArrayRef<float> logits, TokenId *token) {
-  const int64_t index = static_cast<int64_t>(s.out.tokens.size());
-  SampledToken t = sampleToken(logits, s.request.sampling, s.all, index, workspace_);
-  if (token) *token = t.id;
-  const TokenId id = t.id;
-  s.all.push_back(id);
-  s.out.tokens.push_back(id);
-  if (s.request.sampling.logprobs >= 0) s.out.logprobs.push_back(std::move(t));
-  if (s.out.firstTokenStep < 0) s.out.firstTokenStep = steps_;
-  const bool stop = llvm::is_contained(s.request.stopTokenIds, id);
-  if (stop || index + 1 == s.request.maxTokens) return finish(seq, stop ? FinishReason::Stop : FinishReason::Length);
   return llvm::Error::success();
 }
 

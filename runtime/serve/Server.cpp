@@ -451,7 +451,7 @@ llvm::Expected<std::unique_ptr<Server>> Server::create(StepModel &model, const T
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the tokenizer has %d tokens but the model's vocabulary is %d",
                                    tokenizer.vocabSize(), model.config().vocabSize);
-  auto engine = Engine::create(model, tokenizer);
+  auto engine = Engine::create(model, tokenizer, options.speculative);
   if (!engine) return engine.takeError();
   return std::unique_ptr<Server>(
       new Server(std::make_unique<Impl>(model, tokenizer, std::move(options), std::move(chat), std::move(*engine))));

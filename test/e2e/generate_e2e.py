@@ -20,7 +20,14 @@ Cases:
              preemption, every logits row within 1e-4 of tp=1's; a tp=2 server answers a
              completion with the tokens of tp=1; on the shared aidreams260K, greedy from BOS at
              tp=2 equals greedy_from_bos_60.json; specs tp cannot serve are one clear error.
-  errors     bad specs and models get one clear error.
+  errors     bad specs and models get one clear error (speculative decoding's draft plans too).
+  speculative  speculative decoding on the shared aidreams260K: greedy output with `--speculative
+             ngram` and with `--speculative draft` (the draft: stories260K compiled with the same
+             spec, and aidreams260K itself) is token for token the non-speculative output, for
+             six text prompts run together (`--requests`, EOS stops kept) and for one `--prompt`
+             on one thread; --dump-logits gives the non-speculative rows; `serve` answers with
+             generate's tokens and counts drafts in /metrics; prints each run's acceptance rate and its wall-clock speedup (tokens/s,
+             best of three, against the non-speculative run's); the flag errors.
 
 The full recompute is the model's inference plan (our attention kernel, checked against
 onnxruntime by the e2e.<arch> tests), independent of the paged kernels and the scheduler.
@@ -28,6 +35,7 @@ onnxruntime by the e2e.<arch> tests), independent of the paged kernels and the s
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -376,6 +384,197 @@ def case_tp(args):
     return ok
 
 
+SPEC_PROMPTS = ["The stars", "Echoes of vectors unfold", "I sense the nodes", "Once upon a time",
+                "a gentle hum of precision, a gentle hum of", "Lily went to the park. Lily went to the"]
+
+
+def tokens_per_second(summary):
+    """tokens/s from generate's summary line ("generate: R requests, T tokens in S steps (...), X tokens/s")."""
+    line = next(l for l in summary.splitlines() if l.startswith("generate:") and "tokens/s" in l)
+    return float(line.rsplit(",", 1)[1].split()[0])
+
+
+def check_serve(runb, plan, tok, spec_flags, want, prompt, wd):
+    """`serve` with `spec_flags`: a greedy completion of `prompt` equals `want` (generate's tokens)
+    and /metrics counts the drafts."""
+    import subprocess
+    import urllib.request
+    log = os.path.join(wd, "serve.log")
+    with open(log, "w") as logf:
+        server = subprocess.Popen([runb, plan, "serve", "--tokenizer", tok, "--port", "0", "--quiet"] + spec_flags,
+                                  stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        url = None
+        for _ in range(200):
+            with open(log) as f:
+                text = f.read()
+            if "listening on " in text:
+                url = text.split("listening on ", 1)[1].split()[0]
+                break
+            if server.poll() is not None:
+                break
+            time.sleep(0.05)
+        if url is None:
+            print(f"FAIL serve {' '.join(spec_flags)} did not start:\n{text}")
+            return False
+        body = json.dumps({"prompt": prompt, "max_tokens": len(want), "temperature": 0, "ignore_eos": True,
+                           "return_token_ids": True}).encode()
+        req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        got = json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["token_ids"]
+        metrics = urllib.request.urlopen(url + "/metrics", timeout=60).read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    counters = {}
+    for line in metrics.splitlines():
+        if line.startswith("colossal_spec_decode_"):
+            counters[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+    ok = got == want
+    if not ok:
+        print(f"FAIL serve {' '.join(spec_flags)}: {got[:10]}... vs generate's {want[:10]}...")
+    drafts = counters.get("colossal_spec_decode_draft_tokens_total", 0)
+    accepted = counters.get("colossal_spec_decode_accepted_tokens_total", -1)
+    if not (drafts > 0 and 0 <= accepted <= drafts):
+        print(f"FAIL serve /metrics: speculative counters {counters}")
+        ok = False
+    print(f"serve {' '.join(spec_flags)}: the completion equals generate's {len(want)} tokens; /metrics: "
+          f"{accepted:.0f} of {drafts:.0f} drafts accepted")
+    return ok
+
+
+def case_speculative(args):
+    shared = os.path.join(args.shared_dir, "models")
+    target_model = os.path.join(shared, "aidreams260K", "model.onnx")
+    draft_model = os.path.join(shared, "stories260K", "model.onnx")
+    tok = os.path.join(shared, "aidreams260K", "tokenizer.bin")
+    for f in (target_model, draft_model, tok):
+        if not os.path.isfile(f):
+            print(f"SKIPPED: {f} is absent (set --shared-dir)")
+            sys.exit(SKIP)
+    _, runb = tools(args)
+    wd = args.workdir
+    os.makedirs(wd, exist_ok=True)
+    spec = generate_spec(wd, 128, seqs=8, tokens=64)
+    target = compile_generate(args, target_model, spec, os.path.join(wd, "aidreams.cplan"))
+    draft = compile_generate(args, draft_model, spec, os.path.join(wd, "stories.cplan"))
+    requests = [{"id": f"p{i}", "prompt": p, "max_tokens": 100, "temperature": 0, "ignore_eos": i % 2 == 0,
+                 "arrival_step": 2 * i} for i, p in enumerate(SPEC_PROMPTS)]
+    req = write(os.path.join(wd, "requests.jsonl"), "".join(json.dumps(r) + "\n" for r in requests))
+
+    def generate(label, extra):
+        out = os.path.join(wd, label + ".jsonl")
+        # Best of three for the timing (the machine is shared); the outputs must agree every time.
+        best, lines = None, None
+        for _ in range(3):
+            _, err, _ = run([runb, target, "generate", "--requests", req, "--output", out, "--tokenizer", tok,
+                             "--threads", str(args.threads)] + extra, f"colossal-run generate ({label})", timeout=300)
+            with open(out) as f:
+                got = {o["id"]: o for o in map(json.loads, f)}
+            if lines is not None and any(got[k]["token_ids"] != lines[k]["token_ids"] for k in got):
+                raise ToolError(f"{label}: two runs of the same requests gave different tokens")
+            lines = got
+            if best is None or tokens_per_second(err) > tokens_per_second(best):
+                best = err
+        return lines, best.strip()
+
+    base, base_err = generate("base", [])
+    base_tps = tokens_per_second(base_err)
+    print(f"base: {base_err}")
+    ok = True
+    finishes = {o["finish_reason"] for o in base.values()}
+    if finishes != {"stop", "length"}:
+        print(f"note: finish reasons {sorted(finishes)} (EOS inside an accepted run is not exercised)")
+    runs = [("ngram", ["--speculative", "ngram", "--num-speculative-tokens", "4", "--ngram-max", "4", "--ngram-min", "1"]),
+            ("draft-stories260K", ["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-plan", draft]),
+            ("draft-aidreams260K", ["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-plan", target])]
+    for label, extra in runs:
+        lines, err = generate(label, extra)
+        for r in requests:
+            if lines[r["id"]]["token_ids"] != base[r["id"]]["token_ids"]:
+                print(f"FAIL {label} {r['id']} ({r['prompt']!r}): differs from the non-speculative run")
+                ok = False
+            if lines[r["id"]]["finish_reason"] != base[r["id"]]["finish_reason"]:
+                print(f"FAIL {label} {r['id']}: finish reason {lines[r['id']]['finish_reason']}, "
+                      f"not {base[r['id']]['finish_reason']}")
+                ok = False
+        summary = next(l for l in err.splitlines() if "speculative" in l)
+        rate = summary.split("(")[2].split("%")[0] if summary.count("(") >= 2 else "?"
+        speedup = tokens_per_second(err) / base_tps
+        print(f"{label}: {len(requests)} requests identical to the non-speculative run; acceptance {rate}%, "
+              f"speedup {speedup:.2f}x ({tokens_per_second(err):.0f} vs {base_tps:.0f} tokens/s)\n  {summary}")
+        # The target as its own draft agrees with itself up to rounding (its GEMMs see other batches).
+        if label == "draft-aidreams260K" and not float(rate) >= 95:
+            print(f"FAIL {label}: the target as its own draft should accept (nearly) every draft: {summary}")
+            ok = False
+
+    # --dump-logits: the rows of the emitted tokens, as without speculation (to rounding: the
+    # plan's GEMMs see other row counts).
+    dumps = {}
+    for label, extra in [("base", [])] + runs[:1]:
+        d = os.path.join(wd, "logits_" + label)
+        run([runb, target, "generate", "--requests", req, "--output", os.path.join(d + ".jsonl"), "--tokenizer", tok,
+             "--dump-logits", d, "--threads", str(args.threads)] + extra, f"colossal-run generate --dump-logits ({label})",
+            quiet=True)
+        dumps[label] = {r["id"]: np.load(os.path.join(d, r["id"] + ".npy")) for r in requests}
+    worst = 0.0
+    for r in requests:
+        a, b = dumps["base"][r["id"]], dumps[runs[0][0]][r["id"]]
+        if a.shape != b.shape:
+            print(f"FAIL --dump-logits {r['id']}: shape {b.shape} with ngram, {a.shape} without")
+            ok = False
+            continue
+        worst = max(worst, float(np.max(np.abs(a - b))))
+    if worst > TOL:
+        print(f"FAIL --dump-logits: ngram's rows differ from the non-speculative ones by {worst:.3g} (> {TOL})")
+        ok = False
+    print(f"--dump-logits: ngram's logits of every emitted token within {worst:.3g} of the non-speculative ones")
+
+    # One streamed prompt (the --prompt path), one thread: a single stream's speedup.
+    solo, solo_tps = {}, {}
+    prompt = SPEC_PROMPTS[4]
+    for label, extra in [("base", [])] + runs:
+        for _ in range(3):
+            out, err, _ = run([runb, target, "generate", "--tokenizer", tok, "--prompt", prompt, "--max-tokens",
+                               "110", "--threads", "1"] + extra, f"colossal-run generate --prompt ({label})",
+                              quiet=True)
+            if label in solo and out != solo[label]:
+                raise ToolError(f"--prompt {label}: two runs gave different text")
+            solo[label] = out
+            solo_tps[label] = max(solo_tps.get(label, 0.0), tokens_per_second(err))
+        if solo[label] != solo["base"]:
+            print(f"FAIL --prompt with {label}: {solo[label]!r} vs {solo['base']!r}")
+            ok = False
+        elif label != "base":
+            rate = next(l for l in err.splitlines() if "speculative" in l).split("(")[2].split("%")[0]
+            print(f"--prompt {prompt!r}, {label}: the same text; acceptance {rate}%, speedup "
+                  f"{solo_tps[label] / solo_tps['base']:.2f}x ({solo_tps[label]:.0f} vs {solo_tps['base']:.0f} tokens/s)")
+
+    ok &= check_serve(runb, target, tok, runs[0][1], base[requests[0]["id"]]["token_ids"], requests[0]["prompt"], wd)
+
+    def expect_error(extra, needle):
+        nonlocal ok
+        try:
+            run([runb, target, "generate", "--prompt-ids", "1", "--max-tokens", "4"] + extra, "bad flags", quiet=True)
+            print(f"FAIL {' '.join(extra)}: succeeded")
+            ok = False
+        except ToolError as e:
+            if needle not in str(e):
+                print(f"FAIL {' '.join(extra)}: the message lacks {needle!r}:\n{e}")
+                ok = False
+            else:
+                print(f"ok: {' '.join(extra)}: {needle}")
+    expect_error(["--speculative", "ngram", "--num-speculative-tokens", "0"], "--num-speculative-tokens must be >= 1")
+    expect_error(["--speculative", "ngram", "--num-speculative-tokens", "64"],
+                 "a verification runs K + 1 = 65 tokens, but the largest program of")
+    expect_error(["--speculative", "ngram"], "needs --num-speculative-tokens")
+    expect_error(["--speculative", "medusa", "--num-speculative-tokens", "2"], "the methods are ngram and draft")
+    expect_error(["--speculative", "draft", "--num-speculative-tokens", "2"], "needs --draft-plan")
+    expect_error(["--num-speculative-tokens", "2"], "give --speculative ngram|draft")
+    expect_error(["--speculative", "ngram", "--num-speculative-tokens", "2", "--draft-plan", draft],
+                 "--draft-plan is for --speculative draft")
+    return ok
+
+
 def case_errors(args):
     opt, runb = tools(args)
     ok = True
@@ -423,9 +622,26 @@ def case_errors(args):
                 what="a text prompt without a tokenizer")
     expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
                 "[1, 16]", what="--max-batch-tokens above the plan's")
+    # Speculative decoding's draft plan: another vocabulary, a shorter max_seq_len.
+    other = export(args, "llama", "llama_v", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "96",
+                                              "--context", "64"])
+    other_plan = os.path.join(wd, "vocab96.cplan")
+    run([opt, other, "--spec", ok_spec, "-o", other_plan], "colossal-opt", timeout=600, quiet=True)
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+                 "--num-speculative-tokens", "2", "--draft-plan", other_plan],
+                f"--draft-plan {other_plan} has a vocabulary of 96 tokens, {plan} one of 64", what="a draft plan of another vocabulary")
+    short = write(os.path.join(wd, "short.yaml"), "mode: generate\ngenerate: {max_seq_len: 32, max_batch_tokens: 16, max_batch_seqs: 2}\n")
+    short_plan = os.path.join(wd, "short.cplan")
+    run([opt, model, "--spec", short, "-o", short_plan], "colossal-opt", timeout=600, quiet=True)
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+                 "--num-speculative-tokens", "2", "--draft-plan", short_plan],
+                f"--draft-plan {short_plan} has max_seq_len 32, below {plan}'s 64", what="a draft plan of a shorter context")
+    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "ngram",
+                 "--num-speculative-tokens", "16"], "K + 1 = 17 tokens, but the largest program of",
+                what="K + 1 above the largest program")
     return ok
 
 
 if __name__ == "__main__":
     case_main(__doc__, {"shared": case_shared, "gpt2": case_gpt2, "llama": case_llama, "batching": case_batching,
-                        "tp": case_tp, "errors": case_errors}, threads=2)
+                        "tp": case_tp, "errors": case_errors, "speculative": case_speculative}, threads=2)

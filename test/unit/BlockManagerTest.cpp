@@ -96,6 +96,28 @@ TEST(BlockManager, SlotMappingFollowsTheBlockTable) {
   EXPECT_NE(t[1], t[0] + 1);  // not contiguous: blocks 1, 2 went to seq 8
 }
 
+TEST(BlockManager, TruncateReleasesTheBlocksOfDroppedTokensOnly) {
+  auto bm = make(8, 4);
+  allocateOk(*bm, 0, iota(6));  // blocks 0, 1
+  ASSERT_EQ(message(bm->markComputed(0, 6)), "");
+  appendOk(*bm, 0, iota(7, 200));  // 13 tokens: blocks 0..3
+  EXPECT_EQ(bm->numFreeBlocks(), 4);
+  ASSERT_EQ(message(bm->truncate(0, 9)), "");  // blocks 0..2 stay
+  EXPECT_EQ(bm->length(0), 9);
+  EXPECT_EQ(bm->blockTable(0).size(), 3u);
+  EXPECT_EQ(bm->numFreeBlocks(), 5);
+  EXPECT_EQ(bm->refCount(3), 0);
+  EXPECT_EQ(bm->tokens(0).back(), 202);
+  // Refused: below the computed count (a registered block would change), past the length.
+  EXPECT_EQ(message(bm->truncate(0, 5)), "truncate: sequence 0 to 5 tokens, outside [6 computed, 9 held]");
+  EXPECT_EQ(message(bm->truncate(0, 10)), "truncate: sequence 0 to 10 tokens, outside [6 computed, 9 held]");
+  EXPECT_EQ(message(bm->truncate(7, 1)), "truncate: no live sequence 7");
+  ASSERT_EQ(message(bm->truncate(0, 6)), "");  // back to the computed tokens: blocks 0, 1
+  EXPECT_EQ(bm->numFreeBlocks(), 6);
+  ASSERT_EQ(message(bm->release(0)), "");
+  expectAllFree(*bm);
+}
+
 TEST(BlockManager, CopyOnWriteOfASharedPartialBlock) {
   auto bm = make(8, 16);
   allocateOk(*bm, 1, iota(20));  // blocks: one full, one with 4 tokens

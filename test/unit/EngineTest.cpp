@@ -231,3 +231,61 @@ TEST(Engine, NChoicesAreIndependentSequences) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Engine, SpeculativeDecodingGivesTheSameTextLogprobsAndStopsAndCountsDrafts) {
+  // A repeating script: the n-gram drafter's lookups are mostly right.
+  ScriptedModel model(bytes("the cat sat on the mat; the cat sat on the hat; the dog"));
+  ByteTokenizer tok;
+  auto plainEngine = llvm::cantFail(Engine::create(model, tok));
+  auto ngram = llvm::cantFail(NgramDrafter::create(1, 3));
+  auto specEngine = llvm::cantFail(Engine::create(model, tok, {4, ngram.get()}));
+  plainEngine->start();
+  specEngine->start();
+  std::vector<GenerationRequest> requests;
+  requests.push_back(request(bytes("x"), 60));
+  GenerationRequest stopped = request(bytes("x"), 60);
+  stopped.stop = {"hat"};  // inside an accepted run of drafts
+  requests.push_back(stopped);
+  GenerationRequest withLogprobs = request(bytes("x"), 40);
+  withLogprobs.sampling.logprobs = 2;
+  requests.push_back(withLogprobs);
+  for (const GenerationRequest &r : requests) {
+    const Result want = run(*plainEngine, r), got = run(*specEngine, r);
+    EXPECT_EQ(got.text(), want.text());
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.finish, want.finish);
+  }
+  EXPECT_EQ(run(*specEngine, requests[1]).text(), "the cat sat on the mat; the cat sat on the ");
+  const std::string metrics = specEngine->metricsText("toy");
+  const double drafts = metric(metrics, "colossal_spec_decode_draft_tokens_total");
+  const double accepted = metric(metrics, "colossal_spec_decode_accepted_tokens_total");
+  EXPECT_GT(drafts, 0);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LE(accepted, drafts);
+  EXPECT_GT(metric(metrics, "colossal_spec_decode_num_drafts_total"), 0);
+  EXPECT_EQ(metric(plainEngine->metricsText("toy"), "colossal_spec_decode_draft_tokens_total"), -1);  // not shown
+  // The logprobs the engine streams with speculation are the non-speculative ones.
+  auto logprobsOf = [&](Engine &e) {
+    auto g = e.submit(requests[2]);
+    EXPECT_FALSE(static_cast<bool>(g->waitAccepted()));
+    std::vector<ChoiceDelta> ds;
+    while (g->next(std::chrono::milliseconds(100), ds)) {
+    }
+    std::vector<std::pair<TokenId, double>> out;
+    for (const ChoiceDelta &d : ds)
+      for (const SampledToken &t : d.logprobs) {
+        out.push_back({t.id, t.logprob});
+        for (const TokenLogprob &top : t.top) out.push_back({top.id, top.logprob});
+      }
+    return out;
+  };
+  const auto plainLogprobs = logprobsOf(*plainEngine), specLogprobs = logprobsOf(*specEngine);
+  EXPECT_EQ(plainLogprobs.size(), 40u * 3);
+  EXPECT_EQ(specLogprobs, plainLogprobs);
+  plainEngine->stop();
+  specEngine->stop();
+}
+
+}  // namespace

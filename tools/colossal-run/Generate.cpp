@@ -230,7 +230,9 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   auto limited = schedulerConfig((*model)->config());
   if (!limited) return fail(limited.takeError());
   const SchedulerConfig config = *limited;
-  auto scheduler = Scheduler::create(config);
+  auto speculative = setupSpeculative(plan, config, (*model)->programTokens().back(), device, comm);
+  if (!speculative) return fail(speculative.takeError());
+  auto scheduler = Scheduler::create(config, speculative->config);
   if (!scheduler) return fail(scheduler.takeError());
 
   std::unique_ptr<Tokenizer> tokenizer;
@@ -289,17 +291,10 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   const int64_t V = config.vocabSize;
   int64_t generated = 0;
 
+  std::vector<float> stepLogits;  // --dump-logits: the last step's rows
   auto model2 = [&](const StepBatch &batch, llvm::MutableArrayRef<float> logits) -> llvm::Error {
     if (llvm::Error e = stepModel.step(batch, logits)) return e;
-    if (keepLogits) {
-      size_t j = 0;
-      for (const ScheduledChunk &c : batch.chunks) {
-        if (!c.sampled) continue;
-        std::vector<float> &rows = logitRows[jobOf[c.seq]];
-        rows.insert(rows.end(), logits.begin() + j * V, logits.begin() + (j + 1) * V);
-        ++j;
-      }
-    }
+    if (keepLogits) stepLogits.assign(logits.begin(), logits.end());
     return llvm::Error::success();
   };
 
@@ -317,11 +312,18 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       ++next;
     }
     if (llvm::Error e = sched.step(model2)) return fail(std::move(e));
+    // A sampled chunk has 1 + numDrafts logits rows; its j-th new token came from row j.
+    size_t row = 0;
     for (const ScheduledChunk &c : sched.lastStep().chunks) {
-      if (!c.sampled || c.token < 0) continue;
-      ++generated;
+      if (!c.sampled) continue;
+      if (keepLogits) {
+        std::vector<float> &rows = logitRows[jobOf[c.seq]];
+        rows.insert(rows.end(), stepLogits.begin() + row * V, stepLogits.begin() + (row + c.tokens.size()) * V);
+      }
+      row += 1 + static_cast<size_t>(c.numDrafts);
+      generated += static_cast<int64_t>(c.tokens.size());
       if (stream) {
-        llvm::outs() << stream->push(c.token);
+        for (TokenId t : c.tokens) llvm::outs() << stream->push(t);
         llvm::outs().flush();
       }
     }
@@ -378,6 +380,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   llvm::errs() << "generate: " << jobs.size() << (jobs.size() == 1 ? " request, " : " requests, ") << generated
                << " tokens in " << sched.numSteps() << " steps (" << sched.numPreemptions() << " preemptions), "
                << llvm::format("%.1f", seconds > 0 ? generated / seconds : 0.0) << " tokens/s\n";
+  if (speculative->drafter) llvm::errs() << "generate: " << speculativeSummary(*speculative, sched.speculativeStats()) << "\n";
   return 0;
 }
 

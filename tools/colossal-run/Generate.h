@@ -11,10 +11,12 @@
 
 #include "colossal/runtime/Device.h"
 #include "colossal/runtime/Plan.h"
+#include "colossal/runtime/serve/Scheduler.h"
 
 #include "llvm/Support/CommandLine.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +49,30 @@ std::vector<llvm::cl::Option *> schedulerOptions();
 /// The plan's scheduler configuration with those flags applied. Errors: a flag outside [1, the
 /// plan's value], naming both.
 llvm::Expected<runtime::serve::SchedulerConfig> schedulerConfig(runtime::serve::SchedulerConfig config);
+/// --speculative and its options (Speculative.cpp), taken by `generate` and `serve`.
+llvm::cl::OptionCategory &speculativeCategory();
+std::vector<llvm::cl::Option *> speculativeOptions();
+
+/// What --speculative sets up for a target plan: the drafter, and for `draft` the draft plan and
+/// the PlanModel that runs it. Empty (no drafter) without --speculative.
+struct SpeculativeSetup {
+  std::unique_ptr<runtime::LoadedPlan> draftPlan;
+  std::unique_ptr<runtime::serve::StepModel> draftModel;
+  std::unique_ptr<runtime::serve::Drafter> drafter;
+  runtime::serve::SpeculativeConfig config;  // what the scheduler takes
+  std::string description;                   // "ngram (K 4, n 1..4)", for the summary line
+};
+/// Errors (each naming the flag, or the files and numbers): an option of --speculative without
+/// it, an unknown method, K missing or < 1, K + 1 above the target's largest program, --draft-plan
+/// missing or given to ngram, a draft plan that does not load, is not a generate plan, or whose
+/// vocabulary or max_seq_len does not fit the target's.
+llvm::Expected<SpeculativeSetup> setupSpeculative(const runtime::LoadedPlan &target,
+                                                  const runtime::serve::SchedulerConfig &targetConfig,
+                                                  int64_t targetLargestProgram, runtime::Device &device,
+                                                  runtime::CommContext &comm);
+/// "speculative ngram (K 4, n 1..4): 412 of 560 drafts accepted (73.6%), 2.31 tokens per
+/// verification (240 verifications)".
+std::string speculativeSummary(const SpeculativeSetup &setup, const runtime::serve::SpeculativeStats &stats);
 
 /// `serve` (Serve.cpp): its options, and the server over the plan until SIGINT / SIGTERM.
 llvm::cl::OptionCategory &serveCategory();

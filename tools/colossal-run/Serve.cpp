@@ -83,7 +83,10 @@ int serveMain(const LoadedPlan &plan, Device &device, CommContext &comm, const s
   auto config = schedulerConfig(planModel.config());
   if (!config) return fail(config.takeError());
   ConfiguredModel stepModel(planModel, *config);
+  auto speculative = setupSpeculative(plan, *config, (*model)->programTokens().back(), device, comm);
+  if (!speculative) return fail(speculative.takeError());
   ServerOptions o;
+  o.speculative = speculative->config;
   o.host = host;
   o.port = port;
   o.modelName = modelName.empty() ? llvm::sys::path::stem(plan.path).str() : std::string(modelName);

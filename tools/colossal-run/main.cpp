@@ -17,6 +17,8 @@
 //                (or --prompt-ids ID,.. | --requests FILE.jsonl; a `mode: generate` plan; Generate.h)
 //   colossal-run MODEL.cplan serve --tokenizer TOK [--host 127.0.0.1] [--port 8000] [--chat-template F]
 //                (the OpenAI-compatible server over a `mode: generate` plan; Serve.cpp)
+//   generate and serve take [--speculative ngram|draft --num-speculative-tokens K [--ngram-max N
+//                --ngram-min N] [--draft-plan D.cplan]] (speculative decoding; Speculative.cpp)
 //
 // `train`, `sample`, `export` and `tokenize` are docs/training.md's subcommands; their logic lives
 // in the runtime (runtime/train/Trainer.cpp, Sampler.cpp, runtime/checkpoint/,
@@ -236,6 +238,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
   for (cl::Option *o : colossal::tools::generateOnlyOptions()) uses.push_back({o, {"generate"}});
   for (cl::Option *o : colossal::tools::serveOnlyOptions()) uses.push_back({o, {"serve"}});
   for (cl::Option *o : colossal::tools::schedulerOptions()) uses.push_back({o, {"generate", "serve"}});
+  for (cl::Option *o : colossal::tools::speculativeOptions()) uses.push_back({o, {"generate", "serve"}});
   for (const Use &u : uses) {
     if (u.opt->getNumOccurrences() == 0 || llvm::is_contained(u.modes, mode)) continue;
     std::string where;
@@ -634,7 +637,8 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
 
 int runMain(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &trainCategory, &sampleCategory, &tokenizeCategory, &exportCategory,
-                            &colossal::tools::generateCategory(), &colossal::tools::serveCategory()});
+                            &colossal::tools::generateCategory(), &colossal::tools::serveCategory(),
+                            &colossal::tools::speculativeCategory()});
   cl::ParseCommandLineOptions(argc, argv, "colossal-run: execute a compiled Colossal plan\n");
   if (!(commTimeout > 0)) return fail("--comm-timeout must be > 0");  // before mpirun starts
   if (nproc.getNumOccurrences()) {

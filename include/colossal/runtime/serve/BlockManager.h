@@ -122,6 +122,13 @@ public:
   /// the new blocks. Errors: `seq` unknown, a length beyond maxSeqLen.
   llvm::Expected<AppendResult> append(SeqId seq, llvm::ArrayRef<TokenId> tokens);
 
+  /// Drops `seq`'s tokens past the first `length` (speculative decoding's rejected drafts, whose
+  /// slots later tokens overwrite): blocks that held only dropped positions are released (count
+  /// − 1, free at 0). Only tokens not yet marked computed can be dropped, so no block in the
+  /// prefix cache ever loses or changes a token. Errors: `seq` unknown, `length` above its length
+  /// or below its computed count (markComputed).
+  llvm::Error truncate(SeqId seq, int64_t length);
+
   /// Whether append(seq, n tokens) would get its blocks now (false for an unknown `seq`).
   bool canAppend(SeqId seq, int64_t n) const;
 

@@ -86,6 +86,12 @@ struct SamplingWorkspace {
 SampledToken sampleToken(llvm::ArrayRef<float> logits, const SamplingParams &params, llvm::ArrayRef<TokenId> history,
                          uint64_t tokenIndex, SamplingWorkspace &workspace);
 
+/// `id`'s logprob under log_softmax(`logits`) (the raw model distribution; NaN counts as −inf)
+/// and, for `top` > 0, the `top` most likely tokens' (ties: lower id) in `out.top`: what
+/// sampleToken reports for params.logprobs = `top`. For a token chosen by another rule
+/// (speculative decoding's acceptance).
+SampledToken tokenLogprobs(llvm::ArrayRef<float> logits, TokenId id, int32_t top, SamplingWorkspace &workspace);
+
 /// The probabilities sampleToken draws from for these inputs, one per id (zero for the filtered);
 /// greedy puts 1 on the argmax. For tests and for speculative decoding's acceptance rule.
 std::vector<double> samplingDistribution(llvm::ArrayRef<float> logits, const SamplingParams &params,

@@ -23,6 +23,15 @@
 // prefix cache); a sequence whose chunk ends at its last token gets a token from sampleToken; one
 // that sampled a stop token or its max_tokens-th token finishes and frees its blocks.
 //
+// Speculative decoding (Speculative.h, SpeculativeConfig): in step 1 the drafter proposes up to K
+// tokens for each sequence about to decode, and its decode chunk becomes the last token plus the
+// drafts, with logits at every row. After the model ran, verifyDrafts keeps the accepted drafts and
+// the target's own token (stop tokens and max_tokens end the run early); the block manager is
+// truncated to the verified tokens, so rejected drafts' slots are written over later and blocks
+// that held only rejected drafts are freed; only verified tokens are marked computed, so no block
+// holding an unverified token enters the prefix cache. A decode is scheduled with all its drafts
+// or waits for the next step, so a request's drafts, and its tokens, do not depend on the batch.
+//
 // Because the kernels are batch-invariant and sampleToken is a pure function of one logits row, a
 // request's tokens do not depend on the token budget, the other requests or preemption.
 //
@@ -34,6 +43,7 @@
 
 #include "colossal/runtime/serve/BlockManager.h"
 #include "colossal/runtime/serve/Sampling.h"
+#include "colossal/runtime/serve/Speculative.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -96,9 +106,14 @@ struct ScheduledChunk {
   SeqId seq = -1;
   int64_t start = 0, end = 0;
   bool decode = false;    // a decode step (the token sampled last step), else a prompt chunk
-  bool sampled = false;   // end is the sequence's length: the step gives it a next token
-  TokenId token = -1;     // the token sampled after the step (-1 when not sampled)
-  int32_t logitsRow = -1; // the row of the step's logits it was sampled from (-1 when not sampled)
+  bool sampled = false;   // end is the sequence's length: the step gives it next tokens
+  int32_t numDrafts = 0;  // speculative: the chunk's last numDrafts rows are drafts (logits at every row)
+  int32_t acceptedDrafts = 0;  // after the step: the drafts kept
+  /// After the step: the tokens appended (one when not speculative; accepted drafts then the
+  /// target's own token, cut after a stop token or max_tokens), and their logprobs when the
+  /// request asks for them.
+  std::vector<TokenId> tokens;
+  std::vector<SampledToken> logprobs;
 };
 
 /// What the model runs in one step: a ragged batch, sequence i's rows [queryStartLoc[i],
@@ -116,7 +131,7 @@ struct StepBatch {
   int32_t maxBlocksPerSeq = 0;          // ⌈maxSeqLen / blockSize⌉, fixed for every step
   std::vector<BlockCopy> blockCopies;   // copy-on-write: apply (kv_copy_blocks) before kv_append
   /// [L] the rows of `tokenIds` whose next-token logits the step needs (each sampled chunk's
-  /// last row), in the order of the sampled chunks.
+  /// last row; every row of a chunk with drafts), in the order of the sampled chunks.
   std::vector<int32_t> logitsIndices;
   int64_t numTokens() const { return static_cast<int64_t>(tokenIds.size()); }
 };
@@ -171,8 +186,10 @@ struct StepRecord {
 class Scheduler {
 public:
   /// Errors: maxSeqLen, maxBatchSeqs or vocabSize < 1, maxBatchTokens < 0, and
-  /// BlockManager::create's (a pool that cannot hold one sequence of maxSeqLen tokens).
-  static llvm::Expected<std::unique_ptr<Scheduler>> create(const SchedulerConfig &config);
+  /// BlockManager::create's (a pool that cannot hold one sequence of maxSeqLen tokens); with a
+  /// drafter, K < 1 and K + 1 above maxBatchTokens (a verification chunk must fit one step).
+  static llvm::Expected<std::unique_ptr<Scheduler>> create(const SchedulerConfig &config,
+                                                           const SpeculativeConfig &speculative = {});
 
   /// Queues `request` (it waits behind every request queued before it) and returns the sequence
   /// id its chunks and output carry. Errors (InvalidRequestError, naming the request id and the
@@ -198,6 +215,8 @@ public:
   const StepBatch &lastBatch() const { return batch_; }
   int64_t numSteps() const { return steps_; }
   int64_t numPreemptions() const { return preemptions_; }
+  const SpeculativeStats &speculativeStats() const { return specStats_; }
+  const SpeculativeConfig &speculativeConfig() const { return spec_; }
   int64_t numWaiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t numRunning() const { return static_cast<int64_t>(running_.size()); }
   const BlockManager &blockManager() const { return *blocks_; }
@@ -211,29 +230,39 @@ private:
     int64_t computed = 0;     // leading tokens whose keys and values are in the cache
     bool admittedOnce = false;
     int64_t scheduledStep = -1;  // the last step with a chunk of it
+    std::vector<TokenId> drafts;  // this step's drafts (speculative), after `all`
+    std::vector<double> draftProbs;  // [drafts, vocab] or empty (one-hot)
   };
 
-  Scheduler(const SchedulerConfig &config, std::unique_ptr<BlockManager> blocks);
+  Scheduler(const SchedulerConfig &config, const SpeculativeConfig &speculative, std::unique_ptr<BlockManager> blocks);
   llvm::Error invalid(const Request &r, const char *param, const llvm::Twine &msg) const;
   llvm::Error validate(const Request &r) const;
   /// Steps 1-3 of the header comment: fills batch_ (chunks) and record_.preempted.
   llvm::Error schedule();
   llvm::Error scheduleDecodes(int64_t &budget);
+  /// Speculative: drafts for the decodes step 1 is about to schedule (in running order, within
+  /// the budget and max_batch_seqs).
+  llvm::Error proposeDrafts(int64_t budget);
   void schedulePrefills(int64_t &budget);
   llvm::Error admit(int64_t &budget);
   void addChunk(Sequence &s, int64_t start, int64_t end, bool decode);
-  /// Samples `s`'s next token from `logits` (into *token when given), appends it, and finishes
-  /// the sequence on a stop token or its max_tokens-th token.
-  llvm::Error takeToken(SeqId seq, Sequence &s, llvm::ArrayRef<float> logits, TokenId *token);
   /// Fills batch_'s token rows, slots, block tables and logits indices from its chunks.
   void buildBatch();
   /// Marks computed, samples, finishes: after the model ran.
   llvm::Error complete();
+  /// Verifies a chunk's drafts against its logits rows and emits the accepted run.
+  llvm::Error completeSpeculative(ScheduledChunk &c, llvm::ArrayRef<float> rows);
+  /// Appends `token` (from logits `row`) to c's sequence; finishes it at a stop token or its
+  /// max_tokens-th token (then `s` is gone). Returns whether it finished.
+  llvm::Expected<bool> emit(Sequence &s, ScheduledChunk &c, TokenId token, llvm::ArrayRef<float> row);
   void preempt(SeqId seq);
   llvm::Error finish(SeqId seq, FinishReason reason);
   void removeRunning(SeqId seq);
 
   SchedulerConfig config_;
+  SpeculativeConfig spec_;
+  SpeculativeStats specStats_;
+  std::vector<DraftRequest> draftRequests_;
   std::unique_ptr<BlockManager> blocks_;
   std::unordered_map<SeqId, Sequence> seqs_;          // unfinished
   std::unordered_map<SeqId, std::vector<SeqId>> forks_;  // parent -> children waiting for its prefill

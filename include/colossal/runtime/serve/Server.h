@@ -35,6 +35,7 @@ struct ServerOptions {
   std::string chatTemplate;  // a chat template file (docs/serving.md "Chat templates"); empty: the default
   int httpThreads = 64;      // requests served at once: each open stream holds one thread
   bool quiet = false;        // no per-request log lines on stderr
+  SpeculativeConfig speculative;  // speculative decoding (Speculative.h); its drafter outlives the server
 };
 
 /// Serves `model` with `tokenizer` (both outlive the server) until stop(), SIGINT or SIGTERM.
