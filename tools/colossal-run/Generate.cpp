@@ -67,6 +67,10 @@ cl::opt<int64_t> kvBlocks("kv-blocks", cl::desc("KV blocks the scheduler may use
                           cl::init(0), cl::cat(category()));
 cl::opt<bool> noPrefixCaching("no-prefix-caching", cl::desc("Do not reuse the KV blocks of a common prompt prefix"),
                               cl::cat(category()));
+cl::opt<std::string> timingsPath("timings",
+                                 cl::desc("--requests: write when each request arrived and each of its tokens was "
+                                          "sampled (seconds since the first step) to this JSON file"),
+                                 cl::value_desc("FILE.json"), cl::cat(category()));
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << ("error: " + msg + "\n").str();
@@ -177,7 +181,7 @@ llvm::cl::OptionCategory &generateCategory() { return category(); }
 
 std::vector<llvm::cl::Option *> generateOnlyOptions() {
   return {&promptIds, &maxTokens, &topP, &topK, &minP, &repetitionPenalty, &ignoreEos,
-          &requestsPath, &outputPath, &dumpLogitsDir, &batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching};
+          &requestsPath, &outputPath, &dumpLogitsDir, &batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching, &timingsPath};
 }
 
 int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, const SharedGenerateOptions &shared) {
@@ -190,6 +194,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
                 "(or --requests FILE.jsonl)");
   if (!batchMode && maxTokens < 1) return fail("generate needs --max-tokens N (N >= 1)");
   if (!outputPath.empty() && !batchMode) return fail("--output is for --requests");
+  if (!timingsPath.empty() && !batchMode) return fail("--timings is for --requests");
 
   auto model = PlanModel::create(plan, KernelRegistry::cpu(), device, &comm);
   if (!model) return fail(model.takeError());
@@ -267,6 +272,9 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   if (!batchMode && tokenizer) stream = std::make_unique<StreamDetokenizer>(*tokenizer, false);
   const int64_t V = config.vocabSize;
   int64_t generated = 0;
+  // --timings: per job, its arrival and the time each of its tokens was sampled (seconds since start).
+  std::vector<double> arrivalSeconds(jobs.size(), 0.0);
+  std::vector<std::vector<double>> tokenSeconds(jobs.size());
 
   auto model2 = [&](const StepBatch &batch, llvm::MutableArrayRef<float> logits) -> llvm::Error {
     if (llvm::Error e = (*model)->step(batch, logits)) return e;
@@ -283,6 +291,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   };
 
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   size_t next = 0;
   Scheduler &sched = **scheduler;
   while (next < order.size() || sched.hasUnfinished()) {
@@ -293,12 +302,15 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       auto seq = sched.addRequest(job.request);
       if (!seq) return fail(seq.takeError());
       jobOf[*seq] = order[next];
+      arrivalSeconds[order[next]] = elapsed();
       ++next;
     }
     if (llvm::Error e = sched.step(model2)) return fail(std::move(e));
+    const double stepEnd = elapsed();
     for (const ScheduledChunk &c : sched.lastStep().chunks) {
       if (!c.sampled || c.token < 0) continue;
       ++generated;
+      tokenSeconds[jobOf[c.seq]].push_back(stepEnd);
       if (stream) {
         llvm::outs() << stream->push(c.token);
         llvm::outs().flush();
@@ -306,7 +318,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
     }
     for (RequestOutput &out : sched.takeFinished()) done[out.id] = std::move(out);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = elapsed();
 
   if (!batchMode) {
     const RequestOutput &out = done.begin()->second;
@@ -353,6 +365,19 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       if (tokenizer) line["text"] = tokenizer->decode(out.tokens);
       os << llvm::json::Value(std::move(line)) << "\n";
     }
+  }
+  if (!timingsPath.empty()) {
+    llvm::json::Array requests;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      llvm::json::Array times;
+      for (double t : tokenSeconds[i]) times.push_back(t);
+      requests.push_back(llvm::json::Object{{"id", jobs[i].request.id}, {"arrival_s", arrivalSeconds[i]},
+                                            {"token_s", std::move(times)}});
+    }
+    std::error_code ec;
+    llvm::raw_fd_ostream file(timingsPath, ec);
+    if (ec) return fail("--timings " + timingsPath + ": " + ec.message());
+    file << llvm::json::Value(llvm::json::Object{{"wall_s", seconds}, {"requests", std::move(requests)}}) << "\n";
   }
   llvm::errs() << "generate: " << jobs.size() << (jobs.size() == 1 ? " request, " : " requests, ") << generated
                << " tokens in " << sched.numSteps() << " steps (" << sched.numPreemptions() << " preemptions), "
