@@ -20,6 +20,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -294,10 +295,12 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   size_t next = 0;
   Scheduler &sched = **scheduler;
+  int64_t idleSteps = 0;  // arrival steps an idle engine jumped over
   while (next < order.size() || sched.hasUnfinished()) {
-    // Arrivals; an idle engine jumps to the next arrival.
-    while (next < order.size() &&
-           (jobs[order[next]].arrivalStep <= sched.numSteps() || !sched.hasUnfinished())) {
+    // Arrivals; an idle engine jumps to the next arrival step, taking every request of that step.
+    if (next < order.size() && !sched.hasUnfinished())
+      idleSteps = std::max(idleSteps, jobs[order[next]].arrivalStep - sched.numSteps());
+    while (next < order.size() && jobs[order[next]].arrivalStep <= sched.numSteps() + idleSteps) {
       Job &job = jobs[order[next]];
       auto seq = sched.addRequest(job.request);
       if (!seq) return fail(seq.takeError());
