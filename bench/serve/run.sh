@@ -88,7 +88,7 @@ if [ -z "$NLC" ]; then
 fi
 LIBDIR="$NLC/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 BUNDLE="$NLC/node_modules/node-llama-cpp/llama/gitRelease.bundle"
-echo "== llama.cpp: node-llama-cpp $(cd "$NLC" && "$NODE" -p "require('node-llama-cpp/package.json').version"), release" \
+echo "== llama.cpp: node-llama-cpp $(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$NLC/node_modules/node-llama-cpp/package.json" | head -1), release" \
      "$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$NLC/node_modules/node-llama-cpp/llama/llama.cpp.info.json")," \
      "libraries $LIBDIR"
 HARNESS="$WORK/llama_harness"
