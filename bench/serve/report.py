@@ -8,7 +8,8 @@ Reads DIR/MODEL/cC/SYSTEM.json (timings: {"wall_s", "requests": [{"id", "arrival
 ["token_ids"]}]}, requests whose id starts with `warm` left out) and prints, per model, one
 markdown row per concurrency and system. Metrics as vLLM's benchmark_serving defines them:
 TTFT = first token − arrival; TPOT = (last − first token) / (tokens − 1), per request; ITL = every
-gap between consecutive tokens of a request (tokens that arrive in one chunk count as gaps of 0);
+gap between consecutive tokens of a request (tokens that arrive in one chunk count as gaps of 0;
+its 10th percentile is the system's fastest steps, a lower bound on a busy machine's noise);
 E2E = last token − arrival; requests/s and output tokens/s over the span from the first arrival
 to the last token; decode tokens/s = concurrency / median TPOT (what the steady decode loop
 sustains with that many sequences). Percentiles are numpy's (linear).
@@ -48,11 +49,11 @@ def metrics(requests, concurrency):
     return dict(requests=len(requests), req_s=len(requests) / span, out_tok_s=tokens / span,
                 decode_tok_s=concurrency / pct(tpot, 50),
                 ttft=(pct(ttft, 50), pct(ttft, 99)), tpot=(pct(tpot, 50), pct(tpot, 99)),
-                itl=(pct(itl, 50), pct(itl, 99)), e2e=(pct(e2e, 50), pct(e2e, 99)))
+                itl=(pct(itl, 10), pct(itl, 50), pct(itl, 99)), e2e=(pct(e2e, 50), pct(e2e, 99)))
 
 
-def ms(pair):
-    return f"{pair[0] * 1e3:.2f} / {pair[1] * 1e3:.2f}"
+def ms(values):
+    return " / ".join(f"{v * 1e3:.2f}" for v in values)
 
 
 def colossal_ids(folder):
@@ -100,9 +101,9 @@ def table(work, model, concurrency):
     print(f"\n### {model}: {info['parameters'] / 1e6:.2f}M parameters ({cfg['n_layer']} layers, dim {cfg['dim']}, "
           f"{cfg['n_head']} heads, {cfg['n_kv_head']} KV heads, FFN {cfg['hidden_dim']}, vocabulary "
           f"{cfg['vocab_size']}); prompts {info['prompt_len']} tokens, {info['max_tokens']} output tokens, "
-          f"{info['rounds']} rounds of C requests\n")
+          f"{info['rounds']} round{'s' if info['rounds'] != 1 else ''} of C requests\n")
     print("| C | system | output tok/s | decode tok/s | req/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | "
-          "ITL p50 / p99 ms | E2E p50 / p99 s | greedy = colossal |")
+          "ITL p10 / p50 / p99 ms | E2E p50 / p99 s | greedy = colossal |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []
     for c in concurrency:
@@ -122,14 +123,16 @@ def table(work, model, concurrency):
             row = [c]
             for peer in ("llama-exact", "llama-default"):
                 row.append((found["colossal"]["decode_tok_s"] / found[peer]["decode_tok_s"],
-                            found["colossal"]["out_tok_s"] / found[peer]["out_tok_s"]) if peer in found else None)
+                            found["colossal"]["out_tok_s"] / found[peer]["out_tok_s"],
+                            found[peer]["itl"][0] / found["colossal"]["itl"][0]) if peer in found else None)
             ratios.append(row)
     if ratios:
-        print(f"\n{model}, colossal (in-process) / llama.cpp, decode tok/s (output tok/s):\n")
+        print(f"\n{model}, colossal (in-process) / llama.cpp: decode tok/s (output tok/s) [fastest steps: "
+              f"llama.cpp's ITL p10 / colossal's]:\n")
         print("| C | / llama.cpp f32 | / llama.cpp default |")
         print("|---:|---:|---:|")
         for c, exact, default in ratios:
-            cell = lambda r: f"{r[0]:.2f} ({r[1]:.2f})" if r else "n/a"  # noqa: E731
+            cell = lambda r: f"{r[0]:.2f} ({r[1]:.2f}) [{r[2]:.2f}]" if r else "n/a"  # noqa: E731
             print(f"| {c} | {cell(exact)} | {cell(default)} |")
 
 

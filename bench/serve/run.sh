@@ -172,7 +172,7 @@ for M in $MODELS; do
 done
 
 echo
-echo "Serving: $THREADS threads; concurrency $CONC; $ROUNDS rounds; load after the run: $(uptime | sed 's/.*load average/load average/')"
+echo "Serving: $THREADS thread(s); concurrency $CONC; $ROUNDS round(s) per concurrency; load after the run: $(uptime | sed 's/.*load average/load average/')"
 "$PY" "$HERE/report.py" --work "$WORK" --models "$MODELS" --concurrency "$CONC" | tee "$WORK/report.md"
 echo
 echo "== done in $(( $(date +%s) - T_START )) s"
