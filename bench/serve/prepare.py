@@ -273,6 +273,7 @@ def main():
                        args.warmup_tokens)
         write_llama_requests(os.path.join(out, f"llama-c{c}.txt"), w["rounds"], w["warmup"], args.max_tokens,
                              args.warmup_tokens)
+    # aidreams260K's head is its token embedding (the GGUF carries a copy): counted once.
     params = sum(int(np.prod(a.shape)) for n, a in tensors if n != "output.weight" or args.model != "aidreams260K")
     info = dict(model=args.model, config=cfg, parameters=params, prompt_len=args.prompt_len,
                 max_tokens=args.max_tokens, warmup_tokens=args.warmup_tokens, rounds=args.rounds,

@@ -110,7 +110,6 @@ echo "== onnxruntime-node: $(cd "$ROOT/third_party/npm" && "$NODE" -p "require('
 SERVER_PID=""
 stop_server() { [ -n "$SERVER_PID" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""; }
 trap stop_server EXIT
-MAXC=$(echo $CONC | tr ' ' '\n' | sort -n | tail -1)
 for M in $MODELS; do
   P=$PROMPT_LEN N=$MAX_TOKENS
   if [ "$M" = aidreams260K ] && [ $((P + N)) -gt 128 ]; then P=64 N=$((N < 64 ? N : 64)); fi
