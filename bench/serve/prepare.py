@@ -48,6 +48,9 @@ LLAMAS = {
 }
 
 
+MAX_STEP = 256  # the largest step program's tokens (generate.max_batch_tokens)
+
+
 def read_llama2c_tokenizer(path):
     """llama2.c tokenizer.bin: int32 max_token_length, then per token f32 score, int32 length, bytes."""
     data = open(path, "rb").read()
@@ -252,16 +255,19 @@ def main():
         os.symlink(os.path.realpath(os.path.join(SHARED, "model.onnx")), onnx_path)
     else:
         export_dir = os.path.join(out, "export")
-        cfg = export_llama(args.model, export_dir, 2 * max_seq_len, args.seed)
+        # Positions for colossal-opt's one-sequence import: max_seq_len rounded up to a multiple of
+        # the largest step and at least twice it (docs/serving.md "Compiler: mode: generate").
+        positions = max(2 * MAX_STEP, -(-max_seq_len // MAX_STEP) * MAX_STEP)
+        cfg = export_llama(args.model, export_dir, positions, args.seed)
         tensors = from_state_dict(os.path.join(export_dir, "state_dict.pt"), cfg)
         if os.path.lexists(onnx_path):
             os.remove(onnx_path)
         os.symlink("export/model.onnx", onnx_path)
     G.write_gguf(os.path.join(out, "model-f32.gguf"), llama_metadata(args.model, cfg), tensors)
 
-    # Step programs up to 256 tokens (prompts are prefilled in chunks of that size), at most half the
-    # model's positions (colossal-opt cuts them twice into the largest step; docs/serving.md).
-    step = min(256, cfg["max_seq_len"] // 2)
+    # Step programs up to MAX_STEP tokens (prompts are prefilled in chunks of that size), at most half
+    # the model's positions (colossal-opt cuts them twice into the largest step).
+    step = min(MAX_STEP, cfg["max_seq_len"] // 2)
     with open(os.path.join(out, "spec.yaml"), "w") as f:
         f.write("# bench/serve: written by prepare.py\nmode: generate\n"
                 f"generate: {{max_seq_len: {max_seq_len}, block_size: 16, max_batch_seqs: {max(args.concurrency)}, "
