@@ -43,3 +43,9 @@ fi
 if [ ! -d "$ROOT/third_party/npm/node_modules/openai" ]; then
   (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund openai@6.30.1 >/dev/null)
 fi
+# The serving benchmark's peer (bench/serve): llama.cpp as node-llama-cpp ships it, prebuilt
+# libllama/libggml for linux-x64 and the git bundle of its llama.cpp release (llama.h); about 0.7 GB
+# with the optional GPU builds npm also fetches.
+if [ ! -d "$ROOT/third_party/npm/node_modules/node-llama-cpp" ]; then
+  (cd "$ROOT/third_party/npm" && npm install --ignore-scripts --no-audit --no-fund -E node-llama-cpp@3.21.1 >/dev/null)
+fi

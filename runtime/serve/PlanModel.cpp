@@ -145,6 +145,9 @@ llvm::Error PlanModel::step(const StepBatch &batch, llvm::MutableArrayRef<float>
     }
   }
 
+  // The kernels' thread count is an OpenMP setting of the calling thread (oneDNN reads it too),
+  // and the server calls from its engine thread, not the one that set it: set it for this one.
+  device_->setThreads(device_->threads());
   Executor &exec = *it->exec;
   const bool wide = tokenDtype_ == DType::I64;
   if (llvm::Error e = exec.setInput("tokens", tokenDtype_, {N}, wide ? static_cast<const void *>(tokens64_.data()) : tokens32_.data()))

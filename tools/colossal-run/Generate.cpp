@@ -21,6 +21,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -69,6 +70,10 @@ cl::opt<int64_t> kvBlocks("kv-blocks", cl::desc("KV blocks the scheduler may use
                           cl::init(0), cl::cat(category()));
 cl::opt<bool> noPrefixCaching("no-prefix-caching", cl::desc("Do not reuse the KV blocks of a common prompt prefix"),
                               cl::cat(category()));
+cl::opt<std::string> timingsPath("timings",
+                                 cl::desc("--requests: write when each request arrived and each of its tokens was "
+                                          "sampled (seconds since the first step) to this JSON file"),
+                                 cl::value_desc("FILE.json"), cl::cat(category()));
 
 /// Errors every rank hits alike are printed by rank 0 (Parallel.h isPrintingRank()).
 int fail(const llvm::Twine &msg) {
@@ -180,7 +185,7 @@ llvm::cl::OptionCategory &generateCategory() { return category(); }
 
 std::vector<llvm::cl::Option *> generateOnlyOptions() {
   return {&promptIds, &maxTokens, &topP, &topK, &minP, &repetitionPenalty, &ignoreEos,
-          &requestsPath, &outputPath, &dumpLogitsDir};
+          &requestsPath, &outputPath, &dumpLogitsDir, &timingsPath};
 }
 
 std::vector<llvm::cl::Option *> schedulerOptions() { return {&batchTokens, &batchSeqs, &kvBlocks, &noPrefixCaching}; }
@@ -218,6 +223,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
                 "(or --requests FILE.jsonl)");
   if (!batchMode && maxTokens < 1) return fail("generate needs --max-tokens N (N >= 1)");
   if (!outputPath.empty() && !batchMode) return fail("--output is for --requests");
+  if (!timingsPath.empty() && !batchMode) return fail("--timings is for --requests");
 
   auto model = PlanModel::create(plan, KernelRegistry::cpu(), device, &comm);
   if (!model) return fail(model.takeError());
@@ -290,6 +296,9 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   if (!batchMode && tokenizer) stream = std::make_unique<StreamDetokenizer>(*tokenizer, false);
   const int64_t V = config.vocabSize;
   int64_t generated = 0;
+  // --timings: per job, its arrival and the time each of its tokens was sampled (seconds since start).
+  std::vector<double> arrivalSeconds(jobs.size(), 0.0);
+  std::vector<std::vector<double>> tokenSeconds(jobs.size());
 
   std::vector<float> stepLogits;  // --dump-logits: the last step's rows
   auto model2 = [&](const StepBatch &batch, llvm::MutableArrayRef<float> logits) -> llvm::Error {
@@ -299,20 +308,25 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   };
 
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   size_t next = 0;
   Scheduler &sched = **scheduler;
+  int64_t idleSteps = 0;  // arrival steps an idle engine jumped over
   while (next < order.size() || sched.hasUnfinished()) {
-    // Arrivals; an idle engine jumps to the next arrival.
-    while (next < order.size() &&
-           (jobs[order[next]].arrivalStep <= sched.numSteps() || !sched.hasUnfinished())) {
+    // Arrivals; an idle engine jumps to the next arrival step, taking every request of that step.
+    if (next < order.size() && !sched.hasUnfinished())
+      idleSteps = std::max(idleSteps, jobs[order[next]].arrivalStep - sched.numSteps());
+    while (next < order.size() && jobs[order[next]].arrivalStep <= sched.numSteps() + idleSteps) {
       Job &job = jobs[order[next]];
       auto seq = sched.addRequest(job.request);
       if (!seq) return fail(seq.takeError());
       jobOf[*seq] = order[next];
+      arrivalSeconds[order[next]] = elapsed();
       ++next;
     }
     if (llvm::Error e = sched.step(model2)) return fail(std::move(e));
     // A sampled chunk has 1 + numDrafts logits rows; its j-th new token came from row j.
+    const double stepEnd = elapsed();
     size_t row = 0;
     for (const ScheduledChunk &c : sched.lastStep().chunks) {
       if (!c.sampled) continue;
@@ -322,6 +336,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       }
       row += 1 + static_cast<size_t>(c.numDrafts);
       generated += static_cast<int64_t>(c.tokens.size());
+      tokenSeconds[jobOf[c.seq]].insert(tokenSeconds[jobOf[c.seq]].end(), c.tokens.size(), stepEnd);
       if (stream) {
         for (TokenId t : c.tokens) llvm::outs() << stream->push(t);
         llvm::outs().flush();
@@ -329,7 +344,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
     }
     for (RequestOutput &out : sched.takeFinished()) done[out.id] = std::move(out);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = elapsed();
 
   if (!batchMode) {
     const RequestOutput &out = done.begin()->second;
@@ -376,6 +391,19 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       if (tokenizer) line["text"] = tokenizer->decode(out.tokens);
       os << llvm::json::Value(std::move(line)) << "\n";
     }
+  }
+  if (!timingsPath.empty()) {
+    llvm::json::Array requests;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      llvm::json::Array times;
+      for (double t : tokenSeconds[i]) times.push_back(t);
+      requests.push_back(llvm::json::Object{{"id", jobs[i].request.id}, {"arrival_s", arrivalSeconds[i]},
+                                            {"token_s", std::move(times)}});
+    }
+    std::error_code ec;
+    llvm::raw_fd_ostream file(timingsPath, ec);
+    if (ec) return fail("--timings " + timingsPath + ": " + ec.message());
+    file << llvm::json::Value(llvm::json::Object{{"wall_s", seconds}, {"requests", std::move(requests)}}) << "\n";
   }
   llvm::errs() << "generate: " << jobs.size() << (jobs.size() == 1 ? " request, " : " requests, ") << generated
                << " tokens in " << sched.numSteps() << " steps (" << sched.numPreemptions() << " preemptions), "
