@@ -12,9 +12,9 @@
 //    below 16·⌊K/16⌋, reduced in a fixed order, then the remaining k in order.
 //
 // Then C = alpha · sum + beta · C. Column blocks are spread over the threads, each computed in
-// one tile of all rows (M ≤ 8: 1–2 rows × 128, 3–4 × 64, 5–8 × 48 columns) or in tiles of 6 rows
-// × 64 columns of a packed copy of the block; K is never split, and no tiling changes an
-// element's arithmetic. Compiled with -ffp-contract=off (CMakeLists):
+// one tile of all rows (M ≤ 8: 1–2 rows × 128, 3–4 × 64, 5–8 × 48 columns; one row of B [K, N]
+// streams B's rows into sums in memory instead) or in tiles of 6 rows × 64 columns of a packed
+// copy of the block; K is never split, and no tiling changes an element's arithmetic. Compiled with -ffp-contract=off (CMakeLists):
 // the only fused operations are the explicit fmas, so the scalar edge code computes what the
 // vector code does.
 //
@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <omp.h>
 #include <type_traits>
 #include <vector>
 
@@ -157,14 +158,58 @@ void tileRows(int64_t rows, bool transB, int64_t K, const float *A, int64_t lda,
   tile<R, V>(transB, K, A, lda, B, ldb, C, ldc, cols, alpha, beta);
 }
 
+/// One row of C from B [K, N] (M = 1, a decode step of one sequence) over columns [0, cols): B
+/// streamed row by row, contiguous, into sums held in memory: the same fma chain per element as
+/// tileNN (from 0, k in order), so the row equals the one a tile computes.
+void rowNN(int64_t K, const float *a, const float *B, int64_t ldb, float *c, int64_t cols, float alpha, float beta,
+           std::vector<float> &sums) {
+  sums.assign(static_cast<size_t>(cols), 0.0f);
+  float *acc = sums.data();
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  // Four rows of B per pass over the sums: the chain of each element still takes k in order.
+  for (; k + 4 <= K; k += 4) {
+    const float *b0 = B + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    const __m512 x0 = _mm512_set1_ps(a[k]), x1 = _mm512_set1_ps(a[k + 1]), x2 = _mm512_set1_ps(a[k + 2]),
+                 x3 = _mm512_set1_ps(a[k + 3]);
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+      __m512 s = _mm512_loadu_ps(acc + j);
+      s = _mm512_fmadd_ps(x0, _mm512_loadu_ps(b0 + j), s);
+      s = _mm512_fmadd_ps(x1, _mm512_loadu_ps(b1 + j), s);
+      s = _mm512_fmadd_ps(x2, _mm512_loadu_ps(b2 + j), s);
+      s = _mm512_fmadd_ps(x3, _mm512_loadu_ps(b3 + j), s);
+      _mm512_storeu_ps(acc + j, s);
+    }
+    for (; j < cols; ++j)
+      acc[j] = std::fma(a[k + 3], b3[j], std::fma(a[k + 2], b2[j], std::fma(a[k + 1], b1[j], std::fma(a[k], b0[j], acc[j]))));
+  }
+#endif
+  for (; k < K; ++k) {
+    const float *b = B + k * ldb;
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    const __m512 x = _mm512_set1_ps(a[k]);
+    for (; j + 16 <= cols; j += 16)
+      _mm512_storeu_ps(acc + j, _mm512_fmadd_ps(x, _mm512_loadu_ps(b + j), _mm512_loadu_ps(acc + j)));
+#endif
+    for (; j < cols; ++j) acc[j] = std::fma(a[k], b[j], acc[j]);
+  }
+  for (int64_t j = 0; j < cols; ++j) c[j] = epilogue(acc[j], alpha, beta, c[j]);
+}
+
 /// The columns of one block: one tile of all M rows for M ≤ 8 (B read once, in place; wide for
 /// few rows, so that each broadcast of A feeds enough FMAs), else kTileRows × 64 tiles.
-int64_t blockWidth(int64_t M) { return M <= 2 ? 128 : M <= 4 ? 64 : M <= 8 ? 48 : kPackedCols; }
+int64_t blockWidth(int64_t M, bool transB) {
+  if (M == 1 && !transB) return 8192;  // rowNN: at most 32 KiB of sums, in L1
+  return M <= 2 ? 128 : M <= 4 ? 64 : M <= 8 ? 48 : kPackedCols;
+}
 
 /// One block of `cols` ≤ blockWidth(M) columns of C, every row. For M > 8 from a packed copy of
 /// the block (K × 64 contiguous): B's strided rows are read once, then from cache for every row tile.
 void columnBlock(bool transB, int64_t M, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                  int64_t ldc, int64_t cols, float alpha, float beta, std::vector<float> &packed) {
+  if (M == 1 && !transB) return rowNN(K, A, B, ldb, C, cols, alpha, beta, packed);
   if (M <= 2) return tileRows<2, 8>(M, transB, K, A, lda, B, ldb, C, ldc, cols, alpha, beta);
   if (M <= 4) return tileRows<4, 4>(M, transB, K, A, lda, B, ldb, C, ldc, cols, alpha, beta);
   if (M <= 8) return tileRows<8, 3>(M, transB, K, A, lda, B, ldb, C, ldc, cols, alpha, beta);
@@ -187,7 +232,14 @@ void sgemmRowInvariant(bool transA, bool transB, int64_t M, int64_t N, int64_t K
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (transA) return sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (M == 0 || N == 0) return;
-  const int64_t width = blockWidth(M), blocks = (N + width - 1) / width;
+  int64_t width = blockWidth(M, transB);
+  if (M == 1 && !transB) {
+    // Blocks of equal width (a multiple of 16), one per thread when they fit: one thread streams B
+    // whole, front to back.
+    const int64_t parts = std::max<int64_t>(omp_get_max_threads(), (N + width - 1) / width);
+    width = ((N + parts - 1) / parts + 15) / 16 * 16;
+  }
+  const int64_t blocks = (N + width - 1) / width;
   // Threads over column blocks only when there is work for them (2 MFLOP); the result is the same.
   const bool parallel = blocks > 1 && 2.0 * double(M) * double(N) * double(K) > 2e6;
 #pragma omp parallel if (parallel)
