@@ -66,7 +66,10 @@ struct Memory {
 };
 /// `generate:` (serving; mode generate).
 struct Generate {
-  int64_t maxSeqLen = 512, blockSize = 16, maxBatchSeqs = 16, maxBatchTokens = 512;
+  int64_t maxSeqLen = 512, blockSize = 16, maxBatchSeqs = 16;
+  /// Unset: min(512, the largest power of two <= max_seq_len / 2), so that the model is imported
+  /// at max_seq_len positions (colossal-generate cuts them twice into the largest step).
+  std::optional<int64_t> maxBatchTokens;
   std::string kvBlocks = "auto";
 };
 /// One `train.inputs` entry: where an input of a model that is not a token model comes from.
@@ -603,7 +606,7 @@ template <> struct MappingTraits<Generate> {
   }
   static std::string validate(IO &, Generate &g) {
     int64_t blocks = 0;
-    if (g.maxSeqLen < 1 || g.blockSize < 1 || g.maxBatchSeqs < 1 || g.maxBatchTokens < 1)
+    if (g.maxSeqLen < 1 || g.blockSize < 1 || g.maxBatchSeqs < 1 || (g.maxBatchTokens && *g.maxBatchTokens < 1))
       return "generate: max_seq_len, block_size, max_batch_seqs and max_batch_tokens must be >= 1";
     if (g.kvBlocks != "auto" && (StringRef(g.kvBlocks).getAsInteger(10, blocks) || blocks < 1))
       return "generate.kv_blocks must be auto or an integer >= 1; got '" + g.kvBlocks + "'";
@@ -1005,7 +1008,13 @@ Expected<Spec> parseSpecFile(StringRef path) {
       g.maxSeqLen = raw.generate->maxSeqLen;
       g.blockSize = raw.generate->blockSize;
       g.maxBatchSeqs = raw.generate->maxBatchSeqs;
-      g.maxBatchTokens = raw.generate->maxBatchTokens;
+      if (raw.generate->maxBatchTokens) {
+        g.maxBatchTokens = *raw.generate->maxBatchTokens;
+      } else {
+        g.maxBatchTokens = 1;
+        while (g.maxBatchTokens < 512 && g.maxBatchTokens * 4 <= g.maxSeqLen)
+          g.maxBatchTokens *= 2;
+      }
       if (raw.generate->kvBlocks != "auto")
         StringRef(raw.generate->kvBlocks).getAsInteger(10, g.kvBlocks);
     }

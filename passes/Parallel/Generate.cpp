@@ -180,10 +180,10 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
       numBlocks = maxBatchSeqs * blocksPerSeq;
     }
     if (numBlocks < blocksPerSeq)
-      return error(f) << "the KV cache of " << numBlocks << " blocks of " << blockSize
+      return error(f) << "the KV cache of " << numBlocks << " blocks of " << int64_t(blockSize)
                       << " tokens (" << blockBytes << " bytes per block over " << layers.size()
                       << " layers" << (kvBlocks > 0 ? "" : budgetBytes > 0 ? ", memory.budget_mb's share after the weights" : "")
-                      << ") cannot hold one sequence of generate.max_seq_len = " << maxSeqLen
+                      << ") cannot hold one sequence of generate.max_seq_len = " << int64_t(maxSeqLen)
                       << " tokens, which needs " << blocksPerSeq << " blocks";
     return success();
   }
@@ -419,13 +419,13 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
       return error(forward) << "the model was imported with " << T
                             << " positions (its sequence length is fixed there), fewer than "
                                "generate.max_seq_len = "
-                            << maxSeqLen << "; lower max_seq_len to at most " << T;
+                            << int64_t(maxSeqLen) << "; lower max_seq_len to at most " << T;
     if (T % top != 0 || T < 2 * top) {
       int64_t most = 1;
       while (T % (most * 2) == 0 && T >= 4 * most)
         most *= 2;
       return error(forward) << "the model's " << T << " positions cannot be cut into steps of "
-                            << top << " token rows (generate.max_batch_tokens = " << maxBatchTokens
+                            << top << " token rows (generate.max_batch_tokens = " << int64_t(maxBatchTokens)
                             << " rounded up to a power of two, which must divide the positions at "
                                "least twice); lower max_batch_tokens to at most "
                             << most;

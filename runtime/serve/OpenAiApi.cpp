@@ -358,6 +358,8 @@ llvm::Expected<GenerationRequest> parseGenerationRequest(ApiKind kind, llvm::Str
     body = json::parse(text.begin(), text.end());
   } catch (const json::parse_error &e) {
     return badRequest("", "invalid_json", llvm::Twine("the body is not valid JSON: ") + e.what());
+  } catch (const json::out_of_range &e) {  // a number beyond double's range (1e400)
+    return badRequest("", "invalid_json", llvm::Twine("the body is not valid JSON: ") + e.what());
   }
   if (!body.is_object())
     return badRequest("", "invalid_json", llvm::Twine("the body must be a JSON object, not ") + typeName(body));

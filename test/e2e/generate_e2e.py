@@ -344,6 +344,19 @@ def case_tp(args):
     else:
         print(f"tp=2 serve: a {len(r['prompt'])}-token prompt's 24 greedy tokens equal tp=1's")
 
+    # A draft model runs on rank 0 alone: a tensor-parallel draft plan is refused at start.
+    try:
+        run([runb, plan1, "generate", "--prompt-ids", "1,2,3", "--max-tokens", "4", "--speculative", "draft",
+             "--num-speculative-tokens", "2", "--draft-plan", plan2], "tp=2 draft plan", timeout=600, quiet=True)
+        print("FAIL a tp=2 draft plan was accepted")
+        ok = False
+    except ToolError as e:
+        if "runs on rank 0 alone" not in str(e):
+            print(f"FAIL a tp=2 draft plan: message lacks 'runs on rank 0 alone':\n{e}")
+            ok = False
+        else:
+            print("ok: a tp=2 draft plan is refused at start")
+
     # Specs tensor parallelism cannot serve.
     for label, extra, needle in [("dp", "mesh: {dp: 2}\n", "mesh dp=2 is not supported yet"),
                                  ("sequence_parallel", "mesh: {tp: 2}\nparallel:\n  tensor: {sequence_parallel: true}\n",
@@ -360,7 +373,7 @@ def case_tp(args):
             else:
                 print(f"ok: generate with {label} is refused: {needle}")
 
-    # The shared pretrained Llama at tp=2 (8 query heads, 4 key/value heads).
+    # The shared pretrained Llama at tp=2 (4 query and 4 key/value heads).
     folder = os.path.join(args.shared_dir, "models", "aidreams260K")
     if not os.path.isfile(os.path.join(folder, "model.onnx")):
         print(f"note: {folder} is absent; the shared-model part of this case did not run")

@@ -134,6 +134,7 @@ TEST(OpenAiApi, ErrorsCarryStatusParamAndCode) {
   const Case cases[] = {
       {C, R"({"prompt": "x",)", 400, "", "invalid_json"},
       {C, R"([1, 2])", 400, "", "invalid_json"},
+      {C, R"({"prompt": "x", "temperature": 1e400})", 400, "", "invalid_json"},  // beyond double
       {C, R"({"model": "gpt-4", "prompt": "x"})", 404, "model", "model_not_found"},
       {C, R"({"model": 3, "prompt": "x"})", 400, "model", "invalid_type"},
       {C, R"({"max_tokens": 3})", 400, "prompt", "missing_field"},

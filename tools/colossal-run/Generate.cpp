@@ -292,6 +292,13 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   std::map<std::string, RequestOutput> done;
   std::map<size_t, std::vector<float>> logitRows;
   const bool keepLogits = !dumpLogitsDir.empty();
+  // --dump-logits writes DIR/ID.npy: an id must be a file name, checked before any step runs.
+  if (keepLogits)
+    for (const Job &job : jobs) {
+      llvm::StringRef id = job.request.id;
+      if (id.empty() || id == "." || id == ".." || id.contains('/') || id.contains('\\'))
+        return fail("--dump-logits: request id '" + id + "' is not a file name (DIR/ID.npy); use ids without '/'");
+    }
   std::unique_ptr<StreamDetokenizer> stream;
   if (!batchMode && tokenizer) stream = std::make_unique<StreamDetokenizer>(*tokenizer, false);
   const int64_t V = config.vocabSize;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------------------------===//
 #include "Generate.h"
 
+#include "colossal/runtime/Mesh.h"
 #include "colossal/runtime/serve/PlanModel.h"
 #include "colossal/runtime/serve/Speculative.h"
 
@@ -78,6 +79,12 @@ llvm::Expected<SpeculativeSetup> setupSpeculative(const LoadedPlan &target, cons
     if (draftPlan.empty()) return error("--speculative draft needs --draft-plan D.cplan (a generate plan)");
     auto plan = loadPlan(draftPlan, KernelRegistry::cpu());
     if (!plan) return plan.takeError();
+    // The draft model runs on rank 0 alone (under tensor parallelism too): a plan of one rank.
+    auto draftMesh = Mesh::fromPlan((*plan)->plan, draftPlan);
+    if (!draftMesh) return draftMesh.takeError();
+    if (draftMesh->size() > 1)
+      return error("--draft-plan " + draftPlan + " is compiled for " + llvm::Twine(draftMesh->size()) +
+                   " ranks; the draft model runs on rank 0 alone: compile it without mesh:");
     setup.draftPlan = std::move(*plan);
     auto model = PlanModel::create(*setup.draftPlan, KernelRegistry::cpu(), device, &comm);
     if (!model) return model.takeError();

@@ -33,7 +33,7 @@ struct ServerOptions {
   int port = 8000;           // 0: a free port, chosen by the system (Server::port() says which)
   std::string modelName;     // the `model` requests name and /v1/models lists; empty: "colossal"
   std::string chatTemplate;  // a chat template file (docs/serving.md "Chat templates"); empty: the default
-  int httpThreads = 64;      // requests served at once: each open stream holds one thread
+  int httpThreads = 256;     // requests served at once: each open stream or idle keep-alive connection holds one thread
   bool quiet = false;        // no per-request log lines on stderr
   SpeculativeConfig speculative;  // speculative decoding (Speculative.h); its drafter outlives the server
 };
