@@ -175,14 +175,26 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
           weights += uint64_t(t.getNumElements()) * ((t.getElementTypeBitWidth() + 7) / 8);
         }
       weights /= uint64_t(tensorParallel);
-      numBlocks = blockBytes == 0 || weights >= budgetBytes ? 0 : int64_t((budgetBytes - weights) / blockBytes);
+      // The largest step's activations come on top (the arena, known only once the plan is laid
+      // out): reserve 4 bytes × its token rows × (vocabulary + 16 × the query width), which covers
+      // a transformer block's live intermediates (an MLP of up to 4× the width) and the logits.
+      int64_t top = 1, queryWidth = 0;
+      while (top < maxBatchTokens)
+        top *= 2;
+      for (LayerCache &l : layers) {
+        auto q = tensorType(l.op.getQ());
+        queryWidth = std::max(queryWidth, q.getDimSize(1) * q.getDimSize(3));
+      }
+      const uint64_t reserve = uint64_t(top) * 4 * uint64_t(vocab + 16 * queryWidth);  // not split by tp
+      const uint64_t used = weights + reserve;
+      numBlocks = blockBytes == 0 || used >= budgetBytes ? 0 : int64_t((budgetBytes - used) / blockBytes);
     } else {
       numBlocks = maxBatchSeqs * blocksPerSeq;
     }
     if (numBlocks < blocksPerSeq)
       return error(f) << "the KV cache of " << numBlocks << " blocks of " << int64_t(blockSize)
                       << " tokens (" << blockBytes << " bytes per block over " << layers.size()
-                      << " layers" << (kvBlocks > 0 ? "" : budgetBytes > 0 ? ", memory.budget_mb's share after the weights" : "")
+                      << " layers" << (kvBlocks > 0 ? "" : budgetBytes > 0 ? ", memory.budget_mb's share after the weights and the activations' reserve" : "")
                       << ") cannot hold one sequence of generate.max_seq_len = " << int64_t(maxSeqLen)
                       << " tokens, which needs " << blocksPerSeq << " blocks";
     return success();

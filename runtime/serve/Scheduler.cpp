@@ -177,6 +177,7 @@ void Scheduler::addChunk(Sequence &s, int64_t start, int64_t end, bool decode) {
 
 llvm::Error Scheduler::proposeDrafts(int64_t budget) {
   draftRequests_.clear();
+  draftStop_.reset();
   for (SeqId seq : running_) {  // drafts of a decode that waited are proposed again
     seqs_.at(seq).drafts.clear();
     seqs_.at(seq).draftProbs.clear();
@@ -190,7 +191,12 @@ llvm::Error Scheduler::proposeDrafts(int64_t budget) {
     const int64_t generated = static_cast<int64_t>(s.out.tokens.size());
     const int64_t k = std::min<int64_t>({spec_.numSpeculativeTokens, s.request.maxTokens - generated - 1,
                                          config_.maxSeqLen - len});
-    if (budget < 1 + std::max<int64_t>(k, 0) || seqs == config_.maxBatchSeqs) break;
+    if (budget < 1 + std::max<int64_t>(k, 0) || seqs == config_.maxBatchSeqs) {
+      // This decode and the newer ones wait for a step with room for all their drafts: run now
+      // without them, a sampled request's tokens would depend on what else is running.
+      draftStop_ = seq;
+      break;
+    }
     budget -= 1 + std::max<int64_t>(k, 0);
     ++seqs;
     if (k < 1) continue;
@@ -224,6 +230,7 @@ llvm::Error Scheduler::scheduleDecodes(int64_t &budget) {
     Sequence &s = seqs_.at(seq);
     const int64_t held = blocks_->length(seq);
     if (held == static_cast<int64_t>(s.all.size())) continue;  // still prefilling
+    if (draftStop_ && seq == *draftStop_) break;  // no room for its drafts this step
     // A decode runs with all its drafts or waits: its drafts must not depend on the batch.
     if (1 + static_cast<int64_t>(s.drafts.size()) > budget) break;
     std::vector<TokenId> pending(s.all.begin() + held, s.all.end());

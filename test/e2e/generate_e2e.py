@@ -624,6 +624,16 @@ def case_errors(args):
     ok_spec = write(os.path.join(wd, "ok.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 16, max_batch_seqs: 2}\n")
     expect_fail([opt, bert, "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")], "mode generate",
                 what="BERT (not a causal decoder)")
+    # kv_blocks auto under a memory budget: the pool is the budget's share, and the plan fits it.
+    budget = write(os.path.join(wd, "budget.yaml"), "mode: generate\nmemory: {budget_mb: 2}\n"
+                   "generate: {max_seq_len: 64, max_batch_tokens: 16, max_batch_seqs: 2, kv_blocks: auto}\n")
+    try:
+        run([opt, model, "--spec", budget, "-o", os.path.join(wd, "budget.cplan")], "kv_blocks auto under a budget",
+            timeout=600, quiet=True)
+        print("ok: kv_blocks auto under memory.budget_mb 2 compiles within the budget")
+    except ToolError as e:
+        print(f"FAIL kv_blocks auto under memory.budget_mb 2:\n{e}")
+        ok = False
     plan = os.path.join(wd, "ok.cplan")
     run([opt, model, "--spec", ok_spec, "-o", plan], "colossal-opt", timeout=600, quiet=True)
     expect_fail([runb, plan], "generate", what="a generate plan run as a program")

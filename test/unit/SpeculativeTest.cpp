@@ -679,6 +679,22 @@ TEST(Speculative, SeededRequestsGiveTheSameTokensAloneAndBatched) {
     }
     EXPECT_GT(together.stats.acceptedTokens, 0);
   }
+  // Token budgets that leave no room for every decode's drafts: a decode without room waits for
+  // a step with room instead of running without its drafts (which changed sampled tokens).
+  for (int64_t budget : {int64_t(4), int64_t(9)}) {
+    const SchedulerConfig small = config(kLargePool, budget);
+    auto together = NgramDrafter::create(1, 3);
+    ASSERT_TRUE(static_cast<bool>(together));
+    ToyModel target(small);
+    const RunResult all = run(small, arrivals, target, {3, together->get()});
+    for (const Request &r : requests) {
+      auto alone = NgramDrafter::create(1, 3);
+      ASSERT_TRUE(static_cast<bool>(alone));
+      ToyModel targetAlone(small);
+      const RunResult one = run(small, {{0, r}}, targetAlone, {3, alone->get()});
+      EXPECT_EQ(all.outputs.at(r.id).tokens, one.outputs.at(r.id).tokens) << r.id << " at budget " << budget;
+    }
+  }
 }
 
 }  // namespace

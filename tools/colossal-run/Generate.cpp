@@ -300,7 +300,19 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
         return fail("--dump-logits: request id '" + id + "' is not a file name (DIR/ID.npy); use ids without '/'");
     }
   std::unique_ptr<StreamDetokenizer> stream;
-  if (!batchMode && tokenizer) stream = std::make_unique<StreamDetokenizer>(*tokenizer, false);
+  // The completion continues its prompt: its first token's dummy-prefix space is dropped only
+  // right after BOS (llama2.c's run.c), the same rule as the server's.
+  auto continuesFromStart = [&](const std::vector<TokenId> &prompt) {
+    return prompt.empty() || (tokenizer->bosId() >= 0 && prompt.back() == tokenizer->bosId());
+  };
+  auto completionText = [&](const RequestOutput &out) {
+    StreamDetokenizer d(*tokenizer, continuesFromStart(out.prompt));
+    std::string text;
+    for (TokenId t : out.tokens) text += d.push(t);
+    return text + d.finish();
+  };
+  if (!batchMode && tokenizer)
+    stream = std::make_unique<StreamDetokenizer>(*tokenizer, continuesFromStart(jobs.front().request.prompt));
   const int64_t V = config.vocabSize;
   int64_t generated = 0;
   // --timings: per job, its arrival and the time each of its tokens was sampled (seconds since start).
@@ -395,7 +407,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
                               {"arrival_step", out.arrivalStep},
                               {"first_token_step", out.firstTokenStep},
                               {"finish_step", out.finishStep}};
-      if (tokenizer) line["text"] = tokenizer->decode(out.tokens);
+      if (tokenizer) line["text"] = completionText(out);
       os << llvm::json::Value(std::move(line)) << "\n";
     }
   }

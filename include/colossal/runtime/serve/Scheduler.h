@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -263,6 +264,8 @@ private:
   SpeculativeConfig spec_;
   SpeculativeStats specStats_;
   std::vector<DraftRequest> draftRequests_;
+  /// The first running decode proposeDrafts had no room for this step (it and the newer ones wait).
+  std::optional<SeqId> draftStop_;
   std::unique_ptr<BlockManager> blocks_;
   std::unordered_map<SeqId, Sequence> seqs_;          // unfinished
   std::unordered_map<SeqId, std::vector<SeqId>> forks_;  // parent -> children waiting for its prefill
