@@ -178,14 +178,12 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
       // The largest step's activations come on top (the arena, known only once the plan is laid
       // out): reserve 4 bytes × its token rows × (vocabulary + 16 × the query width), which covers
       // a transformer block's live intermediates (an MLP of up to 4× the width) and the logits.
-      int64_t top = 1, queryWidth = 0;
-      while (top < maxBatchTokens)
-        top *= 2;
+      int64_t queryWidth = 0;
       for (LayerCache &l : layers) {
         auto q = tensorType(l.op.getQ());
         queryWidth = std::max(queryWidth, q.getDimSize(1) * q.getDimSize(3));
       }
-      const uint64_t reserve = uint64_t(top) * 4 * uint64_t(vocab + 16 * queryWidth);  // not split by tp
+      const uint64_t reserve = uint64_t(largestStep) * 4 * uint64_t(vocab + 16 * queryWidth);  // not split by tp
       const uint64_t used = weights + reserve;
       numBlocks = blockBytes == 0 || used >= budgetBytes ? 0 : int64_t((budgetBytes - used) / blockBytes);
     } else {
@@ -208,6 +206,7 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
     return bytes / uint64_t(tensorParallel);
   }
   int64_t tensorParallel = 1; // the product of the mesh's tensor axes (chooseBlocks)
+  int64_t largestStep = 1;    // token rows of the largest step: max-batch-tokens rounded up to 2^k
 
   /// Clones @forward into the step program of T rows: new inputs and caches, attention paged,
   /// the logits flattened to [T, V]. The partitioner then cuts it to N rows.
@@ -424,9 +423,10 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
       return failure();
     // Token counts: powers of two up to max_batch_tokens rounded up; each must cut T into at
     // least two blocks (so that every position table is cut, hence gathered).
-    int64_t top = 1;
-    while (top < maxBatchTokens)
-      top *= 2;
+    largestStep = 1;
+    while (largestStep < maxBatchTokens)
+      largestStep *= 2;
+    const int64_t top = largestStep;
     if (T < maxSeqLen)
       return error(forward) << "the model was imported with " << T
                             << " positions (its sequence length is fixed there), fewer than "

@@ -192,9 +192,8 @@ void Engine::admit(const std::shared_ptr<Generation> &g) {
         ++metrics_.rejected;
         return;
       }
-      const std::vector<TokenId> &prompt = r.prompts[p];
-      const bool atStart = prompt.empty() || (tokenizer_.bosId() >= 0 && prompt.back() == tokenizer_.bosId());
-      Choice &ch = choices_.try_emplace(*seq, tokenizer_, atStart).first->second;
+      Choice &ch =
+          choices_.try_emplace(*seq, tokenizer_, completionStartsSequence(tokenizer_, r.prompts[p])).first->second;
       ch.gen = g;
       ch.index = static_cast<int32_t>(p) * r.n + c;
       ch.id = id;

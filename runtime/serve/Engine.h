@@ -116,8 +116,7 @@ private:
     bool ended = false;                     // finished by a stop string, cancelled or failed: awaits its abort
     std::optional<FinishReason> endReason;  // set with a stop-string end: the delta sent at the abort
     Clock::time_point firstToken;
-    /// `atSequenceStart`: the prompt ends at BOS (or is empty), so the first token's dummy-prefix
-    /// space is dropped, as llama2.c's run.c drops it after BOS; otherwise the text continues the prompt.
+    /// `atSequenceStart`: completionStartsSequence(tokenizer, prompt).
     Choice(const Tokenizer &t, bool atSequenceStart) : detok(t, atSequenceStart) {}
   };
   struct Command {

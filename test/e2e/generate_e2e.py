@@ -244,6 +244,22 @@ def case_batching(args):
     return ok
 
 
+def expect_fail(cmd, *needles, what):
+    """Runs CMD, which must fail with a message holding every needle; prints why not. True if so."""
+    try:
+        run(cmd, what, timeout=600, quiet=True)
+        print(f"FAIL {what}: succeeded")
+        return False
+    except ToolError as e:
+        msg = str(e)
+    for n in needles:
+        if n not in msg:
+            print(f"FAIL {what}: message lacks '{n}':\n{msg}")
+            return False
+    print(f"ok: {what}: {msg.splitlines()[1] if len(msg.splitlines()) > 1 else msg}")
+    return True
+
+
 def staggered_requests(seed, vocab, count=16):
     rng = np.random.default_rng(seed)
     requests = []
@@ -345,33 +361,17 @@ def case_tp(args):
         print(f"tp=2 serve: a {len(r['prompt'])}-token prompt's 24 greedy tokens equal tp=1's")
 
     # A draft model runs on rank 0 alone: a tensor-parallel draft plan is refused at start.
-    try:
-        run([runb, plan1, "generate", "--prompt-ids", "1,2,3", "--max-tokens", "4", "--speculative", "draft",
-             "--num-speculative-tokens", "2", "--draft-plan", plan2], "tp=2 draft plan", timeout=600, quiet=True)
-        print("FAIL a tp=2 draft plan was accepted")
-        ok = False
-    except ToolError as e:
-        if "runs on rank 0 alone" not in str(e):
-            print(f"FAIL a tp=2 draft plan: message lacks 'runs on rank 0 alone':\n{e}")
-            ok = False
-        else:
-            print("ok: a tp=2 draft plan is refused at start")
+    ok &= expect_fail([runb, plan1, "generate", "--prompt-ids", "1,2,3", "--max-tokens", "4", "--speculative", "draft",
+                       "--num-speculative-tokens", "2", "--draft-plan", plan2], "runs on rank 0 alone",
+                      what="a tp=2 draft plan")
 
     # Specs tensor parallelism cannot serve.
     for label, extra, needle in [("dp", "mesh: {dp: 2}\n", "mesh dp=2 is not supported yet"),
                                  ("sequence_parallel", "mesh: {tp: 2}\nparallel:\n  tensor: {sequence_parallel: true}\n",
                                   "sequence_parallel")]:
         spec = write(os.path.join(args.workdir, f"bad_{label}.yaml"), "mode: generate\n" + extra + gen)
-        try:
-            run([opt, model, "--spec", spec, "-o", os.path.join(args.workdir, "bad.cplan")], label, timeout=600, quiet=True)
-            print(f"FAIL generate with {label}: compiled")
-            ok = False
-        except ToolError as e:
-            if needle not in str(e):
-                print(f"FAIL generate with {label}: message lacks '{needle}':\n{e}")
-                ok = False
-            else:
-                print(f"ok: generate with {label} is refused: {needle}")
+        ok &= expect_fail([opt, model, "--spec", spec, "-o", os.path.join(args.workdir, "bad.cplan")], needle,
+                          what=f"generate with {label}")
 
     # The shared pretrained Llama at tp=2 (4 query and 4 key/value heads).
     folder = os.path.join(args.shared_dir, "models", "aidreams260K")
@@ -592,37 +592,25 @@ def case_errors(args):
     opt, runb = tools(args)
     ok = True
 
-    def expect_fail(cmd, *needles, what):
+    def check(cmd, *needles, what):
         nonlocal ok
-        try:
-            run(cmd, what, timeout=600, quiet=True)
-            print(f"FAIL {what}: succeeded")
-            ok = False
-            return
-        except ToolError as e:
-            msg = str(e)
-        for n in needles:
-            if n not in msg:
-                print(f"FAIL {what}: message lacks '{n}':\n{msg}")
-                ok = False
-                return
-        print(f"ok: {what}: {msg.splitlines()[1] if len(msg.splitlines()) > 1 else msg}")
+        ok &= expect_fail(cmd, *needles, what=what)
 
     model = export(args, "llama", "llama_e", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "64",
                                               "--context", "64"])
     bert = export(args, "bert", "bert_e", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "64"])
     wd = args.workdir
     spec_inputs = write(os.path.join(wd, "inputs.yaml"), "mode: generate\ninputs: {input_ids: [1, 8]}\n")
-    expect_fail([opt, model, "--spec", spec_inputs, "-o", os.path.join(wd, "x.cplan")], "no inputs:",
+    check([opt, model, "--spec", spec_inputs, "-o", os.path.join(wd, "x.cplan")], "no inputs:",
                 what="a generate spec with inputs:")
     long = write(os.path.join(wd, "long.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 64}\n")
-    expect_fail([opt, model, "--spec", long, "-o", os.path.join(wd, "x.cplan")], "one sequence of 128 positions",
+    check([opt, model, "--spec", long, "-o", os.path.join(wd, "x.cplan")], "one sequence of 128 positions",
                 "smaller max_batch_tokens", what="a step as long as the model's 64 positions")
     tiny = write(os.path.join(wd, "tiny.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 16, kv_blocks: 2}\n")
-    expect_fail([opt, model, "--spec", tiny, "-o", os.path.join(wd, "x.cplan")], "cannot hold one sequence",
+    check([opt, model, "--spec", tiny, "-o", os.path.join(wd, "x.cplan")], "cannot hold one sequence",
                 what="a KV pool below one sequence")
     ok_spec = write(os.path.join(wd, "ok.yaml"), "mode: generate\ngenerate: {max_seq_len: 64, max_batch_tokens: 16, max_batch_seqs: 2}\n")
-    expect_fail([opt, bert, "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")], "mode generate",
+    check([opt, bert, "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")], "mode generate",
                 what="BERT (not a causal decoder)")
     # kv_blocks auto under a memory budget: the pool is the budget's share, and the plan fits it.
     budget = write(os.path.join(wd, "budget.yaml"), "mode: generate\nmemory: {budget_mb: 2}\n"
@@ -636,30 +624,30 @@ def case_errors(args):
         ok = False
     plan = os.path.join(wd, "ok.cplan")
     run([opt, model, "--spec", ok_spec, "-o", plan], "colossal-opt", timeout=600, quiet=True)
-    expect_fail([runb, plan], "generate", what="a generate plan run as a program")
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1,2", "--max-tokens", "64"], "max_seq_len",
+    check([runb, plan], "generate", what="a generate plan run as a program")
+    check([runb, plan, "generate", "--prompt-ids", "1,2", "--max-tokens", "64"], "max_seq_len",
                 what="prompt + max_tokens beyond the context")
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1,99", "--max-tokens", "4"], "99",
+    check([runb, plan, "generate", "--prompt-ids", "1,99", "--max-tokens", "4"], "99",
                 what="a token id outside the vocabulary")
-    expect_fail([runb, plan, "generate", "--prompt", "hi", "--max-tokens", "4"], "--tokenizer",
+    check([runb, plan, "generate", "--prompt", "hi", "--max-tokens", "4"], "--tokenizer",
                 what="a text prompt without a tokenizer")
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
+    check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
                 "[1, 16]", what="--max-batch-tokens above the plan's")
     # Speculative decoding's draft plan: another vocabulary, a shorter max_seq_len.
     other = export(args, "llama", "llama_v", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "96",
                                               "--context", "64"])
     other_plan = os.path.join(wd, "vocab96.cplan")
     run([opt, other, "--spec", ok_spec, "-o", other_plan], "colossal-opt", timeout=600, quiet=True)
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+    check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
                  "--num-speculative-tokens", "2", "--draft-plan", other_plan],
                 f"--draft-plan {other_plan} has a vocabulary of 96 tokens, {plan} one of 64", what="a draft plan of another vocabulary")
     short = write(os.path.join(wd, "short.yaml"), "mode: generate\ngenerate: {max_seq_len: 32, max_batch_tokens: 16, max_batch_seqs: 2}\n")
     short_plan = os.path.join(wd, "short.cplan")
     run([opt, model, "--spec", short, "-o", short_plan], "colossal-opt", timeout=600, quiet=True)
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
+    check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "draft",
                  "--num-speculative-tokens", "2", "--draft-plan", short_plan],
                 f"--draft-plan {short_plan} has max_seq_len 32, below {plan}'s 64", what="a draft plan of a shorter context")
-    expect_fail([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "ngram",
+    check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "ngram",
                  "--num-speculative-tokens", "16"], "K + 1 = 17 tokens, but the largest program of",
                 what="K + 1 above the largest program")
     return ok

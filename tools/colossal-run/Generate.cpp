@@ -300,19 +300,15 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
         return fail("--dump-logits: request id '" + id + "' is not a file name (DIR/ID.npy); use ids without '/'");
     }
   std::unique_ptr<StreamDetokenizer> stream;
-  // The completion continues its prompt: its first token's dummy-prefix space is dropped only
-  // right after BOS (llama2.c's run.c), the same rule as the server's.
-  auto continuesFromStart = [&](const std::vector<TokenId> &prompt) {
-    return prompt.empty() || (tokenizer->bosId() >= 0 && prompt.back() == tokenizer->bosId());
-  };
+  // The completion continues its prompt (completionStartsSequence, the server's rule too).
   auto completionText = [&](const RequestOutput &out) {
-    StreamDetokenizer d(*tokenizer, continuesFromStart(out.prompt));
+    StreamDetokenizer d(*tokenizer, completionStartsSequence(*tokenizer, out.prompt));
     std::string text;
     for (TokenId t : out.tokens) text += d.push(t);
     return text + d.finish();
   };
   if (!batchMode && tokenizer)
-    stream = std::make_unique<StreamDetokenizer>(*tokenizer, continuesFromStart(jobs.front().request.prompt));
+    stream = std::make_unique<StreamDetokenizer>(*tokenizer, completionStartsSequence(*tokenizer, jobs.front().request.prompt));
   const int64_t V = config.vocabSize;
   int64_t generated = 0;
   // --timings: per job, its arrival and the time each of its tokens was sampled (seconds since start).

@@ -244,7 +244,8 @@ void sgemmRowInvariant(bool transA, bool transB, int64_t M, int64_t N, int64_t K
   const bool parallel = blocks > 1 && 2.0 * double(M) * double(N) * double(K) > 2e6;
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> packed;
+    // Per thread, kept across calls: a decode step runs ~100 of these, each would allocate.
+    thread_local std::vector<float> packed;
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < blocks; ++j) {
       const int64_t n = j * width, cols = std::min(width, N - n);

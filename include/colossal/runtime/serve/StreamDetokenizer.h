@@ -37,6 +37,13 @@ private:
   std::string pending_;
 };
 
+/// Whether the text of tokens generated after `prompt` starts a sequence (StreamDetokenizer's
+/// `atSequenceStart`): the prompt is empty or ends at the tokenizer's BOS. So a completion's first
+/// dummy-prefix space is dropped only right after BOS, as llama2.c's run.c drops it.
+inline bool completionStartsSequence(const Tokenizer &tokenizer, llvm::ArrayRef<TokenId> prompt) {
+  return prompt.empty() || (tokenizer.bosId() >= 0 && prompt.back() == tokenizer.bosId());
+}
+
 /// The longest prefix of `bytes` that holds only whole characters and ill-formed bytes, as text:
 /// ill-formed subparts replaced by U+FFFD; an incomplete character at the end is left in `bytes`
 /// (all of `bytes` is consumed when `final`, the incomplete tail then becoming one U+FFFD).
