@@ -138,6 +138,37 @@ void checkRowInvariant(const std::string &op, bool transB) {
   }
 }
 
+/// A batch-invariant matmul by a plan weight multiplies by the weight's panels (Gemm.h PanelB,
+/// built at prepare): bit-equal to the plain product for every row count (each tiling: one row,
+/// <= 2, <= 4, <= 8, > 8) and thread count, with K not a multiple of 4 and N not of 16 (the
+/// panels' zero padding must not reach the result), and equal to a float64 reference.
+TEST(Matmul, BatchInvariantPanelsOfAWeightAreBitEqualToThePlainProduct) {
+  std::mt19937 rng(72);
+  const int64_t K = 301, N = 150;
+  HostTensor b = randomF32({K, N}, rng);
+  for (int64_t M : {1, 2, 3, 5, 8, 13, 70})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("M " + std::to_string(M) + ", threads " + std::to_string(threads));
+      HostTensor a = randomF32({M, K}, rng);
+      HostTensor plain(DType::F32, {M, N}), panels(DType::F32, {M, N});
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      const Attrs attrs = Attrs().i("batch_invariant", 1);
+      ASSERT_NO_ERR(runKernel("matmul", {&a, &b}, {&plain}, attrs));
+      ASSERT_NO_ERR(runKernel("matmul", {&a, &b}, {&panels}, attrs, /*constantInputs=*/0b10));
+      omp_set_num_threads(saved);
+      EXPECT_EQ(std::memcmp(plain.data<float>(), panels.data<float>(), M * N * sizeof(float)), 0);
+      std::vector<float> want(M * N);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += double(a.data<float>()[i * K + k]) * b.data<float>()[k * N + j];
+          want[i * N + j] = static_cast<float>(s);
+        }
+      expectClose(panels.data<float>(), want.data(), M * N, 1e-4f, 1e-4f);
+    }
+}
+
 TEST(Matmul, BatchInvariantRowsAreBitEqualWhateverTheRowsBesideThem) {
   checkRowInvariant("matmul", false);
   checkRowInvariant("gemm", false);

@@ -20,6 +20,11 @@
 #include "Gemm.h"
 #include "Widen.h"
 
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
 namespace colossal::runtime::cpu {
 namespace {
 
@@ -55,6 +60,12 @@ struct F32Views {
   void finish(const KernelCall &c) const { roundResult(c.outputs[0], out); }
 };
 
+/// sgemmRowInvariant's plain-operand overload, as a value of sgemm's type.
+void invariantGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  sgemmRowInvariant(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 size_t contractionWorkspace(const KernelCall &c, int) { return F32Views::bytes(c); }
 
 llvm::Error verifyMatmul(const KernelCall &c) {
@@ -80,6 +91,33 @@ llvm::Error verifyMatmul(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// The panels of a constant B, shared by every instruction that multiplies by the same weight (a
+/// generate plan's step programs each hold the same layers): keyed by the weight's address and
+/// shape, alive while an instruction holds them.
+std::shared_ptr<const PanelB> sharedPanels(const float *B, int64_t K, int64_t N) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const float *, int64_t, int64_t>, std::weak_ptr<const PanelB>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<const PanelB> &slot = cache[{B, K, N}];
+  if (std::shared_ptr<const PanelB> p = slot.lock()) return p;
+  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() && &it->second != &slot ? cache.erase(it) : std::next(it);
+  auto p = std::make_shared<const PanelB>(B, K, N, N);
+  slot = p;
+  return p;
+}
+
+/// A batch-invariant matmul by a weight (a serving step's projection: f32, b a plan weight with no
+/// batch, a's batch folded into M) multiplies by the weight's panels (Gemm.h PanelB), built once.
+llvm::Error prepareMatmul(KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1];
+  if (!c.attrInt("batch_invariant", 0) || !c.isConstantInput(1) || A.dtype != DType::F32 ||
+      c.outputs[0].dtype != DType::F32 || numElements(llvm::ArrayRef<int64_t>(B.shape).drop_back(2)) != 1)
+    return llvm::Error::success();
+  const int64_t K = B.shape[B.rank() - 2], N = B.shape[B.rank() - 1];
+  c.state = std::const_pointer_cast<PanelB>(sharedPanels(B.as<const float>(), K, N));
+  return llvm::Error::success();
+}
+
 llvm::Error runMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
   const int rank = static_cast<int>(Y.rank());
@@ -93,10 +131,13 @@ llvm::Error runMatmul(const KernelCall &c) {
   const int64_t nBatch = numElements(outBatch);
   if (nBatch == 0 || M == 0 || N == 0) return llvm::Error::success();
   // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
-  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? invariantGemm : cpu::sgemm;
 
   if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
-    sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
+    if (c.state)  // prepareMatmul's panels of b
+      sgemmRowInvariant(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
+    else
+      sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
     v.finish(c);
     return llvm::Error::success();
   }
@@ -174,7 +215,7 @@ llvm::Error runGemm(const KernelCall &c) {
     });
     gemmBeta = 1.0f;
   }
-  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? invariantGemm : cpu::sgemm;
   sgemm(ta, tb, M, N, K, alpha, v.in[0], A.shape[1], v.in[1], B.shape[1], gemmBeta, y, N);
   v.finish(c);
   return llvm::Error::success();
@@ -192,6 +233,7 @@ void registerMatmulKernels(KernelRegistry &r) {
     mm.attrs = {{"batch_invariant", AttrKind::Int}};
     mm.verify = verifyMatmul;
     mm.workspace = contractionWorkspace;
+    mm.prepare = prepareMatmul;
     mm.run = runMatmul;
     r.add(mm);
     KernelDesc g;
