@@ -39,6 +39,20 @@ template <typename F> void parallelFor(int64_t n, int64_t grain, F &&f) {
   for (int64_t c = 0; c < chunks; ++c) f(n * c / chunks, n * (c + 1) / chunks);
 }
 
+/// Runs f(item, thread) for every item in [0, n), spread over `threads` OpenMP threads with
+/// dynamic scheduling (one item at a time); `thread` in [0, threads) indexes per-thread scratch.
+/// With one thread (or inside a parallel region) a plain loop on thread 0: entering an OpenMP
+/// region costs libgomp a pair of futex calls even for a team of one, which a decode step of
+/// ~100 small kernels would pay every step.
+template <typename F> void parallelItems(int64_t n, int threads, F &&f) {
+  if (threads <= 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < n; ++i) f(i, 0);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) f(i, omp_get_thread_num());
+}
+
 /// NumPy broadcast of `a` and `b` (right-aligned; 1 stretches). False when incompatible.
 bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b, Shape &out);
 

@@ -324,16 +324,18 @@ void forColumnBlocks(int64_t M, int64_t N, int64_t K, bool transB, Block &&block
   const int64_t blocks = (N + width - 1) / width;
   // Threads over column blocks only when there is work for them (2 MFLOP); the result is the same.
   const bool parallel = blocks > 1 && 2.0 * double(M) * double(N) * double(K) > 2e6;
-#pragma omp parallel if (parallel)
-  {
+  auto run = [&](int64_t j) {
     // Per thread, kept across calls: a decode step runs ~100 of these, each would allocate.
     thread_local std::vector<float> scratch;
-#pragma omp for schedule(static)
-    for (int64_t j = 0; j < blocks; ++j) {
-      const int64_t n = j * width;
-      block(n, std::min(width, N - n), scratch);
-    }
+    const int64_t n = j * width;
+    block(n, std::min(width, N - n), scratch);
+  };
+  if (!parallel || omp_get_max_threads() <= 1 || omp_in_parallel()) {  // no OpenMP region (CpuCommon.h parallelItems)
+    for (int64_t j = 0; j < blocks; ++j) run(j);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < blocks; ++j) run(j);
 }
 
 }  // namespace

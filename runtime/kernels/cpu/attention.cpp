@@ -230,11 +230,10 @@ llvm::Error runAttention(const KernelCall &c) {
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
   float *workspace = reinterpret_cast<float *>(ws);
 
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t item = 0; item < items; ++item) {
+parallelItems(items, threads, [&](int64_t item, int thread) {
     const int64_t qb = item % qBlocks, h = (item / qBlocks) % d.Hq, b = item / (qBlocks * d.Hq);
     const int64_t hk = h / group;
-    float *Kt = workspace + perThread * omp_get_thread_num();
+    float *Kt = workspace + perThread * thread;
     float *S = Kt + (d.D * kBlockK + 15) / 16 * 16;
     float *O = S + kBlockQ * kBlockK;
     float *m = O + (kBlockQ * d.Dv + 15) / 16 * 16;
@@ -306,7 +305,7 @@ llvm::Error runAttention(const KernelCall &c) {
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       for (int64_t cc = 0; cc < d.Dv; ++cc) yp[r * d.Dv + cc] = O[r * d.Dv + cc] * inv;
     }
-  }
+  });
   return llvm::Error::success();
 }
 

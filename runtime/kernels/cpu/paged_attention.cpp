@@ -443,12 +443,11 @@ llvm::Error runPagedAttention(const KernelCall &c) {
   const int threads = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
 
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t item = 0; item < items; ++item) {
+parallelItems(items, threads, [&](int64_t item, int thread) {
     const int64_t s = std::upper_bound(firstItem, firstItem + d.S + 1, item) - firstItem - 1;
     const int64_t local = item - firstItem[s], h = local % d.Hq, tile = local / d.Hq;
     const int64_t qLen = qsl[s + 1] - qsl[s], r0 = tile * kRowTile, r1 = std::min(qLen, r0 + kRowTile);
-    float *scores = scratch + perThread * omp_get_thread_num();
+    float *scores = scratch + perThread * thread;
     RowArgs a;
     a.qStride = d.Hq * d.cache.D;
     a.yStride = d.Hq * d.cache.Dv;
@@ -472,7 +471,7 @@ llvm::Error runPagedAttention(const KernelCall &c) {
       default: attendRows<4>(a, pos, d.cache); break;
       }
     }
-  }
+  });
   return llvm::Error::success();
 }
 
