@@ -123,6 +123,7 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const LoadedPlan &loa
     Step step;
     step.index = i;
     step.call.instruction = &inst;
+    step.call.indexAttrs();
     step.call.threads = threads;
     step.call.comm = options.comm;
     for (uint32_t id : inst.inputs()) {

@@ -8,22 +8,35 @@
 namespace colossal::runtime {
 
 namespace {
-const plan::Attr *findAttr(const plan::Instruction *inst, llvm::StringRef name) {
+const plan::Attr *findAttr(const KernelCall &call, llvm::StringRef name) {
+  if (call.attrsIndexed) {
+    for (const auto &[key, attr] : call.attrTable)
+      if (key == name) return attr;
+    return nullptr;
+  }
+  const plan::Instruction *inst = call.instruction;
   if (!inst) return nullptr;
   auto it = inst->attrs().find(std::string(name));
   return it == inst->attrs().end() ? nullptr : &it->second;
 }
 }  // namespace
 
-bool KernelCall::hasAttr(llvm::StringRef name) const { return findAttr(instruction, name); }
+void KernelCall::indexAttrs() {
+  attrTable.clear();
+  if (instruction)
+    for (const auto &[name, attr] : instruction->attrs()) attrTable.push_back({llvm::StringRef(name), &attr});
+  attrsIndexed = true;
+}
+
+bool KernelCall::hasAttr(llvm::StringRef name) const { return findAttr(*this, name); }
 
 int64_t KernelCall::attrInt(llvm::StringRef name, int64_t fallback) const {
-  const plan::Attr *a = findAttr(instruction, name);
+  const plan::Attr *a = findAttr(*this, name);
   return a && a->has_i() ? a->i() : fallback;
 }
 
 double KernelCall::attrFloat(llvm::StringRef name, double fallback) const {
-  const plan::Attr *a = findAttr(instruction, name);
+  const plan::Attr *a = findAttr(*this, name);
   if (!a) return fallback;
   if (a->has_f()) return a->f();
   if (a->has_i()) return static_cast<double>(a->i());
@@ -31,13 +44,13 @@ double KernelCall::attrFloat(llvm::StringRef name, double fallback) const {
 }
 
 std::string KernelCall::attrString(llvm::StringRef name, llvm::StringRef fallback) const {
-  const plan::Attr *a = findAttr(instruction, name);
+  const plan::Attr *a = findAttr(*this, name);
   return a && a->has_s() ? a->s() : fallback.str();
 }
 
 llvm::SmallVector<int64_t, 6> KernelCall::attrInts(llvm::StringRef name) const {
   llvm::SmallVector<int64_t, 6> out;
-  const plan::Attr *a = findAttr(instruction, name);
+  const plan::Attr *a = findAttr(*this, name);
   if (a && a->has_ints()) out.assign(a->ints().values().begin(), a->ints().values().end());
   return out;
 }

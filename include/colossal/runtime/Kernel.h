@@ -30,6 +30,7 @@
 
 namespace colossal::plan {
 class Instruction;
+class Attr;
 }
 
 namespace colossal::runtime {
@@ -54,6 +55,13 @@ struct KernelCall {
   uint64_t constantInputs = 0;
   /// What `prepare` built for this instruction (null when the kernel has no prepare).
   std::shared_ptr<void> state;
+
+  /// The instruction's attributes as a flat (name, value) table, built once by indexAttrs() (the
+  /// executor calls it when it binds the instruction): the accessors below then scan a few
+  /// entries instead of hashing the name into the plan's map on every run. Empty until then.
+  llvm::SmallVector<std::pair<llvm::StringRef, const plan::Attr *>, 4> attrTable;
+  bool attrsIndexed = false;
+  void indexAttrs();
 
   bool isConstantInput(unsigned i) const { return i < 64 && (constantInputs >> i & 1); }
   bool hasAttr(llvm::StringRef name) const;
