@@ -633,6 +633,8 @@ def case_errors(args):
                 what="a text prompt without a tokenizer")
     check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--max-batch-tokens", "99"],
                 "[1, 16]", what="--max-batch-tokens above the plan's")
+    check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--kv-blocks", "0"],
+                "--kv-blocks 0", "must be in [1,", what="--kv-blocks 0 (not a silent 'all of the plan's')")
     # Speculative decoding's draft plan: another vocabulary, a shorter max_seq_len.
     other = export(args, "llama", "llama_v", ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "96",
                                               "--context", "64"])

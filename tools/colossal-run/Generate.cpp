@@ -192,7 +192,7 @@ std::vector<llvm::cl::Option *> schedulerOptions() { return {&batchTokens, &batc
 
 llvm::Expected<SchedulerConfig> schedulerConfig(SchedulerConfig config) {
   auto limit = [&](const cl::opt<int64_t> &flag, auto &field, const char *key) -> llvm::Error {
-    if (flag == 0) return llvm::Error::success();
+    if (flag.getNumOccurrences() == 0) return llvm::Error::success();  // 0 given is an error, not "the plan's"
     if (flag < 1 || flag > static_cast<int64_t>(field))
       return llvm::createStringError("--" + flag.ArgStr + " " + llvm::Twine(int64_t(flag)) + ": must be in [1, " +
                                      llvm::Twine(static_cast<int64_t>(field)) + "] (the plan's " + key + ")");
