@@ -37,14 +37,9 @@ done
 echo "== command: bench/serve/interleave.sh --rounds $ROUNDS --threads $THREADS --models \"$MODELS\" --concurrency \"$CONC\""
 echo "== load before: $(uptime)"
 echo "== git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (dirty)')"
-decode() {  # decode tok/s of a timings file: C / median TPOT over the requests not named warm*
-  "$PY" - "$1" "$2" <<'EOF'
-import json, sys
-import numpy as np
-reqs = [r for r in json.load(open(sys.argv[1]))["requests"] if not r["id"].startswith("warm")]
-tpot = [(r["token_s"][-1] - r["token_s"][0]) / (len(r["token_s"]) - 1) for r in reqs if len(r["token_s"]) > 1]
-print("%.2f" % (int(sys.argv[2]) / np.median(tpot)))
-EOF
+decode() {  # decode tok/s of a timings file at concurrency $2: report.py's metric
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import report
+print("%.2f" % report.metrics(report.load(sys.argv[2]), int(sys.argv[3]))["decode_tok_s"])' "$HERE" "$1" "$2"
 }
 echo
 echo "| model | C | colossal decode tok/s | llama.cpp f32 | llama.cpp default | / f32 | / default | rounds won (f32, default) |"

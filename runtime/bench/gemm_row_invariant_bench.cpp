@@ -18,11 +18,6 @@
 using namespace colossal::runtime::cpu;
 
 namespace {
-void invariantPlain(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  sgemmRowInvariant(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 double medianSeconds(const std::function<void()> &fn, int runs) {
   fn();
   std::vector<double> s;
@@ -54,7 +49,7 @@ int main() {
             [&] { sgemmRowInvariant(false, false, M, N, K, 1, A.data(), K, B.data(), N, 0, C.data(), N); }, runs);
         const PanelB panels(B.data(), K, N, N);
         const double pan =
-            medianSeconds([&] { sgemmRowInvariant(M, 1, A.data(), K, panels, 0, C.data(), N); }, runs);
+            medianSeconds([&] { sgemmRowInvariantPanels(M, 1, A.data(), K, panels, 0, C.data(), N); }, runs);
         char shape[32];
         std::snprintf(shape, sizeof shape, "%ld x %ld x %ld", long(M), long(K), long(N));
         std::printf("%-22s %12.1f %14.1f %8.2f %11.1f %8.2f\n", shape, flop / base / 1e9, flop / inv / 1e9, base / inv,
@@ -74,9 +69,9 @@ int main() {
     auto pass = [&](int kind) {  // 0: oneDNN, 1: invariant, 2: invariant from panels
       for (int64_t l = 0; l < L; ++l)
         if (kind == 2)
-          sgemmRowInvariant(1, 1, a.data(), K, *panels[l], 0, c.data(), N);
+          sgemmRowInvariantPanels(1, 1, a.data(), K, *panels[l], 0, c.data(), N);
         else
-          (kind ? invariantPlain : sgemm)(false, false, 1, N, K, 1, a.data(), K, Bs[l].data(), N, 0, c.data(), N);
+          (kind ? sgemmRowInvariant : sgemm)(false, false, 1, N, K, 1, a.data(), K, Bs[l].data(), N, 0, c.data(), N);
     };
     const double bytes = double(L * K * N) * sizeof(float);
     const double base = medianSeconds([&] { pass(0); }, 7), inv = medianSeconds([&] { pass(1); }, 7),

@@ -44,8 +44,8 @@ private:
 
 /// sgemmRowInvariant(false, false, M, B.N, B.K, alpha, A, lda, B as given to PanelB, ...), from
 /// the panels: bit-equal to it, faster where B streams from memory (GemmRowInvariant.cpp).
-void sgemmRowInvariant(int64_t M, float alpha, const float *A, int64_t lda, const PanelB &B, float beta, float *C,
-                       int64_t ldc);
+void sgemmRowInvariantPanels(int64_t M, float alpha, const float *A, int64_t lda, const PanelB &B, float beta,
+                             float *C, int64_t ldc);
 
 /// Name of the backend compiled in ("onednn" or "openblas").
 const char *gemmBackendName();

@@ -73,8 +73,8 @@ struct PanelRows {
   PanelRows columns(int64_t n) const { return {p + n / 16 * 64, blockStride}; }  // n % 16 == 0
 };
 
-/// Rows of B ahead of the one being read that the plain path prefetches into L2, so that about
-/// 16 KiB of B are in flight. Prefetches change no arithmetic.
+/// Rows of B ahead of the one being read that a kernel prefetches into L2 (rowNN from a plain B,
+/// every tile), so that about 16 KiB of B are in flight. Prefetches change no arithmetic.
 inline int64_t prefetchRows(int64_t cols, int64_t multiple) {
   const int64_t rows = (16384 / 4 + cols - 1) / std::max<int64_t>(cols, 1);
   return (rows + multiple - 1) / multiple * multiple;
@@ -369,8 +369,8 @@ PanelB::PanelB(const float *B, int64_t K, int64_t N, int64_t ldb) : K(K), N(N), 
 
 PanelB::~PanelB() { std::free(data_); }
 
-void sgemmRowInvariant(int64_t M, float alpha, const float *A, int64_t lda, const PanelB &B, float beta, float *C,
-                       int64_t ldc) {
+void sgemmRowInvariantPanels(int64_t M, float alpha, const float *A, int64_t lda, const PanelB &B, float beta,
+                             float *C, int64_t ldc) {
   if (M == 0 || B.N == 0) return;
   const PanelRows panel{B.data(), B.blocks * 64};
   forColumnBlocks(M, B.N, B.K, false, [&](int64_t n, int64_t cols, std::vector<float> &scratch) {

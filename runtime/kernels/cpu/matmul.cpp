@@ -60,12 +60,6 @@ struct F32Views {
   void finish(const KernelCall &c) const { roundResult(c.outputs[0], out); }
 };
 
-/// sgemmRowInvariant's plain-operand overload, as a value of sgemm's type.
-void invariantGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  sgemmRowInvariant(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 size_t contractionWorkspace(const KernelCall &c, int) { return F32Views::bytes(c); }
 
 llvm::Error verifyMatmul(const KernelCall &c) {
@@ -98,9 +92,9 @@ std::shared_ptr<const PanelB> sharedPanels(const float *B, int64_t K, int64_t N)
   static std::mutex mutex;
   static std::map<std::tuple<const float *, int64_t, int64_t>, std::weak_ptr<const PanelB>> cache;
   std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() ? cache.erase(it) : std::next(it);
   std::weak_ptr<const PanelB> &slot = cache[{B, K, N}];
   if (std::shared_ptr<const PanelB> p = slot.lock()) return p;
-  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() && &it->second != &slot ? cache.erase(it) : std::next(it);
   auto p = std::make_shared<const PanelB>(B, K, N, N);
   slot = p;
   return p;
@@ -131,11 +125,11 @@ llvm::Error runMatmul(const KernelCall &c) {
   const int64_t nBatch = numElements(outBatch);
   if (nBatch == 0 || M == 0 || N == 0) return llvm::Error::success();
   // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
-  const auto sgemm = c.attrInt("batch_invariant", 0) ? invariantGemm : cpu::sgemm;
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
 
   if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
     if (c.state)  // prepareMatmul's panels of b
-      sgemmRowInvariant(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
+      sgemmRowInvariantPanels(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
     else
       sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
     v.finish(c);
@@ -215,7 +209,7 @@ llvm::Error runGemm(const KernelCall &c) {
     });
     gemmBeta = 1.0f;
   }
-  const auto sgemm = c.attrInt("batch_invariant", 0) ? invariantGemm : cpu::sgemm;
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
   sgemm(ta, tb, M, N, K, alpha, v.in[0], A.shape[1], v.in[1], B.shape[1], gemmBeta, y, N);
   v.finish(c);
   return llvm::Error::success();
