@@ -2,6 +2,8 @@
 #include "TestUtil.h"
 
 #include <cmath>
+#include <cstring>
+#include <omp.h>
 
 using namespace colossal::runtime;
 using namespace colossal::runtime::testing;
@@ -205,6 +207,32 @@ TEST(Elementwise, Unary) {
   checkUnary("tanh", [](double x) { return std::tanh(x); }, -10, 10);
   checkUnary("sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -20, 20);
   checkUnary("silu", [](double x) { return x / (1 + std::exp(-x)); }, -20, 20);
+}
+
+// Serving's batch invariance (docs/serving.md) needs an element's result not to depend on where it
+// sits in the tensor: the vector body, the loop's remainder and a length-1 call must give the same
+// bits, on one thread and on two (the single-thread loop and the threads' chunks compile apart).
+TEST(Elementwise, TranscendentalsGiveEachElementTheSameBitsWhereverItSits) {
+  std::mt19937 rng(29);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const char *op : {"exp", "tanh", "sigmoid", "silu", "gelu", "erf"})
+      for (int64_t n : {int64_t(1032), int64_t(70001)}) {
+        SCOPED_TRACE(std::string(op) + " n=" + std::to_string(n) + " threads=" + std::to_string(threads));
+        HostTensor x = randomF32({n}, rng, -8, 8), y(DType::F32, {n});
+        ASSERT_NO_ERR(runKernel(op, {&x}, {&y}));
+        int mismatches = 0;
+        for (int64_t i = 0; i < n; i += (i < 64 || i > n - 64) ? 1 : 37) {
+          HostTensor one(DType::F32, {1}), out(DType::F32, {1});
+          one.data<float>()[0] = x.data<float>()[i];
+          ASSERT_NO_ERR(runKernel(op, {&one}, {&out}));
+          mismatches += std::memcmp(&out.data<float>()[0], &y.data<float>()[i], sizeof(float)) != 0;
+        }
+        EXPECT_EQ(mismatches, 0);
+      }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(Elementwise, Gelu) {
