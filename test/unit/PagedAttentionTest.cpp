@@ -174,6 +174,8 @@ TEST(PagedAttention, MatchesNaiveReference) {
       {{4, 1, 40, 24}, 8, {{33, 7}, {8, 8}, {61, 1}}, 0.3},                          // MQA, odd dims
       {{6, 6, 16, 16}, 4, {{50, 50}, {3, 2}}, {}},                                   // MHA, small blocks
       {{2, 2, 128, 128}, 32, {{129, 65}, {1, 1}}, {}},
+      {{12, 2, 32, 32}, 16, {{1, 1}, {40, 1}, {70, 1}, {20, 3}}, {}},                // decode, GQA 6: runs of 4 + 2
+      {{6, 2, 48, 40}, 8, {{33, 1}, {5, 1}}, {}},                                    // decode, GQA 3
   };
   std::mt19937 rng(11);
   for (const RefCase &rc : cases) {
@@ -272,6 +274,24 @@ TEST(PagedAttention, ChunkInvariant) {
       y.insert(y.end(), part.data<float>() + rowFloats, part.data<float>() + (1 + q) * rowFloats);
     }
     expectBitEqual(y.data(), whole.data<float>(), len * rowFloats, "chunks of " + std::to_string(chunk));
+  }
+}
+
+// A decode step attends the query heads of a KV group together (runs of up to 4 heads); each head's
+// row must keep the bits it has when a prefill computes it row by row.
+TEST(PagedAttention, DecodeOfAHeadGroupEqualsThePrefillRows) {
+  std::mt19937 rng(37);
+  for (const Heads h : {Heads{12, 2, 32, 32}, Heads{6, 2, 48, 40}, Heads{8, 8, 64, 64}, Heads{4, 1, 64, 64}}) {
+    SCOPED_TRACE("Hq " + std::to_string(h.Hq) + " Hkv " + std::to_string(h.Hkv));
+    const int64_t len = 45, rowFloats = h.Hq * h.Dv;
+    Sequence s = randomSequence(len, h, rng);
+    PagedCache cache({&s}, h, 16, 3);
+    HostTensor whole = runPaged(cache, {{0, &s, len, len}}, h);
+    for (int64_t p = 0; p < len; ++p) {
+      HostTensor one = runPaged(cache, {{0, &s, p + 1, 1}}, h);
+      expectBitEqual(one.data<float>(), whole.data<float>() + p * rowFloats, rowFloats,
+                     "decode at position " + std::to_string(p));
+    }
   }
 }
 

@@ -339,9 +339,12 @@ struct RowArgs {
 };
 
 /// y_r = inv_r · Σ_{j <= p0 + r} w_rj · v_j for R rows (w_r = a.scores row r), accumulated per
-/// output element over keys in position order, one fused multiply-add per key.
-template <int R> void weightedValues(const RowArgs &a, int64_t p0, const CacheDims &d, const float *inv) {
-  const int64_t last = p0 + R;
+/// output element over keys in position order, one fused multiply-add per key. SamePosition: the
+/// R rows all sit at p0 (query heads of one KV group), so each sums over j <= p0.
+template <int R, bool SamePosition = false>
+void weightedValues(const RowArgs &a, int64_t p0, const CacheDims &d, const float *inv) {
+  const int64_t last = SamePosition ? p0 + 1 : p0 + R;
+  auto visible = [&](int64_t j, int r) { return SamePosition || j <= p0 + r; };
 #if defined(__AVX512F__)
   // 64 output columns at a time: R × 4 accumulators in registers over all keys.
   for (int64_t c0 = 0; c0 < d.Dv; c0 += 4 * kLanes) {
@@ -358,7 +361,7 @@ template <int R> void weightedValues(const RowArgs &a, int64_t p0, const CacheDi
         __m512 vv[4];
         for (int v = 0; v < nv; ++v) vv[v] = _mm512_maskz_loadu_ps(mask[v], vb + (j - j0) * d.Dv + v * kLanes);
         for (int r = 0; r < R; ++r) {
-          if (j > p0 + r) continue;
+          if (!visible(j, r)) continue;
           const __m512 w = _mm512_set1_ps(a.scores[r * a.scoreStride + j]);
           for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
         }
@@ -377,7 +380,7 @@ template <int R> void weightedValues(const RowArgs &a, int64_t p0, const CacheDi
     for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
       const float *vj = v + (j - j0) * d.Dv;
       for (int r = 0; r < R; ++r) {
-        if (j > p0 + r) continue;
+        if (!visible(j, r)) continue;
         const float w = a.scores[r * a.scoreStride + j];
         float *acc = a.acc + r * a.accStride;
         for (int64_t c = 0; c < d.Dv; ++c) acc[c] = madd(w, vj[c], acc[c]);
@@ -416,6 +419,24 @@ template <int R> void attendRows(const RowArgs &a, int64_t p0, const CacheDims &
   for (int r = 0; r < R; ++r) inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, p0 + 1 + r);
 
   weightedValues<R>(a, p0, d, inv);
+}
+
+/// R query heads of one KV group, all at position p0 (a decode step: one query row), row r at
+/// a.q + r·a.qStride: each key and value is loaded once for the R heads instead of once per head.
+/// Row r's operations and their order are attendRows<1>'s for that head alone (dots<R> and
+/// weightedValues give row r the same bits for every R), so the result does not change.
+template <int R> void attendGroup(const RowArgs &a, int64_t p0, const CacheDims &d) {
+  for (int64_t j0 = 0, b = 0; j0 <= p0; j0 += d.BS, ++b) {
+    const float *k = a.kCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.D;
+    for (int64_t j = j0; j < std::min(j0 + d.BS, p0 + 1); ++j) {
+      float out[R];
+      dots<R>(a.q, a.qStride, k + (j - j0) * d.D, d.D, out);
+      for (int r = 0; r < R; ++r) a.scores[r * a.scoreStride + j] = out[r] * a.scale;
+    }
+  }
+  float inv[R];
+  for (int r = 0; r < R; ++r) inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, p0 + 1);
+  weightedValues<R, true>(a, p0, d, inv);
 }
 
 llvm::Error runPagedAttention(const KernelCall &c) {
@@ -460,6 +481,24 @@ parallelItems(items, threads, [&](int64_t item, int thread) {
     a.scoreStride = static_cast<int64_t>(scoreFloats(d));
     a.acc = scores + kRowBlock * scoreFloats(d);
     a.accStride = static_cast<int64_t>(accFloats(d));
+    // One query row (decode) under GQA: the item of the first head of each run of up to kRowBlock
+    // heads of a KV group attends for all of them; the items of the others have nothing to do.
+    const int64_t heads = std::min<int64_t>(group, kRowBlock);
+    if (qLen == 1 && heads > 1) {
+      if (h % group % heads) return;
+      const int64_t row = qsl[s], pos = ctx[s] - 1, n = std::min(heads, group - h % group);
+      a.q = q + (row * d.Hq + h) * d.cache.D;
+      a.y = y + (row * d.Hq + h) * d.cache.Dv;
+      a.qStride = d.cache.D;
+      a.yStride = d.cache.Dv;
+      switch (n) {
+      case 1: attendRows<1>(a, pos, d.cache); break;
+      case 2: attendGroup<2>(a, pos, d.cache); break;
+      case 3: attendGroup<3>(a, pos, d.cache); break;
+      default: attendGroup<4>(a, pos, d.cache); break;
+      }
+      return;
+    }
     for (int64_t r = r0; r < r1; r += kRowBlock) {
       const int64_t row = qsl[s] + r, pos = ctx[s] - qLen + r;
       a.q = q + (row * d.Hq + h) * d.cache.D;
