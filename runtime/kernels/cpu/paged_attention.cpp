@@ -395,10 +395,12 @@ void weightedValues(const RowArgs &a, int64_t p0, const CacheDims &d, const floa
 /// R query rows at positions p0 .. p0 + R − 1 (row r attends to keys [0, p0 + r]):
 /// y_r = softmax(scale · q_r·kⱼ) · vⱼ. Keys [0, p0] are visible to every row and go through the
 /// R-row loops (one load of each key and value for R rows); the few keys past p0 go row by row.
-/// Per row, every operation and its order is the same whatever R is and whichever rows share a
-/// block, so rows are bit-identical however a batch is cut (header comment).
-template <int R> void attendRows(const RowArgs &a, int64_t p0, const CacheDims &d) {
-  const int64_t shared = p0 + 1, last = p0 + R;  // keys seen by all rows; by the last row
+/// SamePosition: the R rows are the query heads of one KV group at one position p0 (a decode
+/// step), so every row sees keys [0, p0]; each key and value is loaded once for the R heads
+/// instead of once per head. Per row, every operation and its order is the same whatever R is and
+/// whichever rows share a block, so rows are bit-identical however a batch is cut (header comment).
+template <int R, bool SamePosition = false> void attendRows(const RowArgs &a, int64_t p0, const CacheDims &d) {
+  const int64_t shared = p0 + 1, last = SamePosition ? shared : p0 + R;  // keys seen by all rows; by the last row
   for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
     const float *k = a.kCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.D;
     for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
@@ -416,27 +418,10 @@ template <int R> void attendRows(const RowArgs &a, int64_t p0, const CacheDims &
     }
   }
   float inv[R];
-  for (int r = 0; r < R; ++r) inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, p0 + 1 + r);
+  for (int r = 0; r < R; ++r)
+    inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, SamePosition ? shared : shared + r);
 
-  weightedValues<R>(a, p0, d, inv);
-}
-
-/// R query heads of one KV group, all at position p0 (a decode step: one query row), row r at
-/// a.q + r·a.qStride: each key and value is loaded once for the R heads instead of once per head.
-/// Row r's operations and their order are attendRows<1>'s for that head alone (dots<R> and
-/// weightedValues give row r the same bits for every R), so the result does not change.
-template <int R> void attendGroup(const RowArgs &a, int64_t p0, const CacheDims &d) {
-  for (int64_t j0 = 0, b = 0; j0 <= p0; j0 += d.BS, ++b) {
-    const float *k = a.kCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.D;
-    for (int64_t j = j0; j < std::min(j0 + d.BS, p0 + 1); ++j) {
-      float out[R];
-      dots<R>(a.q, a.qStride, k + (j - j0) * d.D, d.D, out);
-      for (int r = 0; r < R; ++r) a.scores[r * a.scoreStride + j] = out[r] * a.scale;
-    }
-  }
-  float inv[R];
-  for (int r = 0; r < R; ++r) inv[r] = 1.0f / softmaxNumerators(a.scores + r * a.scoreStride, p0 + 1);
-  weightedValues<R, true>(a, p0, d, inv);
+  weightedValues<R, SamePosition>(a, p0, d, inv);
 }
 
 llvm::Error runPagedAttention(const KernelCall &c) {
@@ -452,6 +437,7 @@ llvm::Error runPagedAttention(const KernelCall &c) {
     std::memset(y + int64_t(qsl[d.S]) * d.Hq * d.cache.Dv, 0, (d.T - qsl[d.S]) * d.Hq * d.cache.Dv * sizeof(float));
   const float scale = static_cast<float>(c.attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(d.cache.D))));
   const int64_t group = d.Hq / d.cache.Hkv;
+  const int64_t heads = std::min<int64_t>(group, kRowBlock);  // query heads a decode item attends together
 
   // firstItem[s]: the first work item of sequence s; its items are (tile, head), head fastest.
   int64_t *firstItem = static_cast<int64_t *>(c.workspace);
@@ -483,7 +469,6 @@ parallelItems(items, threads, [&](int64_t item, int thread) {
     a.accStride = static_cast<int64_t>(accFloats(d));
     // One query row (decode) under GQA: the item of the first head of each run of up to kRowBlock
     // heads of a KV group attends for all of them; the items of the others have nothing to do.
-    const int64_t heads = std::min<int64_t>(group, kRowBlock);
     if (qLen == 1 && heads > 1) {
       if (h % group % heads) return;
       const int64_t row = qsl[s], pos = ctx[s] - 1, n = std::min(heads, group - h % group);
@@ -493,9 +478,9 @@ parallelItems(items, threads, [&](int64_t item, int thread) {
       a.yStride = d.cache.Dv;
       switch (n) {
       case 1: attendRows<1>(a, pos, d.cache); break;
-      case 2: attendGroup<2>(a, pos, d.cache); break;
-      case 3: attendGroup<3>(a, pos, d.cache); break;
-      default: attendGroup<4>(a, pos, d.cache); break;
+      case 2: attendRows<2, true>(a, pos, d.cache); break;
+      case 3: attendRows<3, true>(a, pos, d.cache); break;
+      default: attendRows<4, true>(a, pos, d.cache); break;
       }
       return;
     }
