@@ -1,9 +1,11 @@
 // bf16 GEMM against the f32 GEMM the runtime uses, for docs/kernels.md "bf16 GEMM" and
 // docs/benchmarks.md: the runtime's matmul kernel (through the kernel registry) with f32 operands
 // (oneDNN's dnnl_sgemm), with bf16 operands and an f32 result (what colossal-auto-mixed-precision
-// emits in forward: widened to f32, then the same sgemm), with a bf16 result (the VJPs' products),
-// and oneDNN 2.6's bf16 matmul primitive (src/weights bf16, dst f32; its AVX512-BF16 brgemm
-// kernels, weights in the layout it picks, reordered outside the timing) as the alternative.
+// emits in forward), with a bf16 result (the VJPs' products) — both on the path the runtime
+// chose for this CPU (kernels/cpu/GemmBf16.h: oneDNN's bf16 matmul primitive on plain row-major
+// operands, or widening to the f32 sgemm; printed at the end) —, and oneDNN 2.6's bf16 matmul
+// primitive with its weights pre-reordered into the layout it picks, outside the timing (the
+// best it can do with a constant B).
 // Row-major C[M,N] = A[M,K]·B[K,N] on the nanoGPT character model's shapes (B·T = 2048 rows).
 // Median of N runs after a warm-up, the variants interleaved run by run (a machine whose load
 // drifts slows all of them alike); GFLOP/s count 2·M·N·K.
@@ -13,6 +15,7 @@
 #include "colossal/runtime/DType.h"
 #include "colossal/runtime/Kernel.h"
 #include "colossal/runtime/Tensor.h"
+#include "kernels/cpu/GemmBf16.h"
 
 #include <dnnl.h>
 #include <omp.h>
@@ -67,6 +70,7 @@ public:
     call_.outputs.push_back(TensorRef{out, {M, N}, y_.data()});
     call_.threads = threads;
     check(!desc_->verify(call_), "matmul verify");
+    if (desc_->prepare) check(!desc_->prepare(call_), "matmul prepare");  // as the executor binds it
     if (desc_->workspace) {
       ws_ = AlignedBuffer(desc_->workspace(call_, threads));
       call_.workspace = ws_.data();
@@ -168,6 +172,7 @@ int main(int argc, char **argv) {
     }
   }
   std::printf("ratio = f32 time / runtime bf16 (f32 result) time; onednn/f32 = f32 time / oneDNN bf16 "
-              "primitive time (%s)\n", impl);
+              "primitive time (%s, weights pre-reordered)\nruntime bf16 GEMM path: %s\n", impl,
+              colossal::runtime::cpu::bf16GemmChoice());
   return 0;
 }

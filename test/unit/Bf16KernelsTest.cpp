@@ -3,14 +3,18 @@
 // Each bf16 kernel against the f32 op computed (in double) on the same bf16-rounded inputs, within
 // torch.testing.assert_close's bf16 defaults (rtol 1.6e-2, atol 1e-5) for bf16 results; an f32
 // result of bf16 operands is the f32 product of those exact values, so it must be much closer
-// (1e-5). The casts round to nearest even.
+// (1e-5). The casts round to nearest even. The contractions run on both of their paths
+// (kernels/cpu/GemmBf16.h): widened to the f32 GEMM, and oneDNN's bf16 matmul primitive where the
+// CPU has AVX512-BF16 (skipped where it has not).
 //
 //===----------------------------------------------------------------------------------------===//
 #include "TestUtil.h"
 
 #include "colossal/runtime/DType.h"
+#include "kernels/cpu/GemmBf16.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -94,37 +98,60 @@ void checkMatmul(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
   }
 }
 
-TEST(Bf16, MatmulF32AndBf16Results) {
+/// The matmul and gemm tests below, once per bf16 GEMM path (COLOSSAL_BF16_GEMM, read when a
+/// kernel is bound).
+class Bf16Gemm : public ::testing::TestWithParam<const char *> {
+protected:
+  void SetUp() override {
+    setenv("COLOSSAL_BF16_GEMM", GetParam(), 1);
+    if (std::strcmp(GetParam(), "onednn") == 0 && !cpu::useOneDnnBf16Gemm())
+      GTEST_SKIP() << "no oneDNN bf16 matmul here: " << cpu::bf16GemmChoice();
+    ASSERT_NE(std::string(cpu::bf16GemmChoice()).find(GetParam()), std::string::npos) << cpu::bf16GemmChoice();
+  }
+  void TearDown() override { unsetenv("COLOSSAL_BF16_GEMM"); }
+};
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16Gemm, ::testing::Values("widen", "onednn"),
+                         [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
+
+TEST_P(Bf16Gemm, MatmulF32AndBf16Results) {
   for (DType out : {DType::F32, DType::BF16}) {
     checkMatmul({6, 10}, {10, 7}, out);
     checkMatmul({2, 33, 64}, {64, 129}, out);  // linear layer: batch folds into M
-    checkMatmul({3, 17, 20}, {3, 20, 9}, out); // batched
+    checkMatmul({3, 17, 20}, {3, 20, 9}, out); // batched, small: parallel over the batch
+    checkMatmul({2, 96, 200}, {2, 200, 130}, out); // batched, one product per matrix
+    checkMatmul({1, 512, 384}, {384, 300}, out);   // several blocks of every dim
   }
 }
 
-TEST(Bf16, GemmTransposesAndAddend) {
+TEST_P(Bf16Gemm, GemmTransposesAndAddend) {
   std::mt19937 rng(9);
-  const int64_t M = 12, N = 20, K = 36;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (DType out : {DType::F32, DType::BF16}) {
-        SCOPED_TRACE(std::string("ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0") + " " + dtypeName(out).str());
-        HostTensor a = toBf16(randomF32(ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, rng));
-        HostTensor b = toBf16(randomF32(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, rng));
-        HostTensor c = randomF32({N}, rng), y(out, {M, N});
-        std::vector<HostTensor *> ins = {&a, &b};
-        if (out == DType::F32) ins.push_back(&c);
-        Attrs attrs = Attrs().i("trans_a", ta).i("trans_b", tb).f("alpha", 0.5).f("beta", 1.0);
-        ASSERT_NO_ERR(runKernel("gemm", ins, {&y}, attrs));
-        std::vector<float> want = reference(widen(a), widen(b), M, N, K, ta, tb, 0.5,
-                                            out == DType::F32 ? c.data<float>() : nullptr);
-        if (out == DType::F32) {
-          expectClose(y.data<float>(), want.data(), y.numel(), 1e-5f, 1e-5f);
-        } else {
-          std::vector<float> got = widen(y);
-          expectClose(got.data(), want.data(), y.numel(), kBf16Atol, kBf16Rtol);
+  struct Case { int64_t M, N, K; };
+  for (Case s : {Case{12, 20, 36}, Case{150, 70, 257}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (int result = 0; result < 3; ++result) {  // f32 + c, f32 without c, bf16
+          const DType out = result == 2 ? DType::BF16 : DType::F32;
+          const bool addend = result == 0;
+          SCOPED_TRACE(std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
+                       " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " " + dtypeName(out).str() +
+                       (addend ? " + c" : ""));
+          const int64_t M = s.M, N = s.N, K = s.K;
+          HostTensor a = toBf16(randomF32(ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, rng));
+          HostTensor b = toBf16(randomF32(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, rng));
+          HostTensor c = randomF32({N}, rng), y(out, {M, N});
+          std::vector<HostTensor *> ins = {&a, &b};
+          if (addend) ins.push_back(&c);
+          Attrs attrs = Attrs().i("trans_a", ta).i("trans_b", tb).f("alpha", 0.5).f("beta", 1.0);
+          ASSERT_NO_ERR(runKernel("gemm", ins, {&y}, attrs));
+          std::vector<float> want =
+              reference(widen(a), widen(b), M, N, K, ta, tb, 0.5, addend ? c.data<float>() : nullptr);
+          if (out == DType::F32) {
+            expectClose(y.data<float>(), want.data(), y.numel(), 1e-5f, 1e-5f);
+          } else {
+            std::vector<float> got = widen(y);
+            expectClose(got.data(), want.data(), y.numel(), kBf16Atol, kBf16Rtol);
+          }
         }
-      }
 }
 
 /// attention and attention_grad with bf16 q, k, v against the f32 kernels on the widened inputs

@@ -9,16 +9,20 @@
 //         trans_b, c unidirectionally broadcast to [M, N].
 //
 // bf16 (colossal-auto-mixed-precision): operands bf16, result f32 (the forward contractions) or
-// bf16 (their VJPs). Each bf16 operand is widened to f32 in the workspace (exact: a bf16 is an f32
-// with the low 16 bits zero) and the f32 GEMM runs on the copies, so products are exact and sums
-// f32; a bf16 result is the f32 result rounded to nearest even. Why not AVX512-BF16 dot products:
-// on the machines we measure, vdpbf16ps (oneDNN's brg:avx512_core_bf16 matmul too) runs at about
-// half the f32 FMA rate, and widening costs a few percent (docs/kernels.md "bf16 GEMM").
+// bf16 (their VJPs). Products are exact and sums f32 either way; a bf16 result is the f32 result
+// rounded to nearest even once. Where the CPU's AVX512-BF16 dot products outrun its f32 FMAs
+// (GemmBf16.h) the product is oneDNN's bf16 matmul primitive, built at prepare; elsewhere, and for
+// batched products of small matrices, each bf16 operand is widened to f32 in the workspace (exact:
+// a bf16 is an f32 with the low 16 bits zero) and the f32 GEMM runs on the copies
+// (docs/kernels.md "bf16 GEMM").
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
 #include "Gemm.h"
 #include "Widen.h"
+#if defined(COLOSSAL_GEMM_ONEDNN)
+#include "GemmBf16.h"
+#endif
 
 #include <map>
 #include <memory>
@@ -51,6 +55,7 @@ struct F32Views {
   static size_t bytes(const KernelCall &c) {
     return f32CopyBytes(c.inputs[0]) + f32CopyBytes(c.inputs[1]) + f32CopyBytes(c.outputs[0]);
   }
+  F32Views() = default;
   explicit F32Views(const KernelCall &c) {
     char *ws = static_cast<char *>(c.workspace);
     in[0] = widenedInput(c.inputs[0], ws);
@@ -60,7 +65,42 @@ struct F32Views {
   void finish(const KernelCall &c) const { roundResult(c.outputs[0], out); }
 };
 
-size_t contractionWorkspace(const KernelCall &c, int) { return F32Views::bytes(c); }
+#if defined(COLOSSAL_GEMM_ONEDNN)
+/// prepare's oneDNN bf16 product (GemmBf16.h) for one matrix of the contraction, when it has one.
+struct Bf16Product {
+  std::shared_ptr<OneDnnBf16Gemm> gemm;
+};
+
+/// A bf16 · bf16 contraction's oneDNN product into c.state, when GemmBf16.h chooses oneDNN:
+/// op(A) [M,K] · op(B) [K,N] with row strides lda, ldb and N.
+llvm::Error prepareBf16Product(KernelCall &c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
+                               int64_t ldb, float alpha, bool accumulate) {
+  if (c.inputs[0].dtype != DType::BF16 || M == 0 || N == 0 || K == 0 || !useOneDnnBf16Gemm())
+    return llvm::Error::success();
+  auto g = createOneDnnBf16Gemm(ta, tb, M, N, K, lda, ldb, N, alpha, accumulate, c.outputs[0].dtype == DType::BF16);
+  if (!g) return g.takeError();
+  c.state = std::make_shared<Bf16Product>(Bf16Product{std::move(*g)});
+  return llvm::Error::success();
+}
+
+OneDnnBf16Gemm *bf16Product(const KernelCall &c) {
+  return c.inputs[0].dtype == DType::BF16 && c.state ? static_cast<Bf16Product *>(c.state.get())->gemm.get()
+                                                     : nullptr;
+}
+#endif
+
+size_t contractionWorkspace(const KernelCall &c, int) {
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (OneDnnBf16Gemm *g = bf16Product(c)) return oneDnnBf16GemmWorkspace(*g);
+#endif
+  return F32Views::bytes(c);
+}
+
+/// Whether a matmul multiplies its batch of matrices one by one in parallel, with single-threaded
+/// GEMMs (small matrices), rather than sequentially with threaded GEMMs.
+bool parallelOverBatch(int64_t M, int64_t N, int64_t K, int64_t nBatch) {
+  return 2.0 * M * N * K < 4e6 && nBatch > 1;
+}
 
 llvm::Error verifyMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
@@ -104,6 +144,18 @@ std::shared_ptr<const PanelB> sharedPanels(const float *B, int64_t K, int64_t N)
 /// batch, a's batch folded into M) multiplies by the weight's panels (Gemm.h PanelB), built once.
 llvm::Error prepareMatmul(KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1];
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (A.dtype == DType::BF16) {
+    const TensorRef &Y = c.outputs[0];
+    const int64_t M = Y.shape[Y.rank() - 2], N = Y.shape[Y.rank() - 1], K = A.shape[A.rank() - 1];
+    const int64_t nBatch = numElements(llvm::ArrayRef<int64_t>(Y.shape).drop_back(2));
+    const int64_t aBatch = numElements(llvm::ArrayRef<int64_t>(A.shape).drop_back(2));
+    const int64_t bBatch = numElements(llvm::ArrayRef<int64_t>(B.shape).drop_back(2));
+    if (bBatch == 1 && aBatch == nBatch) return prepareBf16Product(c, false, false, nBatch * M, N, K, K, N, 1.0f, false);
+    if (!parallelOverBatch(M, N, K, nBatch)) return prepareBf16Product(c, false, false, M, N, K, K, N, 1.0f, false);
+    return llvm::Error::success();
+  }
+#endif
   if (!c.attrInt("batch_invariant", 0) || !c.isConstantInput(1) || A.dtype != DType::F32 ||
       c.outputs[0].dtype != DType::F32 || numElements(llvm::ArrayRef<int64_t>(B.shape).drop_back(2)) != 1)
     return llvm::Error::success();
@@ -116,25 +168,11 @@ llvm::Error runMatmul(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
   const int rank = static_cast<int>(Y.rank());
   const int64_t M = Y.shape[rank - 2], N = Y.shape[rank - 1], K = A.shape[A.rank() - 1];
-  const F32Views v(c);
-  const float *a = v.in[0], *b = v.in[1];
-  float *y = v.out;
   llvm::ArrayRef<int64_t> outBatch = llvm::ArrayRef<int64_t>(Y.shape).drop_back(2);
   llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(A.shape).drop_back(2);
   llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(B.shape).drop_back(2);
   const int64_t nBatch = numElements(outBatch);
   if (nBatch == 0 || M == 0 || N == 0) return llvm::Error::success();
-  // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
-  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
-
-  if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
-    if (c.state)  // prepareMatmul's panels of b
-      sgemmRowInvariantPanels(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
-    else
-      sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
-    v.finish(c);
-    return llvm::Error::success();
-  }
   // Matrix strides of a and b per output batch dim (0 where broadcast).
   llvm::ArrayRef<int64_t> shapes[2] = {aBatch, bBatch};
   BroadcastLayout l = makeBroadcastLayout(outBatch, shapes);
@@ -148,8 +186,37 @@ llvm::Error runMatmul(const KernelCall &c) {
       bo += k * l.strides[1][d];
     }
   };
-  const bool smallMatrices = 2.0 * M * N * K < 4e6;
-  if (smallMatrices && nBatch > 1) {
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (OneDnnBf16Gemm *g = bf16Product(c)) {  // prepareMatmul's oneDNN product: one, or one per matrix
+    const uint16_t *a = A.as<const uint16_t>(), *b = B.as<const uint16_t>();
+    char *y = static_cast<char *>(Y.data);
+    const size_t ySize = dtypeSize(Y.dtype);
+    if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch)
+      return runOneDnnBf16Gemm(*g, a, b, y, c.workspace);
+    for (int64_t i = 0; i < nBatch; ++i) {
+      int64_t ao, bo;
+      offsets(i, ao, bo);
+      if (llvm::Error e = runOneDnnBf16Gemm(*g, a + ao * aMat, b + bo * bMat, y + i * yMat * ySize, c.workspace))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+#endif
+  const F32Views v(c);
+  const float *a = v.in[0], *b = v.in[1];
+  float *y = v.out;
+  // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
+  const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
+
+  if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
+    if (c.state)  // prepareMatmul's panels of b
+      sgemmRowInvariantPanels(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
+    else
+      sgemm(false, false, nBatch * M, N, K, 1.0f, a, K, b, N, 0.0f, y, N);
+    v.finish(c);
+    return llvm::Error::success();
+  }
+  if (parallelOverBatch(M, N, K, nBatch)) {
     parallelFor(nBatch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         int64_t ao, bo;
@@ -190,14 +257,34 @@ llvm::Error verifyGemm(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+#if defined(COLOSSAL_GEMM_ONEDNN)
+/// A bf16 gemm's oneDNN product (GemmBf16.h), alpha as its output scale and c, when given, added
+/// by its sum post-op into y prefilled with beta·c.
+llvm::Error prepareGemm(KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  const bool ta = c.attrInt("trans_a", 0), tb = c.attrInt("trans_b", 0);
+  const float alpha = static_cast<float>(c.attrFloat("alpha", 1.0));
+  const float beta = static_cast<float>(c.attrFloat("beta", 1.0));
+  const bool addend = c.inputs.size() == 3 && beta != 0.0f;
+  return prepareBf16Product(c, ta, tb, Y.shape[0], Y.shape[1], ta ? A.shape[0] : A.shape[1], A.shape[1], B.shape[1],
+                            alpha, addend);
+}
+#endif
+
 llvm::Error runGemm(const KernelCall &c) {
   const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
   bool ta = c.attrInt("trans_a", 0), tb = c.attrInt("trans_b", 0);
   float alpha = static_cast<float>(c.attrFloat("alpha", 1.0));
   float beta = static_cast<float>(c.attrFloat("beta", 1.0));
   int64_t M = Y.shape[0], N = Y.shape[1], K = ta ? A.shape[0] : A.shape[1];
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  OneDnnBf16Gemm *product = bf16Product(c);
+  F32Views v = product ? F32Views() : F32Views(c);
+  float *y = product ? Y.as<float>() : v.out;  // an f32 result whenever there is an addend
+#else
   const F32Views v(c);
   float *y = v.out;
+#endif
   float gemmBeta = 0.0f;
   if (c.inputs.size() == 3 && beta != 0.0f) {
     const TensorRef &C = c.inputs[2];
@@ -209,6 +296,9 @@ llvm::Error runGemm(const KernelCall &c) {
     });
     gemmBeta = 1.0f;
   }
+#if defined(COLOSSAL_GEMM_ONEDNN)
+  if (product) return runOneDnnBf16Gemm(*product, A.as<const uint16_t>(), B.as<const uint16_t>(), Y.data, c.workspace);
+#endif
   const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
   sgemm(ta, tb, M, N, K, alpha, v.in[0], A.shape[1], v.in[1], B.shape[1], gemmBeta, y, N);
   v.finish(c);
@@ -239,6 +329,9 @@ void registerMatmulKernels(KernelRegistry &r) {
                {"beta", AttrKind::Float}, {"batch_invariant", AttrKind::Int}};
     g.verify = verifyGemm;
     g.workspace = contractionWorkspace;
+#if defined(COLOSSAL_GEMM_ONEDNN)
+    g.prepare = prepareGemm;
+#endif
     g.run = runGemm;
     r.add(g);
   }
