@@ -32,18 +32,20 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(std::string &out, const char *name, const char *help) const {
+void Histogram::render(std::string &out, const char *name, const char *help, const std::string &labels) const {
   header(out, name, "histogram", help);
   uint64_t cumulative = 0;
+  const std::string prefix = labels.empty() ? "" : labels + ",";
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
     out += name;
-    out += "_bucket{le=\"";
+    out += "_bucket{" + prefix + "le=\"";
     out += i < bounds_.size() ? num(bounds_[i]) : "+Inf";
     out += "\"} " + std::to_string(cumulative) + "\n";
   }
-  out += std::string(name) + "_sum " + num(sum_) + "\n";
-  out += std::string(name) + "_count " + std::to_string(count_) + "\n";
+  const std::string set = labels.empty() ? "" : "{" + labels + "}";
+  out += std::string(name) + "_sum" + set + " " + num(sum_) + "\n";
+  out += std::string(name) + "_count" + set + " " + std::to_string(count_) + "\n";
 }
 
 std::string ServingMetrics::render(const std::string &modelName) const {
@@ -89,10 +91,11 @@ std::string ServingMetrics::render(const std::string &modelName) const {
     sample("colossal_spec_decode_emitted_tokens_total", "counter",
            "Tokens emitted by speculative verifications (accepted drafts and the target's own).", specEmittedTokens);
   }
-  ttft.render(out, "colossal_time_to_first_token_seconds", "Time from arrival to the first token.");
+  const std::string label = "model_name=\"" + model + "\"";
+  ttft.render(out, "colossal_time_to_first_token_seconds", "Time from arrival to the first token.", label);
   tpot.render(out, "colossal_time_per_output_token_seconds",
-              "Per choice: (finish - first token) / (tokens - 1), for choices of 2 tokens or more.");
-  e2e.render(out, "colossal_e2e_request_latency_seconds", "Time from arrival to the last token.");
+              "Per choice: (finish - first token) / (tokens - 1), for choices of 2 tokens or more.", label);
+  e2e.render(out, "colossal_e2e_request_latency_seconds", "Time from arrival to the last token.", label);
   return out;
 }
 

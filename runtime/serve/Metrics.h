@@ -20,7 +20,9 @@ public:
   /// `bounds`: the buckets' upper bounds, increasing (seconds).
   explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
   void observe(double v);
-  void render(std::string &out, const char *name, const char *help) const;
+  /// Appends the Prometheus text of the histogram `name`: its _bucket lines (cumulative, `le`
+  /// after `labels`), _sum and _count, each with `labels` (`key="value",...`; may be empty).
+  void render(std::string &out, const char *name, const char *help, const std::string &labels = "") const;
   uint64_t count() const { return count_; }
 
 private:

@@ -438,7 +438,9 @@ async function concurrency(client, base) {
         '/metrics: TTFT and TPOT histograms');
   check(m.value('colossal_prefix_cache_hits_total') > 0, '/metrics: prefix-cache hits');
   check(/# TYPE colossal_time_to_first_token_seconds histogram/.test(m.text) &&
-        /colossal_time_to_first_token_seconds_bucket\{le="\+Inf"\}/.test(m.text), '/metrics: Prometheus histogram text');
+        /colossal_time_to_first_token_seconds_bucket\{model_name="[^"]+",le="\+Inf"\}/.test(m.text) &&
+        /colossal_time_to_first_token_seconds_count\{model_name="[^"]+"\} /.test(m.text),
+        '/metrics: Prometheus histogram text, labelled by model_name like every other series');
 }
 
 /// A deterministic stream of numbers in [0, 1) (a 32-bit LCG), for arrival times and requests.
