@@ -704,7 +704,15 @@ Expected<Spec> parseSpecFile(StringRef path) {
   // The document must be one YAML mapping (yaml::Input assumes a mapping at the root).
   {
     SourceMgr sm;
-    sm.setDiagHandler([](const SMDiagnostic &, void *) {}, nullptr); // reported below instead
+    std::string syntax; // the parser's first error, as file:line:col: message
+    sm.setDiagHandler(
+        [](const SMDiagnostic &d, void *ctx) {
+          auto *first = static_cast<std::string *>(ctx);
+          if (!first->empty()) return;
+          raw_string_ostream os(*first);
+          os << ":" << d.getLineNo() << ":" << (d.getColumnNo() + 1) << ": invalid YAML: " << d.getMessage();
+        },
+        &syntax);
     yaml::Stream stream((*buffer)->getMemBufferRef(), sm);
     std::string where;
     auto at = [&](yaml::Node *node) {
@@ -716,13 +724,14 @@ Expected<Spec> parseSpecFile(StringRef path) {
     if (doc == stream.end() || !doc->getRoot() ||
         !llvm::isa<yaml::MappingNode>(doc->getRoot()))
       return createStringError(inconvertibleErrorCode(),
-                               path + ": the spec must be a YAML mapping with at least `mode:` "
+                               !syntax.empty() ? path + syntax : path + ": the spec must be a YAML mapping with at least `mode:` "
                                       "(e.g. `mode: inference`)");
     if (++doc != stream.end() && doc->getRoot() && !llvm::isa<yaml::NullNode>(doc->getRoot()))
       return createStringError(inconvertibleErrorCode(),
-                               at(doc->getRoot()) + "the spec must be a single YAML document");
+                               !syntax.empty() ? path + syntax
+                                               : at(doc->getRoot()) + "the spec must be a single YAML document");
     if (stream.failed())
-      return createStringError(inconvertibleErrorCode(), path + ": invalid YAML");
+      return createStringError(inconvertibleErrorCode(), path + (syntax.empty() ? ": invalid YAML" : syntax));
   }
   RawSpec raw;
   {
