@@ -239,6 +239,22 @@ def case_batching(args):
                 ok = False
             else:
                 print(f"preempt: {pre} preemptions, every output equal to its solo run")
+        for r in requests:  # the steps are on the arrival_step clock: no request arrives early
+            o = lines[r["id"]]
+            if not r["arrival_step"] <= o["arrival_step"] <= o["first_token_step"] <= o["finish_step"]:
+                print(f"FAIL {label} {r['id']}: arrival_step {r['arrival_step']} requested, reported steps "
+                      f"{o['arrival_step']}, {o['first_token_step']}, {o['finish_step']}")
+                ok = False
+    # An idle engine jumps to the next arrival: the late request is added at exactly its step.
+    late = [dict(requests[0], id="early", max_tokens=2, arrival_step=0),
+            dict(requests[1], id="late", max_tokens=2, arrival_step=1000)]
+    lines, _, _ = generate_requests(args, plan, late, args.workdir, "idle_jump")
+    got = [(lines[i]["arrival_step"], lines[i]["first_token_step"], lines[i]["finish_step"]) for i in ("early", "late")]
+    if got[1][0] != 1000 or not (got[1][0] <= got[1][1] <= got[1][2]) or got[0][2] >= 1000:
+        print(f"FAIL idle jump: (arrival, first token, finish) steps {got}; the late one should arrive at 1000")
+        ok = False
+    else:
+        print(f"idle jump: (arrival, first token, finish) steps {got}")
     if ok:
         print("every request's logits bit-equal to its solo run's in every schedule")
     return ok

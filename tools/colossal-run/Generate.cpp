@@ -313,6 +313,10 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
   int64_t generated = 0;
   // --timings: per job, its arrival and the time each of its tokens was sampled (seconds since start).
   std::vector<double> arrivalSeconds(jobs.size(), 0.0);
+  // The steps an idle engine had jumped over when each request was added: its output's steps are
+  // on the clock of the requests' arrival_step (scheduler steps + jumps). A jump happens only
+  // while nothing is unfinished, so one value holds for a request's whole life.
+  std::vector<int64_t> jumpedAtArrival(jobs.size(), 0);
   std::vector<std::vector<double>> tokenSeconds(jobs.size());
 
   std::vector<float> stepLogits;  // --dump-logits: the last step's rows
@@ -337,6 +341,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       if (!seq) return fail(seq.takeError());
       jobOf[*seq] = order[next];
       arrivalSeconds[order[next]] = elapsed();
+      jumpedAtArrival[order[next]] = idleSteps;
       ++next;
     }
     if (llvm::Error e = sched.step(model2)) return fail(std::move(e));
@@ -390,8 +395,10 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
       if (ec) return fail("--output " + outputPath + ": " + ec.message());
     }
     llvm::raw_ostream &os = file ? *file : llvm::outs();
-    for (const Job &job : jobs) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job &job = jobs[i];
       const RequestOutput &out = done[job.request.id];
+      const int64_t jumped = jumpedAtArrival[i];
       llvm::json::Array ids;
       for (TokenId t : out.tokens) ids.push_back(t);
       llvm::json::Object line{{"id", out.id},
@@ -400,9 +407,9 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
                               {"finish_reason", finishName(out.finish)},
                               {"cached_tokens", out.cachedPromptTokens},
                               {"preemptions", out.preemptions},
-                              {"arrival_step", out.arrivalStep},
-                              {"first_token_step", out.firstTokenStep},
-                              {"finish_step", out.finishStep}};
+                              {"arrival_step", out.arrivalStep + jumped},
+                              {"first_token_step", out.firstTokenStep < 0 ? out.firstTokenStep : out.firstTokenStep + jumped},
+                              {"finish_step", out.finishStep < 0 ? out.finishStep : out.finishStep + jumped}};
       if (tokenizer) line["text"] = completionText(out);
       os << llvm::json::Value(std::move(line)) << "\n";
     }
