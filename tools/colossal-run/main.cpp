@@ -174,13 +174,15 @@ cl::opt<bool> shuffle("shuffle", cl::desc("train.inputs: read the npy rows in a 
 cl::opt<std::string> dumpInputsDir("dump-inputs", cl::desc("train.inputs: write each step's inputs to DIR/step-N/NAME.npy"),
                                    cl::value_desc("DIR"), cl::cat(trainCategory));
 
-cl::OptionCategory sampleCategory("sample options (colossal-run MODEL.cplan sample ...)");
-cl::opt<std::string> prompt("prompt", cl::desc("Text to continue"), cl::cat(sampleCategory));
-cl::opt<int64_t> sampleTokens("tokens", cl::desc("Tokens to generate"), cl::init(-1), cl::cat(sampleCategory));
-cl::opt<double> temperature("temperature", cl::desc("0 = greedy"), cl::init(0.0), cl::cat(sampleCategory));
+cl::OptionCategory sampleCategory("text options (sample, generate, serve, tokenize)");
+cl::opt<std::string> prompt("prompt", cl::desc("sample, generate: text to continue (gets the tokenizer's BOS)"),
+                            cl::cat(sampleCategory));
+cl::opt<int64_t> sampleTokens("tokens", cl::desc("sample: tokens to generate"), cl::init(-1), cl::cat(sampleCategory));
+cl::opt<double> temperature("temperature", cl::desc("sample, generate: sampling temperature, 0 = greedy"),
+                            cl::init(0.0), cl::cat(sampleCategory));
 cl::opt<std::string> tokenizerPath("tokenizer",
-                                   cl::desc("sample, tokenize: the model's tokenizer (tokenizer.bin, .model, "
-                                            "tokenizer.json); without it sample's token ids are bytes"),
+                                   cl::desc("sample, generate, serve, tokenize: the model's tokenizer (tokenizer.bin, "
+                                            ".model, tokenizer.json); without it sample's token ids are bytes"),
                                    cl::value_desc("FILE"), cl::cat(sampleCategory));
 
 cl::OptionCategory tokenizeCategory("tokenize options (colossal-run MODEL.cplan tokenize ...)");
