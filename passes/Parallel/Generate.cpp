@@ -293,6 +293,7 @@ struct GeneratePass : colossal::impl::GenerateBase<GeneratePass> {
     func::ReturnOp::create(b, ret->getLoc(), ValueRange{logits});
     ret->erase();
     SmallVector<Type> argTypes(body.getArgumentTypes());
+    g.removeResAttrsAttr(); // the model's other outputs (a hidden state, ...) are not served
     g.setFunctionType(FunctionType::get(ctx, argTypes, {logits.getType()}));
     g.setResultAttrs(0, DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, kOutputAttr),
                                                                  StringAttr::get(ctx, "logits"))}));

@@ -12,6 +12,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <map>
 #include <set>
 #include <algorithm>
@@ -802,9 +804,19 @@ llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path, const
   loaded->path = path.str();
   if ((*buf)->getBufferSize() == 0)
     return fail(path + ": the plan file is empty (an interrupted copy?)");
-  if ((*buf)->getBufferSize() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
-      !loaded->plan.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize())))
-    return fail(path + ": not a valid plan file (protobuf parse failed: corrupt or truncated)");
+  bool parsed = false;
+  if ((*buf)->getBufferSize() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    // A file that is not a plan (an .onnx given by mistake) makes protobuf log its own
+    // "[libprotobuf ERROR ...]" line; the error below says it once, naming the file.
+    google::protobuf::LogSilencer quiet;
+    parsed = loaded->plan.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize()));
+  }
+  if (!parsed) {
+    const bool onnx = llvm::StringRef(path).ends_with_insensitive(".onnx");
+    return fail(path + ": not a valid plan file (protobuf parse failed: corrupt or truncated)" +
+                (onnx ? "; an ONNX model is compiled into a plan first: colossal-opt MODEL.onnx --spec SPEC.yaml -o MODEL.cplan"
+                      : ""));
+  }
   if (llvm::Error e = validatePlan(loaded->plan, path, registry)) return std::move(e);
 
   const plan::Plan &p = loaded->plan;

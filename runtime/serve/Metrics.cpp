@@ -2,13 +2,18 @@
 #include "Metrics.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace colossal::runtime::serve {
 
 namespace {
+/// The shortest decimal that reads back as v (0.005, not 0.0050000000000000001).
 std::string num(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 void header(std::string &out, const char *name, const char *type, const char *help) {

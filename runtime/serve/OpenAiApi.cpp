@@ -79,10 +79,10 @@ public:
       if (v->is_number_float() && v->get<double>() == std::floor(v->get<double>()) &&
           std::fabs(v->get<double>()) < 9e15)
         out = static_cast<int64_t>(v->get<double>());
-      else if (v->is_number_integer())
+      else if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX))
+        return badRequest(key, "invalid_value", std::string(key) + " " + v->dump() + " is out of range (at most 2^63 - 1)");
+      else if (v->is_number_integer()) // signed or unsigned (nlohmann counts both) within int64
         out = v->get<int64_t>();
-      else if (v->is_number_unsigned())
-        out = static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX));
       else
         return wrongType(key, *v, "an integer");
       if (given) *given = true;
@@ -101,21 +101,27 @@ private:
   const json &body_;
 };
 
+/// One token id `t` (the request's `where`, e.g. "prompt[3]"), checked against the vocabulary;
+/// `param` names it in errors.
+llvm::Error tokenId(const json &t, const char *param, const std::string &where, int32_t vocab,
+                    std::vector<TokenId> &out) {
+  if (!t.is_number_integer()) // signed or unsigned
+    return wrongTypeAt(param, where, t, "a token id (an integer)");
+  const bool huge = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX);
+  const int64_t id = huge ? INT64_MAX : t.get<int64_t>();
+  if (id < 0 || id >= vocab)
+    return badRequest(param, "invalid_value",
+                      where + " is token id " + t.dump() + ", outside the vocabulary [0, " + std::to_string(vocab) +
+                          ")");
+  out.push_back(static_cast<TokenId>(id));
+  return llvm::Error::success();
+}
+
 /// A list of token ids, checked against the vocabulary; `param` names it in errors.
 llvm::Error tokenIds(const json &v, const char *param, const std::string &at, int32_t vocab,
                      std::vector<TokenId> &out) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json &t = v[i];
-    if (!t.is_number_integer() && !t.is_number_unsigned())
-      return wrongTypeAt(param, at + "[" + std::to_string(i) + "]", t, "a token id (an integer)");
-    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
-                                              : t.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      return badRequest(param, "invalid_value",
-                        at + "[" + std::to_string(i) + "] is token id " + std::to_string(id) +
-                            ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    out.push_back(static_cast<TokenId>(id));
-  }
+  for (size_t i = 0; i < v.size(); ++i)
+    if (llvm::Error e = tokenId(v[i], param, at + "[" + std::to_string(i) + "]", vocab, out)) return e;
   return llvm::Error::success();
 }
 
@@ -141,13 +147,13 @@ llvm::Error completionPrompts(const json &body, const ApiContext &ctx, Generatio
     } else {
       return wrongTypeAt("prompt", at, v, "a string or a list of token ids");
     }
-    if (ids.empty()) return badRequest("prompt", "invalid_value", "the prompt is empty");
+    if (ids.empty()) return badRequest("prompt", "invalid_value", at + " is empty (no token ids)");
     r.prompts.push_back(std::move(ids));
     return llvm::Error::success();
   };
   if (p.is_string()) return one(p, "prompt");
   if (!p.is_array()) return wrongType("prompt", p, "a string, a list of token ids, or a list of those");
-  if (p.empty()) return badRequest("prompt", "invalid_value", "the prompt is empty");
+  if (p.empty()) return badRequest("prompt", "invalid_value", "prompt is empty (no token ids)");
   if (p[0].is_string() || p[0].is_array()) {  // a batch of prompts
     for (size_t i = 0; i < p.size(); ++i)
       if (llvm::Error e = one(p[i], "prompt[" + std::to_string(i) + "]")) return e;
@@ -212,7 +218,7 @@ llvm::Error stops(const json &body, const ApiContext &ctx, GenerationRequest &r)
         if (s.is_string()) {
           if (llvm::Error e = addString(s, param)) return e;
         } else if (s.is_number_integer() || s.is_number_unsigned()) {
-          if (llvm::Error e = tokenIds(json::array({s}), "stop", param, ctx.vocabSize, r.stopTokenIds)) return e;
+          if (llvm::Error e = tokenId(s, "stop", param, ctx.vocabSize, r.stopTokenIds)) return e;
         } else {
           return wrongTypeAt("stop", param, s, "a string or a token id");
         }
@@ -281,10 +287,10 @@ llvm::Error sampling(const json &body, ApiKind kind, GenerationRequest &r) {
     return badRequest("repetition_penalty", "invalid_value",
                       "repetition_penalty must be > 0 (1 = off), not " + str(s.repetitionPenalty));
   if (const json *v = f.get("seed")) {
-    if (v->is_number_integer())
-      r.seed = static_cast<uint64_t>(v->get<int64_t>());
-    else if (v->is_number_unsigned())
+    if (v->is_number_unsigned())
       r.seed = v->get<uint64_t>();
+    else if (v->is_number_integer()) // negative: its two's-complement bits, as torch's manual_seed
+      r.seed = static_cast<uint64_t>(v->get<int64_t>());
     else
       return wrongType("seed", *v, "an integer");
   }
@@ -292,10 +298,9 @@ llvm::Error sampling(const json &body, ApiKind kind, GenerationRequest &r) {
   if (kind == ApiKind::Completions) {
     int64_t lp = -1;
     if (const json *v = f.get("logprobs"); v && v->is_boolean())
-      lp = v->get<bool>() ? 0 : -1;
-    else if (llvm::Error e = f.integer("logprobs", lp))
-      return e;
-    if (f.get("logprobs") && (lp < -1 || lp > 20))
+      return wrongType("logprobs", *v, "an integer in [0, 20] (true/false is the chat API's logprobs)");
+    if (llvm::Error e = f.integer("logprobs", lp)) return e;
+    if (f.get("logprobs") && (lp < 0 || lp > 20))
       return badRequest("logprobs", "invalid_value", "logprobs must be in [0, 20], not " + llvm::Twine(lp));
     s.logprobs = static_cast<int32_t>(lp);
   } else {

@@ -668,6 +668,74 @@ def case_errors(args):
     check([runb, plan, "generate", "--prompt-ids", "1", "--max-tokens", "4", "--speculative", "ngram",
                  "--num-speculative-tokens", "16"], "K + 1 = 17 tokens, but the largest program of",
                 what="K + 1 above the largest program")
+
+    # A decoder with a second output (a hidden state, first or after the logits): the logits are
+    # served, the other output is dropped, and the tokens equal the one-output model's.
+    import onnx
+    from onnx import helper
+    base_ids = run([runb, plan, "generate", "--prompt-ids", "1,2,3", "--max-tokens", "6", "--ignore-eos"],
+                   "colossal-run generate (one output)", timeout=600, quiet=True)[0].split()
+    for first in (False, True):
+        m = onnx.load(model)
+        g = m.graph
+        logits = next(o for o in g.output if o.name == "logits")
+        g.node.append(helper.make_node("Identity", ["logits"], ["hidden"], name="hidden_copy"))
+        hidden = onnx.ValueInfoProto()
+        hidden.CopyFrom(logits)
+        hidden.name = "hidden"
+        if first:
+            g.output.insert(0, hidden)
+        else:
+            g.output.append(hidden)
+        two = os.path.join(wd, f"two_outputs_{int(first)}.onnx")
+        onnx.save(m, two)
+        two_plan = os.path.join(wd, f"two_outputs_{int(first)}.cplan")
+        what = f"a decoder with a second output {'before' if first else 'after'} its logits"
+        try:
+            run([opt, two, "--spec", ok_spec, "-o", two_plan], "colossal-opt", timeout=600, quiet=True)
+            ids = run([runb, two_plan, "generate", "--prompt-ids", "1,2,3", "--max-tokens", "6", "--ignore-eos"],
+                      "colossal-run generate (two outputs)", timeout=600, quiet=True)[0].split()
+            if ids != base_ids:
+                print(f"FAIL {what}: tokens {ids}, the one-output model's {base_ids}")
+                ok = False
+            else:
+                print(f"ok: {what}: compiles and gives the one-output model's tokens {ids}")
+        except ToolError as e:
+            print(f"FAIL {what}:\n{e}")
+            ok = False
+    # A float input with a dynamic batch (not token ids): one error saying what generate feeds, not
+    # "bind them with the spec's inputs" (a generate spec has none).
+    from onnx import TensorProto, numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 8])
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    dense = os.path.join(wd, "dense.onnx")
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "dense", [x], [y], [w]),
+                                opset_imports=[helper.make_opsetid("", 14)]), dense)
+    try:
+        run([opt, dense, "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")], "colossal-opt (dense)", timeout=600,
+            quiet=True)
+        print("FAIL a float input under mode generate: compiled")
+        ok = False
+    except ToolError as e:
+        msg = str(e)
+        if "mode generate feeds a decoder its token ids" not in msg or "spec's inputs" in msg or "one sequence of" in msg:
+            print(f"FAIL a float input under mode generate: unclear message:\n{msg}")
+            ok = False
+        else:
+            print("ok: a float input under mode generate: " + msg.splitlines()[-1])
+    # The note about the imported length belongs to a node's failure only, not to a missing file.
+    try:
+        run([opt, os.path.join(wd, "missing.onnx"), "--spec", ok_spec, "-o", os.path.join(wd, "x.cplan")],
+            "colossal-opt (missing model)", timeout=600, quiet=True)
+        print("FAIL a missing model: compiled")
+        ok = False
+    except ToolError as e:
+        if "one sequence of" in str(e) or "missing.onnx" not in str(e):
+            print(f"FAIL a missing model: the message should name the file and only it:\n{e}")
+            ok = False
+        else:
+            print("ok: a missing model under a generate spec: the file's error alone")
     return ok
 
 

@@ -159,6 +159,15 @@ TEST(OpenAiApi, ErrorsCarryStatusParamAndCode) {
       {C, R"({"prompt": "x", "n": 65})", 400, "n", "invalid_value"},
       {C, R"({"prompt": ["a", "b", "c", "d", "e"], "n": 60})", 400, "n", "invalid_value"},  // 300 choices
       {C, R"({"prompt": "x", "logprobs": 21})", 400, "logprobs", "invalid_value"},
+      {C, R"({"prompt": "x", "logprobs": -1})", 400, "logprobs", "invalid_value"},
+      {C, R"({"prompt": "x", "logprobs": true})", 400, "logprobs", "invalid_type"},  // chat's form
+      // Integers beyond int64 (nlohmann keeps them unsigned) are out of range, never wrapped.
+      {C, R"({"prompt": "x", "max_tokens": 9223372036854775808})", 400, "max_tokens", "invalid_value"},
+      {C, R"({"prompt": "x", "n": 18446744073709551615})", 400, "n", "invalid_value"},
+      {C, R"({"prompt": "x", "top_k": 18446744073709551615})", 400, "top_k", "invalid_value"},
+      {C, R"({"prompt": [1, 18446744073709551615]})", 400, "prompt", "invalid_value"},
+      {C, R"({"prompt": [[1], []]})", 400, "prompt", "invalid_value"},
+      {C, R"({"prompt": "x", "stop": [9999]})", 400, "stop", "invalid_value"},
       {C, R"({"prompt": "x", "stop": ""})", 400, "stop", "invalid_value"},
       {C, R"({"prompt": "x", "stop": [true]})", 400, "stop", "invalid_type"},
       {C, R"({"prompt": "x", "stream": "yes"})", 400, "stream", "invalid_type"},
@@ -201,6 +210,14 @@ TEST(OpenAiApi, ErrorsCarryStatusParamAndCode) {
   EXPECT_NE(e.body.find(R"("param":null)"), std::string::npos) << e.body;
   e = failure(f.completion(R"({"prompt": "x", "max_tokens": 63})"));
   EXPECT_EQ(e.message, "the prompt of 2 tokens + max_tokens 63 is above the context of 64 tokens");
+  // Messages name the element and give the number as sent.
+  EXPECT_EQ(failure(f.completion(R"({"prompt": "x", "max_tokens": 18446744073709551615})")).message,
+            "max_tokens 18446744073709551615 is out of range (at most 2^63 - 1)");
+  EXPECT_EQ(failure(f.completion(R"({"prompt": [1, 18446744073709551615]})")).message,
+            "prompt[1] is token id 18446744073709551615, outside the vocabulary [0, 300)");
+  EXPECT_EQ(failure(f.completion(R"({"prompt": "x", "stop": ["a", 9999]})")).message,
+            "stop[1] is token id 9999, outside the vocabulary [0, 300)");
+  EXPECT_EQ(failure(f.completion(R"({"prompt": [[1], []]})")).message, "prompt[1] is empty (no token ids)");
 }
 
 }  // namespace

@@ -127,9 +127,11 @@ static int compileONNX(StringRef input, StringRef output, DialectRegistry &regis
   // Mode generate: one sequence of positions, from which colossal-generate derives the steps.
   if (spec.generate)
     importOptions.tokenRows = spec.generate->importTokens();
+  bool nodeError = false; // the import failed at a node (not at the file, an input, ...)
+  importOptions.failedAtNode = &nodeError;
   OwningOpRef<ModuleOp> module = colossal::importONNX(input, importOptions, context);
   if (!module) {
-    if (spec.generate) {
+    if (spec.generate && nodeError) { // a node's shapes failed at the imported length
       int64_t step = 1;
       while (step < spec.generate->maxBatchTokens)
         step *= 2;

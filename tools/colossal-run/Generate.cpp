@@ -427,6 +427,7 @@ int generateMain(const LoadedPlan &plan, Device &device, CommContext &comm, cons
     if (ec) return fail("--timings " + timingsPath + ": " + ec.message());
     file << llvm::json::Value(llvm::json::Object{{"wall_s", seconds}, {"requests", std::move(requests)}}) << "\n";
   }
+  llvm::outs().flush(); // the text (and its final newline) before the summary on a shared terminal
   llvm::errs() << "generate: " << jobs.size() << (jobs.size() == 1 ? " request, " : " requests, ") << generated
                << " tokens in " << sched.numSteps() << " steps (" << sched.numPreemptions() << " preemptions), "
                << llvm::format("%.1f", seconds > 0 ? generated / seconds : 0.0) << " tokens/s\n";

@@ -166,8 +166,8 @@ cl::opt<std::string> onNonFinite("on-nonfinite",
                                           "an error naming the step) or skip (leave the state as it was, go on)"),
                                  cl::value_desc("stop|skip"), cl::init("stop"), cl::cat(trainCategory));
 cl::opt<uint64_t> seed("seed",
-                       cl::desc("sample: seeds temperature sampling; train: seeds train.inputs' RNG draws and --shuffle "
-                                "(recorded in checkpoints)"),
+                       cl::desc("sample, generate: seeds temperature sampling (a request's own seed wins); train: "
+                                "seeds train.inputs' RNG draws and --shuffle (recorded in checkpoints)"),
                        cl::init(0), cl::cat(trainCategory));
 cl::opt<bool> shuffle("shuffle", cl::desc("train.inputs: read the npy rows in a per-epoch permutation by --seed"),
                       cl::cat(trainCategory));

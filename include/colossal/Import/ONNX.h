@@ -24,6 +24,9 @@ struct ImportOptions {
   /// inputValues leave unbound (token ids, position ids) is imported as [1, tokenRows], one
   /// sequence of tokenRows positions; a dim the model fixes keeps its size. 0: off.
   int64_t tokenRows = 0;
+  /// When set, importONNX sets *failedAtNode when its error names a node (a node whose shapes
+  /// fail), as opposed to a file-, input- or initializer-level error.
+  bool *failedAtNode = nullptr;
 };
 
 /// Imports an ONNX model (opsets 7..21, default domain) into a module holding `func.func @forward`

@@ -801,8 +801,15 @@ LogicalResult GraphImporter::importInputs() {
           dims += (dims.empty() ? "'" : ", '") +
                   (tt.shape().dim(i).dim_param().empty() ? "?" : tt.shape().dim(i).dim_param()) +
                   "'";
-      fileError("input '" + name + "' has dynamic dims " + dims +
-                "; bind them with the spec's inputs, e.g. inputs: {" + name + ": [...]}");
+      if (options.tokenRows > 0) // mode generate: the spec has no inputs: to bind them with
+        fileError("input '" + name + "' has dynamic dims " + dims +
+                  ": mode generate feeds a decoder its token ids (one integer input [batch, "
+                  "sequence]) and optionally position_ids; other inputs (an attention mask, "
+                  "images) are not supported: bind them with the spec's values: or export the "
+                  "model without them");
+      else
+        fileError("input '" + name + "' has dynamic dims " + dims +
+                  "; bind them with the spec's inputs, e.g. inputs: {" + name + ": [...]}");
       return failure();
     }
     values[name] = body->addArgument(type, NameLoc::get(b.getStringAttr(name)));
@@ -844,6 +851,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
                    << (nodeOpset ? ", opset " + std::to_string(nodeOpset) : std::string())
                    << "): " << msg << "\n";
     failed_ = true;
+    if (options.failedAtNode)
+      *options.failedAtNode = true;
     return failure();
   };
   if (!node.domain().empty() && node.domain() != "ai.onnx" && !training)
