@@ -295,6 +295,9 @@ TEST(Pool, MatchesNaive) {
     checkPool(kind, {1, 2, 9, 9}, {{2, 3}, {1, 2}, {2, 2}, {0, 1, 1, 0}}, false, false);
     checkPool(kind, {1, 1, 4, 5, 6}, {{2, 2, 3}, {2, 1, 2}, {1, 1, 1}, {0, 0, 1, 1, 0, 1}}, true, false);
   }
+  // Many output rows over two threads (MobileNetV3's 2×2 stride-2 pool), and a dilated padded one.
+  checkPool("max", {8, 16, 24, 96}, {{2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}}, false, false);
+  checkPool("max", {2, 5, 17, 33}, {{3, 3}, {2, 1}, {2, 1}, {2, 1, 1, 2}}, true, false);
   checkPool("avg", {1, 2, 7, 8}, {{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, true, true);
   checkPool("avg", {1, 3, 6, 6}, {{3, 3}, {1, 1}, {1, 1}, {2, 2, 2, 2}}, false, true);
 }
@@ -313,6 +316,25 @@ TEST(Pool, MaxUint8AndColumnMajorIndices) {
                           windowAttrs(g).ints("kernel_shape", g.k).i("storage_order", 1)));
   EXPECT_EQ(idx.data<int64_t>()[0], 1);  // (h=1, w=0): w·H + h
   EXPECT_EQ(idx.data<int64_t>()[1], 2);  // (h=0, w=1)
+}
+
+TEST(Pool, MaxIsNaNWhereAWindowHoldsANaNAndEqualsTheIndicesKernel) {
+  std::mt19937 rng(5);
+  HostTensor x = randomF32({2, 3, 9, 10}, rng, -2, 2);
+  x.data<float>()[17] = NAN;
+  x.data<float>()[200] = -INFINITY;
+  Geo g{{3, 2}, {2, 2}, {1, 1}, {1, 0, 1, 1}};
+  HostTensor y(DType::F32, {2, 3, 5, 5}), y2(DType::F32, {2, 3, 5, 5}), idx(DType::I64, {2, 3, 5, 5});
+  Attrs a = windowAttrs(g).ints("kernel_shape", g.k);
+  ASSERT_NO_ERR(runKernel("pool", {&x}, {&y}, a.s("kind", "max")));
+  ASSERT_NO_ERR(runKernel("max_pool_with_indices", {&x}, {&y2, &idx}, windowAttrs(g).ints("kernel_shape", g.k)));
+  int nans = 0;
+  for (int64_t e = 0; e < y.numel(); ++e) {
+    const float a1 = y.data<float>()[e], a2 = y2.data<float>()[e];
+    nans += std::isnan(a1);
+    EXPECT_TRUE((std::isnan(a1) && std::isnan(a2)) || a1 == a2) << e << ": " << a1 << " vs " << a2;
+  }
+  EXPECT_GT(nans, 0);  // x[17] (plane 0, row 1, col 7) lies in some window
 }
 
 TEST(MaxUnpool, PlacesIntoLargerOutput) {

@@ -142,6 +142,53 @@ template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_
   });
 }
 
+/// The taps [lo, hi) of a window starting at input index `start` (stride·o − padBegin) that fall
+/// inside [0, in): forEachWindow's rule for one dim.
+inline void tapRange(int64_t start, int64_t k, int64_t dil, int64_t in, int64_t &lo, int64_t &hi) {
+  const int64_t t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const int64_t t1 = start >= in ? 0 : std::min<int64_t>(k, (in - start + dil - 1) / dil);
+  lo = t0;
+  hi = std::max(t0, t1);
+}
+
+/// maxPool without indices: the same values (each window's maximum, NaN winning, lowest() for
+/// a window with no tap inside), computed row by row of the output with the window's taps
+/// clipped once per row and per column instead of per output element (no divisions, no argmax
+/// bookkeeping). Parallel over the planes' output rows.
+template <typename T> void maxPoolValues(const KernelCall &c, const Window3 &w) {
+  using Tr = MaxTraits<T>;
+  const T *x = c.inputs[0].as<const T>();
+  T *y = c.outputs[0].as<T>();
+  const int64_t planes = c.inputs[0].shape[0] * c.inputs[0].shape[1], S = w.inSize();
+  const int64_t rowsPerPlane = w.out[0] * w.out[1], cols = w.out[2];
+  parallelFor(planes * rowsPerPlane, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t p = r / rowsPerPlane, o0 = (r % rowsPerPlane) / w.out[1], o1 = r % w.out[1];
+      const T *xp = x + p * S;
+      T *yr = y + r * cols;
+      const int64_t s0 = o0 * w.stride[0] - w.padBegin[0], s1 = o1 * w.stride[1] - w.padBegin[1];
+      int64_t lo0, hi0, lo1, hi1;
+      tapRange(s0, w.k[0], w.dil[0], w.in[0], lo0, hi0);
+      tapRange(s1, w.k[1], w.dil[1], w.in[1], lo1, hi1);
+      for (int64_t o2 = 0; o2 < cols; ++o2) {
+        const int64_t s2 = o2 * w.stride[2] - w.padBegin[2];
+        int64_t lo2, hi2;
+        tapRange(s2, w.k[2], w.dil[2], w.in[2], lo2, hi2);
+        typename Tr::Acc best = Tr::lowest();
+        for (int64_t t0 = lo0; t0 < hi0; ++t0)
+          for (int64_t t1 = lo1; t1 < hi1; ++t1) {
+            const T *row = xp + ((s0 + t0 * w.dil[0]) * w.in[1] + s1 + t1 * w.dil[1]) * w.in[2] + s2;
+            for (int64_t t2 = lo2; t2 < hi2; ++t2) {
+              const typename Tr::Acc v = Tr::load(row[t2 * w.dil[2]]);
+              if (v > best || (v != v && best == best)) best = v;
+            }
+          }
+        yr[o2] = Tr::store(best);
+      }
+    }
+  });
+}
+
 /// The divisor of average pooling for window `idx`: its taps inside the input, or with
 /// `includePad` those inside the padded input [−padBegin, in + padEnd).
 int64_t windowCount(const Window3 &w, const int64_t *idx, const int64_t *lo, const int64_t *hi, bool includePad) {
@@ -205,11 +252,11 @@ llvm::Error runPool(const KernelCall &c) {
   else if (kind == "lp") floatPool<Kind::Lp>(c, w);
   else
     switch (c.inputs[0].dtype) {
-    case DType::F32: maxPool<float>(c, w, nullptr, false); break;
-    case DType::F64: maxPool<double>(c, w, nullptr, false); break;
-    case DType::F16: maxPool<F16>(c, w, nullptr, false); break;
-    case DType::I8: maxPool<int8_t>(c, w, nullptr, false); break;
-    case DType::U8: maxPool<uint8_t>(c, w, nullptr, false); break;
+    case DType::F32: maxPoolValues<float>(c, w); break;
+    case DType::F64: maxPoolValues<double>(c, w); break;
+    case DType::F16: maxPoolValues<F16>(c, w); break;
+    case DType::I8: maxPoolValues<int8_t>(c, w); break;
+    case DType::U8: maxPoolValues<uint8_t>(c, w); break;
     default: return kernelError("max pooling of " + dtypeName(c.inputs[0].dtype) + " is not implemented");
     }
   return llvm::Error::success();
