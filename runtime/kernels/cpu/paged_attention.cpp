@@ -99,6 +99,11 @@ inline float sumLanes(__m512 v) {
 inline __mmask16 tailMask(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
 #endif
 
+/// Prefetches the cache lines of n floats at p into L1 (a KV row of the next block).
+inline void prefetchRow(const float *p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+}
+
 /// out[r] = q_r · k over n floats for R query rows (q_r = q + r·qStride), sharing the loads of k:
 /// lane i of row r sums the products at indices ≡ i (mod 16) in index order, then sumLanes. Row r's
 /// result is the same bits for every R.
@@ -338,42 +343,61 @@ struct RowArgs {
   int64_t scoreStride, accStride;
 };
 
+#if defined(__AVX512F__)
+/// weightedValues for the NV ≤ 4 vectors of output columns [c0, c0 + width): R × NV accumulators
+/// that stay in registers over all keys (NV a constant, so the loops unroll; with it a runtime
+/// count GCC kept them on the stack, a store-to-load round trip per key and row).
+template <int R, bool SamePosition, int NV>
+void weightedColumns(const RowArgs &a, int64_t p0, const CacheDims &d, const float *inv, int64_t c0, int64_t width) {
+  const int64_t last = SamePosition ? p0 + 1 : p0 + R;
+  auto visible = [&](int64_t j, int r) { return SamePosition || j <= p0 + r; };
+  __mmask16 mask[NV];
+  for (int v = 0; v < NV; ++v) mask[v] = tailMask(width - v * kLanes);
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
+    const float *vb = a.vCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.Dv + c0;
+    const float *vNext =
+        j0 + d.BS < last ? a.vCache + (int64_t(a.table[b + 1]) * d.Hkv + a.hk) * d.BS * d.Dv + c0 : nullptr;
+    for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
+      if (vNext) prefetchRow(vNext + (j - j0) * d.Dv, width);
+      __m512 vv[NV];
+      for (int v = 0; v < NV; ++v) vv[v] = _mm512_maskz_loadu_ps(mask[v], vb + (j - j0) * d.Dv + v * kLanes);
+      for (int r = 0; r < R; ++r) {
+        if (!visible(j, r)) continue;
+        const __m512 w = _mm512_set1_ps(a.scores[r * a.scoreStride + j]);
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m512 s = _mm512_set1_ps(inv[r]);
+    for (int v = 0; v < NV; ++v)
+      _mm512_mask_storeu_ps(a.y + r * a.yStride + c0 + v * kLanes, mask[v], _mm512_mul_ps(acc[r][v], s));
+  }
+}
+#endif
+
 /// y_r = inv_r · Σ_{j <= p0 + r} w_rj · v_j for R rows (w_r = a.scores row r), accumulated per
 /// output element over keys in position order, one fused multiply-add per key. SamePosition: the
 /// R rows all sit at p0 (query heads of one KV group), so each sums over j <= p0.
 template <int R, bool SamePosition = false>
 void weightedValues(const RowArgs &a, int64_t p0, const CacheDims &d, const float *inv) {
-  const int64_t last = SamePosition ? p0 + 1 : p0 + R;
-  auto visible = [&](int64_t j, int r) { return SamePosition || j <= p0 + r; };
 #if defined(__AVX512F__)
-  // 64 output columns at a time: R × 4 accumulators in registers over all keys.
+  // 64 output columns at a time (the last block maybe fewer), in registers over all keys.
   for (int64_t c0 = 0; c0 < d.Dv; c0 += 4 * kLanes) {
     const int64_t width = std::min<int64_t>(4 * kLanes, d.Dv - c0);
-    const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
-    __mmask16 mask[4];
-    for (int v = 0; v < 4; ++v) mask[v] = v < nv ? tailMask(width - v * kLanes) : 0;
-    __m512 acc[R][4];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
-    for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
-      const float *vb = a.vCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.Dv + c0;
-      for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
-        __m512 vv[4];
-        for (int v = 0; v < nv; ++v) vv[v] = _mm512_maskz_loadu_ps(mask[v], vb + (j - j0) * d.Dv + v * kLanes);
-        for (int r = 0; r < R; ++r) {
-          if (!visible(j, r)) continue;
-          const __m512 w = _mm512_set1_ps(a.scores[r * a.scoreStride + j]);
-          for (int v = 0; v < nv; ++v) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_set1_ps(inv[r]);
-      for (int v = 0; v < nv; ++v)
-        _mm512_mask_storeu_ps(a.y + r * a.yStride + c0 + v * kLanes, mask[v], _mm512_mul_ps(acc[r][v], s));
+    switch ((width + kLanes - 1) / kLanes) {
+    case 1: weightedColumns<R, SamePosition, 1>(a, p0, d, inv, c0, width); break;
+    case 2: weightedColumns<R, SamePosition, 2>(a, p0, d, inv, c0, width); break;
+    case 3: weightedColumns<R, SamePosition, 3>(a, p0, d, inv, c0, width); break;
+    default: weightedColumns<R, SamePosition, 4>(a, p0, d, inv, c0, width); break;
     }
   }
 #else
+  const int64_t last = SamePosition ? p0 + 1 : p0 + R;
+  auto visible = [&](int64_t j, int r) { return SamePosition || j <= p0 + r; };
   for (int r = 0; r < R; ++r) std::fill(a.acc + r * a.accStride, a.acc + r * a.accStride + d.Dv, 0.0f);
   for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
     const float *v = a.vCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.Dv;
@@ -403,8 +427,12 @@ template <int R, bool SamePosition = false> void attendRows(const RowArgs &a, in
   const int64_t shared = p0 + 1, last = SamePosition ? shared : p0 + R;  // keys seen by all rows; by the last row
   for (int64_t j0 = 0, b = 0; j0 < last; j0 += d.BS, ++b) {
     const float *k = a.kCache + (int64_t(a.table[b]) * d.Hkv + a.hk) * d.BS * d.D;
+    // The next block is elsewhere in the pool (the hardware prefetcher cannot guess it): each key
+    // row prefetches the same row of the next block, a block ahead of its use.
+    const float *kNext = j0 + d.BS < last ? a.kCache + (int64_t(a.table[b + 1]) * d.Hkv + a.hk) * d.BS * d.D : nullptr;
     for (int64_t j = j0; j < std::min(j0 + d.BS, last); ++j) {
       const float *kj = k + (j - j0) * d.D;
+      if (kNext) prefetchRow(kNext + (j - j0) * d.D, d.D);
       float out[R];
       if (j < shared) {
         dots<R>(a.q, a.qStride, kj, d.D, out);
