@@ -73,11 +73,18 @@ def main():
         sys.exit(1)
     if rows[-1]["step"] % a.every and "eval_loss" not in rows[-1]:
         show(rows[-1], force=True)
-    k = max(1, len(rows) // 10)
-    first = sum(r["loss"] for r in rows[:k]) / k
-    last = sum(r["loss"] for r in rows[-k:]) / k
-    print(f"loss: {rows[0]['loss']:.4f} at step 0 -> {rows[-1]['loss']:.4f} at step {rows[-1]['step']} "
-          f"(mean of the first {k} steps {first:.4f}, of the last {k} {last:.4f})")
+    # A non-finite loss is written as null (docs/training.md): the summary leaves those steps out.
+    finite = [r for r in rows if r.get("loss") is not None]
+    if not finite:
+        print(f"loss: no finite loss in {len(rows)} steps")
+        return
+    k = max(1, len(finite) // 10)
+    first = sum(r["loss"] for r in finite[:k]) / k
+    last = sum(r["loss"] for r in finite[-k:]) / k
+    skipped = len(rows) - len(finite)
+    print(f"loss: {finite[0]['loss']:.4f} at step {finite[0]['step']} -> {finite[-1]['loss']:.4f} at step "
+          f"{finite[-1]['step']} (mean of the first {k} finite steps {first:.4f}, of the last {k} {last:.4f})"
+          + (f"; {skipped} step(s) with a non-finite loss left out" if skipped else ""))
 
 
 if __name__ == "__main__":

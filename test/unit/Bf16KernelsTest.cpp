@@ -11,6 +11,7 @@
 #include "TestUtil.h"
 
 #include "colossal/runtime/DType.h"
+#include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/GemmBf16.h"
 
 #include <cmath>
@@ -104,7 +105,7 @@ class Bf16Gemm : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override {
     setenv("COLOSSAL_BF16_GEMM", GetParam(), 1);
-    if (std::strcmp(GetParam(), "onednn") == 0 && !cpu::useOneDnnBf16Gemm())
+    if (std::strcmp(GetParam(), "onednn") == 0 && !cpu::oneDnnBf16Available())
       GTEST_SKIP() << "no oneDNN bf16 matmul here: " << cpu::bf16GemmChoice();
     ASSERT_NE(std::string(cpu::bf16GemmChoice()).find(GetParam()), std::string::npos) << cpu::bf16GemmChoice();
   }
@@ -185,6 +186,15 @@ TEST(Bf16, AttentionAndItsGrad) {
     for (int64_t i = 0; i < got->numel(); ++i)  // rounded once, to nearest even
       EXPECT_EQ(got->data<uint16_t>()[i], floatToBfloat16(want->data<float>()[i])) << i;
   }
+}
+
+TEST(Bf16, AnUnknownBf16GemmPathIsAnError) {
+  if (std::string(cpu::gemmBackendName()) != "onednn") GTEST_SKIP() << "built without oneDNN: bf16 always widens";
+  HostTensor a(DType::BF16, {2, 3}), b(DType::BF16, {3, 4}), y(DType::F32, {2, 4});
+  setenv("COLOSSAL_BF16_GEMM", "bogus", 1);
+  const std::string msg = errorMessage(runKernel("matmul", {&a, &b}, {&y}));
+  unsetenv("COLOSSAL_BF16_GEMM");
+  EXPECT_NE(msg.find("COLOSSAL_BF16_GEMM=bogus: must be onednn or widen"), std::string::npos) << msg;
 }
 
 TEST(Bf16, DTypeErrors) {

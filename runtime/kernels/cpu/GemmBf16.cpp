@@ -78,21 +78,36 @@ CpuChoice cpuChoice() {
 
 }  // namespace
 
-bool useOneDnnBf16Gemm() {
+bool oneDnnBf16Available() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+llvm::Expected<bool> useOneDnnBf16Gemm() {
   if (const char *env = std::getenv("COLOSSAL_BF16_GEMM")) {
     if (std::strcmp(env, "widen") == 0) return false;
     if (std::strcmp(env, "onednn") == 0) {
-      const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-      return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+      if (!oneDnnBf16Available())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "COLOSSAL_BF16_GEMM=onednn: this CPU has no AVX512-BF16 (oneDNN "
+                                       "would emulate it); unset it or use widen");
+      return true;
     }
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   std::string("COLOSSAL_BF16_GEMM=") + env +
+                                       ": must be onednn or widen (unset: the CPU's choice, " + cpuChoice().why +
+                                       ")");
   }
   return cpuChoice().onednn;
 }
 
 const char *bf16GemmChoice() {
-  if (const char *env = std::getenv("COLOSSAL_BF16_GEMM"))
-    if (std::strcmp(env, "widen") == 0 || std::strcmp(env, "onednn") == 0)
-      return useOneDnnBf16Gemm() ? "onednn (COLOSSAL_BF16_GEMM)" : "widen (COLOSSAL_BF16_GEMM)";
+  if (const char *env = std::getenv("COLOSSAL_BF16_GEMM")) {
+    if (std::strcmp(env, "widen") == 0) return "widen (COLOSSAL_BF16_GEMM)";
+    if (std::strcmp(env, "onednn") == 0)
+      return oneDnnBf16Available() ? "onednn (COLOSSAL_BF16_GEMM)" : "invalid (COLOSSAL_BF16_GEMM=onednn without AVX512-BF16)";
+    return "invalid (COLOSSAL_BF16_GEMM is neither onednn nor widen)";
+  }
   return cpuChoice().why;
 }
 
@@ -186,7 +201,15 @@ const char *oneDnnBf16GemmImpl(const OneDnnBf16Gemm &g) { return g.impl; }
 #else  // built with OpenBLAS: every bf16 contraction widens
 
 namespace colossal::runtime::cpu {
-bool useOneDnnBf16Gemm() { return false; }
+bool oneDnnBf16Available() { return false; }
+llvm::Expected<bool> useOneDnnBf16Gemm() {
+  if (const char *env = std::getenv("COLOSSAL_BF16_GEMM"))
+    if (std::strcmp(env, "widen") != 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     std::string("COLOSSAL_BF16_GEMM=") + env +
+                                         ": this build has no oneDNN (COLOSSAL_GEMM_BACKEND=openblas); only widen");
+  return false;
+}
 const char *bf16GemmChoice() { return "widen (built without oneDNN)"; }
 }  // namespace colossal::runtime::cpu
 

@@ -24,10 +24,14 @@
 
 namespace colossal::runtime::cpu {
 
-/// Whether bf16 contractions go through oneDNN's primitive (see above): reads
-/// COLOSSAL_BF16_GEMM on each call (so a test can switch it before binding a kernel), else the
-/// CPU's choice. Always false without oneDNN or without AVX512-BF16.
-bool useOneDnnBf16Gemm();
+/// Whether this CPU (and build) can run oneDNN's bf16 primitive natively (AVX512-BF16 or AMX).
+bool oneDnnBf16Available();
+
+/// Whether bf16 contractions go through oneDNN's primitive (see above): COLOSSAL_BF16_GEMM when
+/// set (read on each call, so a test can switch it before binding a kernel), else the CPU's
+/// choice. Errors: COLOSSAL_BF16_GEMM is neither onednn nor widen, or is onednn where
+/// oneDNNBf16Available() is false.
+llvm::Expected<bool> useOneDnnBf16Gemm();
 
 /// What useOneDnnBf16Gemm() chose and why ("onednn (AMD Zen 4+ AVX512-BF16)", "widen (...)"),
 /// for tests and benchmark reports.

@@ -75,8 +75,10 @@ struct Bf16Product {
 /// op(A) [M,K] · op(B) [K,N] with row strides lda, ldb and N.
 llvm::Error prepareBf16Product(KernelCall &c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
                                int64_t ldb, float alpha, bool accumulate) {
-  if (c.inputs[0].dtype != DType::BF16 || M == 0 || N == 0 || K == 0 || !useOneDnnBf16Gemm())
-    return llvm::Error::success();
+  if (c.inputs[0].dtype != DType::BF16 || M == 0 || N == 0 || K == 0) return llvm::Error::success();
+  llvm::Expected<bool> onednn = useOneDnnBf16Gemm();
+  if (!onednn) return onednn.takeError();
+  if (!*onednn) return llvm::Error::success();
   auto g = createOneDnnBf16Gemm(ta, tb, M, N, K, lda, ldb, N, alpha, accumulate, c.outputs[0].dtype == DType::BF16);
   if (!g) return g.takeError();
   c.state = std::make_shared<Bf16Product>(Bf16Product{std::move(*g)});
