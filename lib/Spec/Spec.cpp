@@ -698,8 +698,27 @@ Expected<Spec> parseSpecFile(StringRef path) {
     if (!out->empty())
       return;
     raw_string_ostream os(*out);
-    os << d.getFilename() << ":" << d.getLineNo() << ":" << (d.getColumnNo() + 1) << ": "
-       << d.getMessage();
+    os << d.getFilename() << ":" << d.getLineNo() << ":" << (d.getColumnNo() + 1) << ": ";
+    // yaml::Input's value errors ("not a mapping", "invalid number") do not say whose value: the
+    // key is the last `name:` before the value on its line.
+    StringRef msg = d.getMessage();
+    if (msg == "not a mapping" || msg == "not a sequence" || msg == "invalid number" ||
+        msg == "invalid boolean" || msg.starts_with("invalid hex")) {
+      StringRef before = d.getLineContents().take_front(d.getColumnNo());
+      size_t colon = before.rfind(':');
+      if (colon != StringRef::npos) {
+        StringRef key = before.take_front(colon).rtrim();
+        size_t start = key.find_last_of(" {,[-");
+        key = (start == StringRef::npos ? key : key.drop_front(start + 1)).trim();
+        if (!key.empty()) {
+          os << "'" << key << "': " << msg;
+          if (msg == "not a mapping")
+            os << " (it takes a mapping, e.g. " << key << ": {...}; docs/spec.md)";
+          return;
+        }
+      }
+    }
+    os << msg;
   };
   // The document must be one YAML mapping (yaml::Input assumes a mapping at the root).
   {
