@@ -6,8 +6,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "ConvOneDnn.h"
-
-#include <dnnl.h>
+#include "OneDnn.h"
 
 #include <algorithm>
 #include <string>
@@ -15,27 +14,6 @@
 namespace colossal::runtime::cpu {
 
 namespace {
-
-llvm::Error dnnlError(dnnl_status_t st, const char *what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 std::string("oneDNN ") + what + " failed (status " + std::to_string(int(st)) + ")");
-}
-
-#define DNNL_TRY(call, what)                                                                    \
-  do {                                                                                          \
-    dnnl_status_t st_ = (call);                                                                 \
-    if (st_ != dnnl_success) return dnnlError(st_, what);                                       \
-  } while (0)
-
-/// One CPU engine for the process (oneDNN engines are thread-safe and cheap to share).
-dnnl_engine_t cpuEngine() {
-  static dnnl_engine_t engine = [] {
-    dnnl_engine_t e = nullptr;
-    if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success) e = nullptr;
-    return e;
-  }();
-  return engine;
-}
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #if defined(COLOSSAL_GEMM_ONEDNN)
-#include <dnnl.h>
+#include "OneDnn.h"
 
 #include <cpuid.h>
 
@@ -25,26 +25,6 @@
 namespace colossal::runtime::cpu {
 
 namespace {
-
-llvm::Error dnnlError(dnnl_status_t st, const char *what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), std::string("oneDNN bf16 matmul: ") + what +
-                                                                     " failed (status " + std::to_string(int(st)) + ")");
-}
-
-#define DNNL_TRY(call, what)                                                                    \
-  do {                                                                                          \
-    dnnl_status_t st_ = (call);                                                                 \
-    if (st_ != dnnl_success) return dnnlError(st_, what);                                       \
-  } while (0)
-
-dnnl_engine_t cpuEngine() {
-  static dnnl_engine_t engine = [] {
-    dnnl_engine_t e = nullptr;
-    if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success) e = nullptr;
-    return e;
-  }();
-  return engine;
-}
 
 struct CpuChoice {
   bool onednn;
@@ -133,7 +113,7 @@ llvm::Expected<std::shared_ptr<OneDnnBf16Gemm>> createOneDnnBf16Gemm(bool transA
                                                                      int64_t K, int64_t lda, int64_t ldb,
                                                                      int64_t ldc, float alpha, bool accumulate,
                                                                      bool bf16Result) {
-  if (!cpuEngine()) return dnnlError(dnnl_runtime_error, "engine creation");
+  if (!cpuEngine()) return dnnlError(dnnl_runtime_error, "bf16 matmul engine creation");
   auto g = std::make_shared<OneDnnBf16Gemm>();
   dnnl_dims_t aDims = {M, K}, bDims = {K, N}, cDims = {M, N};
   // op(A)[m,k] at A[m·lda + k], or A[k·lda + m] when transposed; the same for B and C.
@@ -141,23 +121,23 @@ llvm::Expected<std::shared_ptr<OneDnnBf16Gemm>> createOneDnnBf16Gemm(bool transA
   dnnl_dims_t bStrides = {transB ? 1 : ldb, transB ? ldb : 1};
   dnnl_dims_t cStrides = {ldc, 1};
   dnnl_memory_desc_t amd, bmd, cmd;
-  DNNL_TRY(dnnl_memory_desc_init_by_strides(&amd, 2, aDims, dnnl_bf16, aStrides), "a desc");
-  DNNL_TRY(dnnl_memory_desc_init_by_strides(&bmd, 2, bDims, dnnl_bf16, bStrides), "b desc");
-  DNNL_TRY(dnnl_memory_desc_init_by_strides(&cmd, 2, cDims, bf16Result ? dnnl_bf16 : dnnl_f32, cStrides), "c desc");
+  DNNL_TRY(dnnl_memory_desc_init_by_strides(&amd, 2, aDims, dnnl_bf16, aStrides), "bf16 matmul a desc");
+  DNNL_TRY(dnnl_memory_desc_init_by_strides(&bmd, 2, bDims, dnnl_bf16, bStrides), "bf16 matmul b desc");
+  DNNL_TRY(dnnl_memory_desc_init_by_strides(&cmd, 2, cDims, bf16Result ? dnnl_bf16 : dnnl_f32, cStrides), "bf16 matmul c desc");
   dnnl_matmul_desc_t md;
-  DNNL_TRY(dnnl_matmul_desc_init(&md, &amd, &bmd, nullptr, &cmd), "descriptor");
+  DNNL_TRY(dnnl_matmul_desc_init(&md, &amd, &bmd, nullptr, &cmd), "bf16 matmul descriptor");
   dnnl_primitive_attr_t attr = nullptr;
-  DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
+  DNNL_TRY(dnnl_primitive_attr_create(&attr), "bf16 matmul attributes");
   dnnl_post_ops_t po = nullptr;
   auto build = [&]() -> llvm::Error {
-    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode");
-    if (alpha != 1.0f) DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "output scale");
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "bf16 matmul scratchpad mode");
+    if (alpha != 1.0f) DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "bf16 matmul output scale");
     if (accumulate) {
-      DNNL_TRY(dnnl_post_ops_create(&po), "post-ops");
-      DNNL_TRY(dnnl_post_ops_append_sum(po, 1.0f), "sum post-op");
-      DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, po), "post-ops");
+      DNNL_TRY(dnnl_post_ops_create(&po), "bf16 matmul post-ops");
+      DNNL_TRY(dnnl_post_ops_append_sum(po, 1.0f), "bf16 matmul sum post-op");
+      DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, po), "bf16 matmul post-ops");
     }
-    DNNL_TRY(dnnl_primitive_desc_create(&g->pd, &md, attr, cpuEngine(), nullptr), "primitive descriptor");
+    DNNL_TRY(dnnl_primitive_desc_create(&g->pd, &md, attr, cpuEngine(), nullptr), "bf16 matmul primitive descriptor");
     return llvm::Error::success();
   };
   llvm::Error e = build();
@@ -165,14 +145,14 @@ llvm::Expected<std::shared_ptr<OneDnnBf16Gemm>> createOneDnnBf16Gemm(bool transA
   dnnl_primitive_attr_destroy(attr);
   if (e) return std::move(e);
   dnnl_primitive_desc_query(g->pd, dnnl_query_impl_info_str, 0, &g->impl);
-  DNNL_TRY(dnnl_primitive_create(&g->prim, g->pd), "primitive creation");
-  DNNL_TRY(dnnl_stream_create(&g->stream, cpuEngine(), dnnl_stream_default_flags), "stream creation");
-  DNNL_TRY(dnnl_memory_create(&g->a, &amd, cpuEngine(), DNNL_MEMORY_NONE), "a memory");
-  DNNL_TRY(dnnl_memory_create(&g->b, &bmd, cpuEngine(), DNNL_MEMORY_NONE), "b memory");
-  DNNL_TRY(dnnl_memory_create(&g->c, &cmd, cpuEngine(), DNNL_MEMORY_NONE), "c memory");
+  DNNL_TRY(dnnl_primitive_create(&g->prim, g->pd), "bf16 matmul primitive creation");
+  DNNL_TRY(dnnl_stream_create(&g->stream, cpuEngine(), dnnl_stream_default_flags), "bf16 matmul stream creation");
+  DNNL_TRY(dnnl_memory_create(&g->a, &amd, cpuEngine(), DNNL_MEMORY_NONE), "bf16 matmul a memory");
+  DNNL_TRY(dnnl_memory_create(&g->b, &bmd, cpuEngine(), DNNL_MEMORY_NONE), "bf16 matmul b memory");
+  DNNL_TRY(dnnl_memory_create(&g->c, &cmd, cpuEngine(), DNNL_MEMORY_NONE), "bf16 matmul c memory");
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(g->pd, dnnl_query_scratchpad_md, 0);
   g->scratchBytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  if (g->scratchBytes) DNNL_TRY(dnnl_memory_create(&g->scratch, smd, cpuEngine(), DNNL_MEMORY_NONE), "scratchpad");
+  if (g->scratchBytes) DNNL_TRY(dnnl_memory_create(&g->scratch, smd, cpuEngine(), DNNL_MEMORY_NONE), "bf16 matmul scratchpad");
   return g;
 }
 
@@ -180,17 +160,17 @@ size_t oneDnnBf16GemmWorkspace(const OneDnnBf16Gemm &g) { return (g.scratchBytes
 
 llvm::Error runOneDnnBf16Gemm(OneDnnBf16Gemm &g, const uint16_t *A, const uint16_t *B, void *C, void *workspace) {
   std::lock_guard<std::mutex> lock(g.mutex);
-  DNNL_TRY(dnnl_memory_set_data_handle(g.a, const_cast<uint16_t *>(A)), "a handle");
-  DNNL_TRY(dnnl_memory_set_data_handle(g.b, const_cast<uint16_t *>(B)), "b handle");
-  DNNL_TRY(dnnl_memory_set_data_handle(g.c, C), "c handle");
+  DNNL_TRY(dnnl_memory_set_data_handle(g.a, const_cast<uint16_t *>(A)), "bf16 matmul a handle");
+  DNNL_TRY(dnnl_memory_set_data_handle(g.b, const_cast<uint16_t *>(B)), "bf16 matmul b handle");
+  DNNL_TRY(dnnl_memory_set_data_handle(g.c, C), "bf16 matmul c handle");
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}};
   int nargs = 3;
   if (g.scratch) {
-    DNNL_TRY(dnnl_memory_set_data_handle(g.scratch, workspace), "scratchpad handle");
+    DNNL_TRY(dnnl_memory_set_data_handle(g.scratch, workspace), "bf16 matmul scratchpad handle");
     args[nargs++] = {DNNL_ARG_SCRATCHPAD, g.scratch};
   }
-  DNNL_TRY(dnnl_primitive_execute(g.prim, g.stream, nargs, args), "execution");
-  DNNL_TRY(dnnl_stream_wait(g.stream), "stream wait");
+  DNNL_TRY(dnnl_primitive_execute(g.prim, g.stream, nargs, args), "bf16 matmul execution");
+  DNNL_TRY(dnnl_stream_wait(g.stream), "bf16 matmul stream wait");
   return llvm::Error::success();
 }
 
