@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace colossal::runtime::cpu {
 namespace {
@@ -145,6 +146,11 @@ template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_
 /// The taps [lo, hi) of a window starting at input index `start` (stride·o − padBegin) that fall
 /// inside [0, in): forEachWindow's rule for one dim.
 inline void tapRange(int64_t start, int64_t k, int64_t dil, int64_t in, int64_t &lo, int64_t &hi) {
+  if (dil == 1) {  // no division (it cost more than the window's loads)
+    lo = start >= 0 ? 0 : std::min(-start, k);
+    hi = std::max(lo, std::min<int64_t>(k, in - start));
+    return;
+  }
   const int64_t t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
   const int64_t t1 = start >= in ? 0 : std::min<int64_t>(k, (in - start + dil - 1) / dil);
   lo = t0;
@@ -174,15 +180,22 @@ template <typename T> void maxPoolValues(const KernelCall &c, const Window3 &w) 
         const int64_t s2 = o2 * w.stride[2] - w.padBegin[2];
         int64_t lo2, hi2;
         tapRange(s2, w.k[2], w.dil[2], w.in[2], lo2, hi2);
-        typename Tr::Acc best = Tr::lowest();
+        using Acc = typename Tr::Acc;
+        Acc best = Tr::lowest();
+        bool nan = false;  // NaN wins: kept aside so that the max itself has no branch
         for (int64_t t0 = lo0; t0 < hi0; ++t0)
           for (int64_t t1 = lo1; t1 < hi1; ++t1) {
             const T *row = xp + ((s0 + t0 * w.dil[0]) * w.in[1] + s1 + t1 * w.dil[1]) * w.in[2] + s2;
             for (int64_t t2 = lo2; t2 < hi2; ++t2) {
-              const typename Tr::Acc v = Tr::load(row[t2 * w.dil[2]]);
-              if (v > best || (v != v && best == best)) best = v;
+              // maxss / a compare-and-select, not a branch: a max over data in no order
+              // mispredicts about half of its branches.
+              const Acc v = Tr::load(row[t2 * w.dil[2]]);
+              best = v > best ? v : best;
+              nan |= v != v;
             }
           }
+        if constexpr (std::is_floating_point_v<Acc>)
+          if (nan) best = std::numeric_limits<Acc>::quiet_NaN();
         yr[o2] = Tr::store(best);
       }
     }
