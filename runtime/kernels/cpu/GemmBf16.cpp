@@ -17,12 +17,15 @@
 
 #include <cpuid.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 
 namespace colossal::runtime::cpu {
+
+bool oneDnnBf16Available() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
 
 namespace {
 
@@ -34,9 +37,8 @@ struct CpuChoice {
 /// The CPU's choice (GemmBf16.h): oneDNN where bf16 dot products outrun f32 FMAs.
 CpuChoice cpuChoice() {
   static const CpuChoice choice = [] {
+    if (!oneDnnBf16Available()) return CpuChoice{false, "widen (no AVX512-BF16)"};
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16)
-      return CpuChoice{false, "widen (no AVX512-BF16)"};
     if ((isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx)
       return CpuChoice{true, "onednn (AMX-BF16)"};
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -58,11 +60,6 @@ CpuChoice cpuChoice() {
 
 }  // namespace
 
-bool oneDnnBf16Available() {
-  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-}
-
 llvm::Expected<bool> useOneDnnBf16Gemm() {
   if (const char *env = std::getenv("COLOSSAL_BF16_GEMM")) {
     if (std::strcmp(env, "widen") == 0) return false;
@@ -82,13 +79,13 @@ llvm::Expected<bool> useOneDnnBf16Gemm() {
 }
 
 const char *bf16GemmChoice() {
-  if (const char *env = std::getenv("COLOSSAL_BF16_GEMM")) {
-    if (std::strcmp(env, "widen") == 0) return "widen (COLOSSAL_BF16_GEMM)";
-    if (std::strcmp(env, "onednn") == 0)
-      return oneDnnBf16Available() ? "onednn (COLOSSAL_BF16_GEMM)" : "invalid (COLOSSAL_BF16_GEMM=onednn without AVX512-BF16)";
-    return "invalid (COLOSSAL_BF16_GEMM is neither onednn nor widen)";
+  if (!std::getenv("COLOSSAL_BF16_GEMM")) return cpuChoice().why;
+  llvm::Expected<bool> onednn = useOneDnnBf16Gemm();
+  if (!onednn) {
+    llvm::consumeError(onednn.takeError());
+    return "invalid COLOSSAL_BF16_GEMM";
   }
-  return cpuChoice().why;
+  return *onednn ? "onednn (COLOSSAL_BF16_GEMM)" : "widen (COLOSSAL_BF16_GEMM)";
 }
 
 class OneDnnBf16Gemm {
@@ -105,7 +102,6 @@ public:
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
   size_t scratchBytes = 0;
-  const char *impl = "";
   std::mutex mutex;  // the memory objects' data handles are set per run
 };
 
@@ -144,7 +140,6 @@ llvm::Expected<std::shared_ptr<OneDnnBf16Gemm>> createOneDnnBf16Gemm(bool transA
   if (po) dnnl_post_ops_destroy(po);
   dnnl_primitive_attr_destroy(attr);
   if (e) return std::move(e);
-  dnnl_primitive_desc_query(g->pd, dnnl_query_impl_info_str, 0, &g->impl);
   DNNL_TRY(dnnl_primitive_create(&g->prim, g->pd), "bf16 matmul primitive creation");
   DNNL_TRY(dnnl_stream_create(&g->stream, cpuEngine(), dnnl_stream_default_flags), "bf16 matmul stream creation");
   DNNL_TRY(dnnl_memory_create(&g->a, &amd, cpuEngine(), DNNL_MEMORY_NONE), "bf16 matmul a memory");
@@ -173,8 +168,6 @@ llvm::Error runOneDnnBf16Gemm(OneDnnBf16Gemm &g, const uint16_t *A, const uint16
   DNNL_TRY(dnnl_stream_wait(g.stream), "bf16 matmul stream wait");
   return llvm::Error::success();
 }
-
-const char *oneDnnBf16GemmImpl(const OneDnnBf16Gemm &g) { return g.impl; }
 
 }  // namespace colossal::runtime::cpu
 

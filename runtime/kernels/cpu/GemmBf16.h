@@ -53,8 +53,6 @@ size_t oneDnnBf16GemmWorkspace(const OneDnnBf16Gemm &g);
 /// (one thread inside a parallel region). `workspace`: oneDnnBf16GemmWorkspace() bytes, 64-byte
 /// aligned. Thread-safe (calls on one object are serialized).
 llvm::Error runOneDnnBf16Gemm(OneDnnBf16Gemm &g, const uint16_t *A, const uint16_t *B, void *C, void *workspace);
-/// oneDNN's name of the implementation ("brg:avx512_core_bf16", ...), for tests and docs.
-const char *oneDnnBf16GemmImpl(const OneDnnBf16Gemm &g);
 
 }  // namespace colossal::runtime::cpu
 

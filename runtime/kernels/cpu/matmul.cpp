@@ -66,11 +66,6 @@ struct F32Views {
 };
 
 #if defined(COLOSSAL_GEMM_ONEDNN)
-/// prepare's oneDNN bf16 product (GemmBf16.h) for one matrix of the contraction, when it has one.
-struct Bf16Product {
-  std::shared_ptr<OneDnnBf16Gemm> gemm;
-};
-
 /// A bf16 · bf16 contraction's oneDNN product into c.state, when GemmBf16.h chooses oneDNN:
 /// op(A) [M,K] · op(B) [K,N] with row strides lda, ldb and N.
 llvm::Error prepareBf16Product(KernelCall &c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
@@ -81,13 +76,13 @@ llvm::Error prepareBf16Product(KernelCall &c, bool ta, bool tb, int64_t M, int64
   if (!*onednn) return llvm::Error::success();
   auto g = createOneDnnBf16Gemm(ta, tb, M, N, K, lda, ldb, N, alpha, accumulate, c.outputs[0].dtype == DType::BF16);
   if (!g) return g.takeError();
-  c.state = std::make_shared<Bf16Product>(Bf16Product{std::move(*g)});
+  c.state = std::move(*g);
   return llvm::Error::success();
 }
 
+/// prepare's oneDNN product of a bf16 contraction (one matrix of it), when it built one.
 OneDnnBf16Gemm *bf16Product(const KernelCall &c) {
-  return c.inputs[0].dtype == DType::BF16 && c.state ? static_cast<Bf16Product *>(c.state.get())->gemm.get()
-                                                     : nullptr;
+  return c.inputs[0].dtype == DType::BF16 ? static_cast<OneDnnBf16Gemm *>(c.state.get()) : nullptr;
 }
 #endif
 
@@ -102,6 +97,15 @@ size_t contractionWorkspace(const KernelCall &c, int) {
 /// GEMMs (small matrices), rather than sequentially with threaded GEMMs.
 bool parallelOverBatch(int64_t M, int64_t N, int64_t K, int64_t nBatch) {
   return 2.0 * M * N * K < 4e6 && nBatch > 1;
+}
+
+/// Whether a matmul's batch folds into M (b has no batch and a's is not broadcast): one GEMM of
+/// [B·M, K]·[K, N].
+bool batchFoldsIntoM(const KernelCall &c) {
+  const TensorRef &A = c.inputs[0], &B = c.inputs[1], &Y = c.outputs[0];
+  const int64_t nBatch = numElements(llvm::ArrayRef<int64_t>(Y.shape).drop_back(2));
+  return numElements(llvm::ArrayRef<int64_t>(B.shape).drop_back(2)) == 1 &&
+         numElements(llvm::ArrayRef<int64_t>(A.shape).drop_back(2)) == nBatch;
 }
 
 llvm::Error verifyMatmul(const KernelCall &c) {
@@ -151,9 +155,7 @@ llvm::Error prepareMatmul(KernelCall &c) {
     const TensorRef &Y = c.outputs[0];
     const int64_t M = Y.shape[Y.rank() - 2], N = Y.shape[Y.rank() - 1], K = A.shape[A.rank() - 1];
     const int64_t nBatch = numElements(llvm::ArrayRef<int64_t>(Y.shape).drop_back(2));
-    const int64_t aBatch = numElements(llvm::ArrayRef<int64_t>(A.shape).drop_back(2));
-    const int64_t bBatch = numElements(llvm::ArrayRef<int64_t>(B.shape).drop_back(2));
-    if (bBatch == 1 && aBatch == nBatch) return prepareBf16Product(c, false, false, nBatch * M, N, K, K, N, 1.0f, false);
+    if (batchFoldsIntoM(c)) return prepareBf16Product(c, false, false, nBatch * M, N, K, K, N, 1.0f, false);
     if (!parallelOverBatch(M, N, K, nBatch)) return prepareBf16Product(c, false, false, M, N, K, K, N, 1.0f, false);
     return llvm::Error::success();
   }
@@ -193,8 +195,7 @@ llvm::Error runMatmul(const KernelCall &c) {
     const uint16_t *a = A.as<const uint16_t>(), *b = B.as<const uint16_t>();
     char *y = static_cast<char *>(Y.data);
     const size_t ySize = dtypeSize(Y.dtype);
-    if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch)
-      return runOneDnnBf16Gemm(*g, a, b, y, c.workspace);
+    if (batchFoldsIntoM(c)) return runOneDnnBf16Gemm(*g, a, b, y, c.workspace);
     for (int64_t i = 0; i < nBatch; ++i) {
       int64_t ao, bo;
       offsets(i, ao, bo);
@@ -210,7 +211,7 @@ llvm::Error runMatmul(const KernelCall &c) {
   // A serving step's matmuls (colossal-generate marks them): rows independent of the batch.
   const auto sgemm = c.attrInt("batch_invariant", 0) ? sgemmRowInvariant : cpu::sgemm;
 
-  if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch) {
+  if (batchFoldsIntoM(c)) {
     if (c.state)  // prepareMatmul's panels of b
       sgemmRowInvariantPanels(nBatch * M, 1.0f, a, K, *static_cast<const PanelB *>(c.state.get()), 0.0f, y, N);
     else

@@ -58,20 +58,27 @@ template <> struct MaxTraits<double> {
   static double store(Acc v) { return v; }
 };
 
+/// The taps [lo, hi) of a window starting at input index `start` (stride·o − padBegin) that fall
+/// inside [0, in) (multiples of the dilation), for one dim.
+inline void tapRange(int64_t start, int64_t k, int64_t dil, int64_t in, int64_t &lo, int64_t &hi) {
+  if (dil == 1) {  // no division (it cost more than the window's loads)
+    lo = start >= 0 ? 0 : std::min(-start, k);
+    hi = std::max(lo, std::min<int64_t>(k, in - start));
+    return;
+  }
+  const int64_t t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const int64_t t1 = start >= in ? 0 : std::min<int64_t>(k, (in - start + dil - 1) / dil);
+  lo = t0;
+  hi = std::max(t0, t1);
+}
+
 /// Calls f(out0, out1, out2, lo[3], hi[3]) for every output position of one plane, where [lo, hi)
 /// are the window's taps (multiples of the dilation) that fall inside the input, per dim.
 template <typename F> void forEachWindow(const Window3 &w, int64_t begin, int64_t end, F &&f) {
   for (int64_t o = begin; o < end; ++o) {
     int64_t idx[3] = {o / (w.out[1] * w.out[2]), (o / w.out[2]) % w.out[1], o % w.out[2]};
     int64_t lo[3], hi[3];
-    for (int d = 0; d < 3; ++d) {
-      int64_t start = idx[d] * w.stride[d] - w.padBegin[d];
-      // first tap t with start + t·dil >= 0, last with start + t·dil < in
-      int64_t t0 = start >= 0 ? 0 : (-start + w.dil[d] - 1) / w.dil[d];
-      int64_t t1 = start >= w.in[d] ? 0 : std::min<int64_t>(w.k[d], (w.in[d] - start + w.dil[d] - 1) / w.dil[d]);
-      lo[d] = t0;
-      hi[d] = std::max(t0, t1);
-    }
+    for (int d = 0; d < 3; ++d) tapRange(idx[d] * w.stride[d] - w.padBegin[d], w.k[d], w.dil[d], w.in[d], lo[d], hi[d]);
     f(o, idx, lo, hi);
   }
 }
@@ -121,6 +128,7 @@ int64_t windowArgmax(const T *xp, const Window3 &w, const int64_t *idx, const in
   return where;
 }
 
+/// max_pool_with_indices: each window's maximum and the flat index of its first maximum.
 template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_t *indices, bool colMajor) {
   using Tr = MaxTraits<T>;
   const T *x = c.inputs[0].as<const T>();
@@ -133,7 +141,6 @@ template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_
       forEachWindow(w, o0, o1, [&](int64_t o, const int64_t *idx, const int64_t *lo, const int64_t *hi) {
         int64_t where = windowArgmax(xp, w, idx, lo, hi);
         y[p * O + o] = where < 0 ? Tr::store(Tr::lowest()) : xp[where];
-        if (!indices) return;
         int64_t i0 = where / (w.in[1] * w.in[2]), i1 = (where / w.in[2]) % w.in[1], i2 = where % w.in[2];
         if (where >= 0 && colMajor) where = (i2 * w.in[1] + i1) * w.in[0] + i0;
         indices[p * O + o] = p * S + std::max<int64_t>(where, 0);
@@ -141,20 +148,6 @@ template <typename T> void maxPool(const KernelCall &c, const Window3 &w, int64_
       b += o1 - o0;
     }
   });
-}
-
-/// The taps [lo, hi) of a window starting at input index `start` (stride·o − padBegin) that fall
-/// inside [0, in): forEachWindow's rule for one dim.
-inline void tapRange(int64_t start, int64_t k, int64_t dil, int64_t in, int64_t &lo, int64_t &hi) {
-  if (dil == 1) {  // no division (it cost more than the window's loads)
-    lo = start >= 0 ? 0 : std::min(-start, k);
-    hi = std::max(lo, std::min<int64_t>(k, in - start));
-    return;
-  }
-  const int64_t t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
-  const int64_t t1 = start >= in ? 0 : std::min<int64_t>(k, (in - start + dil - 1) / dil);
-  lo = t0;
-  hi = std::max(t0, t1);
 }
 
 /// maxPool without indices: the same values (each window's maximum, NaN winning, lowest() for
