@@ -739,18 +739,18 @@ Expected<Spec> parseSpecFile(StringRef path) {
       auto [line, col] = sm.getLineAndColumn(loc);
       return (path + ":" + Twine(line) + ":" + Twine(col) + ": ").str();
     };
+    // A syntax error the parser met on the way explains any refusal below better than it does.
+    auto refuse = [&](const Twine &msg) {
+      return createStringError(inconvertibleErrorCode(), syntax.empty() ? msg.str() : (path + syntax).str());
+    };
     auto doc = stream.begin();
     if (doc == stream.end() || !doc->getRoot() ||
         !llvm::isa<yaml::MappingNode>(doc->getRoot()))
-      return createStringError(inconvertibleErrorCode(),
-                               !syntax.empty() ? path + syntax : path + ": the spec must be a YAML mapping with at least `mode:` "
-                                      "(e.g. `mode: inference`)");
+      return refuse(path + ": the spec must be a YAML mapping with at least `mode:` (e.g. `mode: inference`)");
     if (++doc != stream.end() && doc->getRoot() && !llvm::isa<yaml::NullNode>(doc->getRoot()))
-      return createStringError(inconvertibleErrorCode(),
-                               !syntax.empty() ? path + syntax
-                                               : at(doc->getRoot()) + "the spec must be a single YAML document");
+      return refuse(at(doc->getRoot()) + "the spec must be a single YAML document");
     if (stream.failed())
-      return createStringError(inconvertibleErrorCode(), path + (syntax.empty() ? ": invalid YAML" : syntax));
+      return refuse(path + ": invalid YAML");
   }
   RawSpec raw;
   {
