@@ -3,9 +3,29 @@
 
 #include "llvm/Support/FileSystem.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <vector>
 
 namespace colossal::runtime {
+
+std::string serializePlan(const plan::Plan &plan) {
+  plan::Plan body = plan;
+  body.clear_plan_hash();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    body.SerializeToCodedStream(&coded);
+  }
+  const uint64_t hash = fnv1a64(bytes.data(), bytes.size());
+  bytes += '\xF9';  // (63 << 3) | 1 (fixed64) as a varint
+  bytes += '\x03';
+  for (int i = 0; i < 8; ++i) bytes += static_cast<char>((hash >> (8 * i)) & 0xff);
+  return bytes;
+}
 
 uint64_t fnv1a64(const void *data, size_t size, uint64_t hash) {
   constexpr uint64_t kPrime = 0x100000001b3ULL;

@@ -804,19 +804,29 @@ llvm::Expected<std::unique_ptr<LoadedPlan>> loadPlan(llvm::StringRef path, const
   loaded->path = path.str();
   if ((*buf)->getBufferSize() == 0)
     return fail(path + ": the plan file is empty (an interrupted copy?)");
+  // serializePlan's trailer: the FNV-1a 64 of every byte before it (a flipped byte can parse).
+  const size_t planBytes = (*buf)->getBufferSize();
+  const auto *bytes = reinterpret_cast<const unsigned char *>((*buf)->getBufferStart());
+  const bool onnx = llvm::StringRef(path).ends_with_insensitive(".onnx");
+  const std::string onnxHint =
+      onnx ? "; an ONNX model is compiled into a plan first: colossal-opt MODEL.onnx --spec SPEC.yaml -o MODEL.cplan" : "";
+  if (planBytes < kPlanHashTrailerBytes || bytes[planBytes - 10] != 0xF9 || bytes[planBytes - 9] != 0x03)
+    return fail(path + ": not a valid plan file (no plan checksum at its end: truncated, another file, or "
+                       "written by an older colossal-opt: recompile it)" + onnxHint);
+  uint64_t recorded = 0;
+  for (int i = 0; i < 8; ++i) recorded |= uint64_t(bytes[planBytes - 8 + i]) << (8 * i);
+  const uint64_t actual = fnv1a64(bytes, planBytes - kPlanHashTrailerBytes);
+  if (actual != recorded)
+    return fail(path + ": the plan is corrupt: its bytes hash to " + llvm::utohexstr(actual) + ", not the " +
+                llvm::utohexstr(recorded) + " recorded at its end (recompile it with colossal-opt)");
   bool parsed = false;
-  if ((*buf)->getBufferSize() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+  if (planBytes <= static_cast<size_t>(std::numeric_limits<int>::max())) {
     // A file that is not a plan (an .onnx given by mistake) makes protobuf log its own
     // "[libprotobuf ERROR ...]" line; the error below says it once, naming the file.
     google::protobuf::LogSilencer quiet;
     parsed = loaded->plan.ParseFromArray((*buf)->getBufferStart(), static_cast<int>((*buf)->getBufferSize()));
   }
-  if (!parsed) {
-    const bool onnx = llvm::StringRef(path).ends_with_insensitive(".onnx");
-    return fail(path + ": not a valid plan file (protobuf parse failed: corrupt or truncated)" +
-                (onnx ? "; an ONNX model is compiled into a plan first: colossal-opt MODEL.onnx --spec SPEC.yaml -o MODEL.cplan"
-                      : ""));
-  }
+  if (!parsed) return fail(path + ": not a valid plan file (protobuf parse failed: corrupt or truncated)" + onnxHint);
   if (llvm::Error e = validatePlan(loaded->plan, path, registry)) return std::move(e);
 
   const plan::Plan &p = loaded->plan;

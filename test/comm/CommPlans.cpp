@@ -65,7 +65,8 @@ plan::Plan makeCollectivePlan(const std::vector<MeshAxis> &mesh, DType dtype,
 
 bool writePlanFile(const plan::Plan &p, const std::string &path) {
   std::ofstream os(path, std::ios::binary);
-  return os && p.SerializeToOstream(&os);
+  const std::string bytes = colossal::runtime::serializePlan(p);
+  return os && os.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace colossal::runtime::testing

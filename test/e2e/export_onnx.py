@@ -42,6 +42,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 
 
+
+def plan_file_bytes(plan):
+    """A plan file as colossal-opt writes it (runtime serializePlan, include/colossal/runtime/Plan.h):
+    the deterministic serialization without plan_hash, then plan_hash (field 63, fixed64) holding
+    the FNV-1a 64 of the bytes before it."""
+    plan.ClearField("plan_hash")
+    body = plan.SerializeToString(deterministic=True)
+    h = 0xcbf29ce484222325
+    for b in body:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return body + b"\xf9\x03" + h.to_bytes(8, "little")
+
 def expect_failure(cmd, needle):
     """Runs CMD, which must exit 1 with one "error: ..." line containing NEEDLE."""
     print("$ " + " ".join(cmd) + "   # must fail", flush=True)
@@ -242,7 +254,7 @@ def check_checkpoint_export(w, model_path, inputs, opt, run_bin, tol, protoc):
         s.shape.extend(v.shape)
         s.init_weight = name if name in weight_keys else first
     with open(plan_path, "wb") as f:
-        f.write(plan.SerializeToString())
+        f.write(plan_file_bytes(plan))
     ckpt = os.path.join(w, "ckpt")
     os.makedirs(os.path.join(ckpt, "step-00000003"))
     with open(os.path.join(ckpt, "latest"), "w") as f:

@@ -115,9 +115,28 @@ TEST_F(PlanTest, NoKernelForDType) {
   expectError("no cpu kernel for dtype i64");
 }
 
+TEST_F(PlanTest, AFlippedByteAnywhereIsACorruptPlan) {
+  const std::string bytes = serializePlan(model);
+  for (size_t at = 0; at < bytes.size(); at += std::max<size_t>(1, bytes.size() / 97)) {
+    SCOPED_TRACE("byte " + std::to_string(at) + " of " + std::to_string(bytes.size()));
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(path("model.cplan"), ec);
+      os << flipped;
+    }
+    auto loaded = loadPlan(path("model.cplan"), KernelRegistry::cpu());
+    ASSERT_FALSE(static_cast<bool>(loaded));
+    const std::string msg = llvm::toString(loaded.takeError());
+    EXPECT_TRUE(msg.find("the plan is corrupt") != std::string::npos ||
+                msg.find("not a valid plan file") != std::string::npos)
+        << msg;
+  }
+}
+
 TEST_F(PlanTest, TruncatedPlanFile) {
-  std::string bytes;
-  ASSERT_TRUE(model.SerializeToString(&bytes));
+  const std::string bytes = serializePlan(model);
   for (size_t cut : {size_t(1), size_t(7), bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
     SCOPED_TRACE("truncated to " + std::to_string(bytes.size() - cut) + " bytes");
     {

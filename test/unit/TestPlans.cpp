@@ -107,8 +107,7 @@ void MlpPlanTest::writeWeights() {
 }
 
 std::string MlpPlanTest::writePlan(const std::string &name) {
-  std::string bytes;
-  EXPECT_TRUE(model.SerializeToString(&bytes));
+  const std::string bytes = serializePlan(model);
   std::error_code ec;
   llvm::raw_fd_ostream os(path(name), ec);
   os << bytes;

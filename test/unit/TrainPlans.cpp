@@ -287,8 +287,7 @@ plan::Plan buildTrainPlan(llvm::StringRef dir, const TrainPlanConfig &c, std::ve
 
 std::string writePlanFile(llvm::StringRef dir, const plan::Plan &model, llvm::StringRef name) {
   std::string planPath = join(dir, name);
-  std::string bytes;
-  EXPECT_TRUE(model.SerializeToString(&bytes));
+  const std::string bytes = serializePlan(model);
   std::error_code ec;
   llvm::raw_fd_ostream os(planPath, ec);
   EXPECT_FALSE(ec);

@@ -148,8 +148,7 @@ TEST_F(UnsignedFiles, ColossalRunCarriesUnsignedDTypes) {
   bind(p.add_inputs(), "h", 2);
   bind(p.add_outputs(), "y", 1);
   bind(p.add_outputs(), "f", 3);
-  std::string bytes;
-  ASSERT_TRUE(model.SerializeToString(&bytes));
+  const std::string bytes = serializePlan(model);
   {
     std::FILE *f = std::fopen(path("u.cplan").c_str(), "wb");
     ASSERT_NE(f, nullptr);

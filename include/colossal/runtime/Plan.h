@@ -38,6 +38,12 @@ constexpr uint64_t kArenaAlignment = 64;
 constexpr uint64_t kFnv1a64OffsetBasis = 0xcbf29ce484222325ULL;
 uint64_t fnv1a64(const void *data, size_t size, uint64_t hash = kFnv1a64OffsetBasis);
 
+/// The bytes of a plan file: `plan` serialized deterministically (map entries sorted) without
+/// plan_hash, then plan_hash (field 63, fixed64: kPlanHashTrailerBytes bytes) holding the FNV-1a
+/// 64 of the bytes before it. loadPlan checks it, so a flipped byte is an error, not a plan.
+std::string serializePlan(const plan::Plan &plan);
+constexpr size_t kPlanHashTrailerBytes = 10;  // tag 0xF9 0x03, then 8 little-endian bytes
+
 /// FNV-1a 64 of a whole file (what plan.weights_hash holds). Error names the file if unreadable.
 llvm::Expected<uint64_t> fnv1a64File(llvm::StringRef path);
 

@@ -1237,15 +1237,8 @@ LogicalResult emitPlan(ModuleOp module, llvm::StringRef planPath, const PlanOpti
     planMsg.set_weights_hash(*hash);
   }
 
-  // Deterministic (map entries sorted), so one module always gives the same bytes.
-  std::string serialized;
-  {
-    google::protobuf::io::StringOutputStream stream(&serialized);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    if (!planMsg.SerializeToCodedStream(&coded))
-      return module.emitError() << planPath << ": cannot serialize the plan";
-  }
+  // Deterministic (map entries sorted), so one module always gives the same bytes; checksummed.
+  const std::string serialized = runtime::serializePlan(planMsg);
   auto planTmp = createTemporary(planPath, temps);
   if (!planTmp)
     return fail(planTmp.takeError());
