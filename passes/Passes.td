@@ -66,6 +66,18 @@ def FuseActivations : Pass<"colossal-fuse-activations", "mlir::func::FuncOp"> {
   let dependentDialects = ["colossal::ColossalDialect"];
 }
 
+def FuseMatmulEpilogue : Pass<"colossal-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Fold a matmul's bias add, activation and residual add into colossal.linear";
+  let description = [{
+    Rewrites f32 `matmul(x, w) → add(·, bias) → [gelu | relu] → [add(·, residual)]`, w a 2-D
+    weight and bias of N elements (only unit dims before the last), into one `colossal.linear`.
+    Each link after the bias joins only when the value before it has no other reader. Serving
+    matmuls (`colossal.batch_invariant`) stay unfused. Runs last in the pipeline, on the per-rank
+    programs (colossal.linear has no VJP and no sharding rule).
+  }];
+  let dependentDialects = ["colossal::ColossalDialect"];
+}
+
 def FuseAttention : Pass<"colossal-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Rewrite scaled dot-product attention into colossal.attention";
   let description = [{

@@ -475,6 +475,32 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult LinearOp::verify() {
+  auto x = getX().getType(), w = getW().getType(), b = getBias().getType();
+  auto y = llvm::cast<RankedTensorType>(getType());
+  for (Type t : {x.getElementType(), w.getElementType(), b.getElementType(), y.getElementType()})
+    if (!t.isF32())
+      return emitOpError("operands and result must be f32");
+  if (x.getRank() < 2 || w.getRank() != 2 || b.getRank() != 1)
+    return emitOpError("expects x [..., M, K], w [K, N] and bias [N], got ")
+           << shapeStr(x.getShape()) << ", " << shapeStr(w.getShape()) << ", " << shapeStr(b.getShape());
+  const int64_t K = w.getDimSize(0), N = w.getDimSize(1);
+  if (x.getShape().back() != K || b.getDimSize(0) != N)
+    return emitOpError("x ") << shapeStr(x.getShape()) << " · w " << shapeStr(w.getShape()) << " + bias "
+                             << shapeStr(b.getShape()) << " do not agree";
+  SmallVector<int64_t> want(x.getShape());
+  want.back() = N;
+  if (y.getShape() != ArrayRef<int64_t>(want))
+    return emitOpError("result shape ") << shapeStr(y.getShape()) << ", expected " << shapeStr(want);
+  if (Value r = getResidual())
+    if (r.getType() != y)
+      return emitOpError("residual must have the result's type");
+  StringRef act = getActivation();
+  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_tanh")
+    return emitOpError("activation must be none, relu, gelu or gelu_tanh, got '") << act << "'";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

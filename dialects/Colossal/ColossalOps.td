@@ -251,6 +251,26 @@ def Colossal_GemmOp : Colossal_Op<"gemm", [InferTypeOpAdaptorWithIsCompatible, V
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Colossal_LinearOp : Colossal_Op<"linear", []> {
+  let summary = "A matmul by a weight with its epilogue: act(x · w + bias) + residual";
+  let description = [{
+    x: [..., M, K], w: [K, N] (no batch), bias: [N], residual (optional): the result's shape;
+    all f32. Result [..., M, N] f32, computed in the order the unfused ops compute it:
+    t = x · w (one GEMM, the batch folded into M), t + bias, then `activation` ("none", "relu",
+    "gelu" as colossal.gelu with approximate "none", "gelu_tanh" as approximate "tanh"), then
+    + residual — each an f32 rounding, so the result is the unfused program's to the bit.
+    colossal-fuse-matmul-epilogue makes it at the end of the pipeline from matmul → add(bias) →
+    [gelu | relu] → [add(residual)] chains whose intermediate values nothing else reads; it has no
+    VJP and no sharding rule (nothing after that pass needs them).
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w, AnyRankedTensor:$bias,
+                   Optional<AnyRankedTensor>:$residual,
+                   DefaultValuedStrAttr<StrAttr, "none">:$activation);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Colossal_AttentionOp : Colossal_Op<"attention", [InferTypeOpAdaptorWithIsCompatible, VJP, Sharded]> {
   let extraClassDefinition = ShardingRuleIs<"ShardingRule::of(ShardingRule::Kind::Attention)">.body;
   let summary = "Scaled dot-product attention, causal and/or masked, with GQA";

@@ -27,7 +27,7 @@ uint64_t opFlops(Operation *op) {
   for (Value r : op->getResults())
     out += numElements(r.getType());
   auto shape = [&](unsigned i) { return llvm::cast<RankedTensorType>(op->getOperand(i).getType()).getShape(); };
-  if (llvm::isa<MatMulOp>(op))
+  if (llvm::isa<MatMulOp, LinearOp>(op))
     return 2 * out * static_cast<uint64_t>(shape(0).back());
   if (auto gemm = llvm::dyn_cast<GemmOp>(op))
     return 2 * out * static_cast<uint64_t>(gemm.getTransA() ? shape(0)[0] : shape(0)[1]);

@@ -229,6 +229,9 @@ void buildColossalPipeline(mlir::OpPassManager &pm, const Spec &spec) {
     recompute.budgetBytes = spec.memory.activationTarget;
     pm.nest<mlir::func::FuncOp>().addPass(createRecompute(recompute));
   }
+  // Epilogues into the GEMMs, on the finished per-rank programs (docs/kernels.md "Linear
+  // epilogue"); no CSE after it, which would undo recompute's clones.
+  pm.nest<mlir::func::FuncOp>().addPass(createFuseMatmulEpilogue());
 }
 
 } // namespace colossal

@@ -83,6 +83,12 @@ TEST(Attention, Plain) { checkAttention({1, 2, 2, 5, 5, 8, 8, false, MaskKind::N
 TEST(Attention, MultipleBlocksOddSizes) { checkAttention({2, 3, 3, 70, 131, 13, 7, false, MaskKind::None, {}}); }
 TEST(Attention, CausalGqa) { checkAttention({2, 4, 2, 70, 70, 16, 16, true, MaskKind::None, {}}); }
 TEST(Attention, CausalMqaQueriesFewerThanKeys) { checkAttention({1, 4, 1, 3, 130, 32, 24, true, MaskKind::None, {}}); }
+// Five query blocks: two work items per head, each transposing the keys it sees once; and a head
+// whose Kᵀ (D 128 × 1152 keys) exceeds the cached copy, transposed block by block.
+TEST(Attention, ManyQueryBlocksAndLongHeads) {
+  checkAttention({1, 2, 1, 300, 300, 8, 24, true, MaskKind::None, {}});
+  checkAttention({1, 1, 1, 70, 1100, 128, 16, false, MaskKind::None, {}});
+}
 TEST(Attention, CausalDecodeOneQuery) { checkAttention({2, 8, 2, 1, 77, 64, 64, true, MaskKind::None, {}}); }
 TEST(Attention, CausalQueriesMoreThanKeysGivesZeroRows) {
   checkAttention({1, 2, 2, 130, 67, 8, 8, true, MaskKind::None, {}});

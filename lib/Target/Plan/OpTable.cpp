@@ -18,6 +18,7 @@ constexpr StringLiteral kTranspose[] = {"perm"};
 constexpr StringLiteral kSlice[] = {"starts", "steps"}; // `limits` is implied by the result shape
 constexpr StringLiteral kTrilu[] = {"upper", "k"};
 constexpr StringLiteral kAttention[] = {"scale", "causal"};
+constexpr StringLiteral kLinear[] = {"activation"};
 constexpr StringLiteral kScale[] = {"scale"};
 constexpr StringLiteral kConv[] = {"strides", "pads", "dilations", "group"};
 constexpr StringLiteral kConvFused[] = {"strides",         "pads",          "dilations",
@@ -115,6 +116,7 @@ const OpLowering kTable[] = {
 
     KERNEL("matmul", false, {}),
     KERNEL("gemm", false, kGemm),
+    KERNEL("linear", false, kLinear),
     KERNEL("attention", false, kAttention),
 
     KERNEL("transpose", false, kTranspose),

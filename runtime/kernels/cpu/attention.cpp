@@ -8,15 +8,18 @@
 // A query row that sees no key at all (fully masked) yields zeros. bf16 q, k, v
 // (colossal-auto-mixed-precision) are widened to f32 first (Widen.h); y is f32.
 //
-// Algorithm: FlashAttention (Dao et al. 2022) on the CPU. Work items are (batch, head, block of
-// kBlockQ queries), run in parallel. Each walks blocks of kBlockK keys, keeping per-row running max
-// m, denominator l and unnormalised output O (online softmax, Milakov & Gimelshein 2018):
+// Algorithm: FlashAttention (Dao et al. 2022) on the CPU. Work items are (batch, head, up to
+// kQBlocksPerItem blocks of kBlockQ queries), run in parallel. Each query block walks blocks of
+// kBlockK keys, keeping per-row running max m, denominator l and unnormalised output O (online
+// softmax, Milakov & Gimelshein 2018):
 //   S = scale·Q_blk·K_blkᵀ + mask;  m' = max(m, rowmax S);  P = exp(S - m');
 //   l = l·e^{m-m'} + rowsum P;  O = O·e^{m-m'} + P·V_blk;  finally y = O / l.
 // Key blocks entirely above the causal diagonal are never visited; the [Tq, Tk] score matrix is
 // never formed (only one [kBlockQ, kBlockK] tile per thread). The two tile products are small
-// register-blocked GEMMs (4 query rows × 64 lanes) over a transposed copy of the K block, written
-// with AVX-512 intrinsics where available (portable loops otherwise).
+// register-blocked GEMMs (4 query rows × 64 lanes with AVX-512, 4 rows × 16 lanes with AVX2,
+// portable loops otherwise) over a transposed copy of the keys. The blocks of one item share
+// that copy: each key block is transposed once per item, when first visited (the whole head's
+// Kᵀ when it fits kKtCacheFloats, else one block at a time).
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
@@ -25,7 +28,7 @@
 
 #include <cmath>
 #include <cstring>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #include <limits>
@@ -35,6 +38,11 @@ namespace {
 
 constexpr int64_t kBlockQ = 64;
 constexpr int64_t kBlockK = 64;
+/// Query blocks per work item: they share one transposed copy of the keys they see.
+constexpr int64_t kQBlocksPerItem = 4;
+/// A head's keys are transposed once per work item when Kᵀ [D, Tk] fits this many floats (512 KB,
+/// half this machine's L2); longer heads transpose each key block as it is visited.
+constexpr int64_t kKtCacheFloats = 128 * 1024;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Dims {
@@ -80,10 +88,17 @@ llvm::Error verifyAttention(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// The row length of the per-thread Kᵀ copy: every key of the head (rounded up to whole blocks)
+/// when that fits kKtCacheFloats, else one key block.
+int64_t ktStride(const Dims &d) {
+  const int64_t all = (d.Tk + kBlockK - 1) / kBlockK * kBlockK;
+  return d.D * all <= kKtCacheFloats ? all : kBlockK;
+}
+
 size_t perThreadFloats(const Dims &d) {
-  // Kt [D, kBlockK] + S [kBlockQ, kBlockK] + O [kBlockQ, Dv] + m, l [kBlockQ]; each rounded to 16.
+  // Kt [D, ktStride] + S [kBlockQ, kBlockK] + O [kBlockQ, Dv] + m, l [kBlockQ]; each rounded to 16.
   auto r = [](int64_t n) { return static_cast<size_t>((n + 15) / 16 * 16); };
-  return r(d.D * kBlockK) + r(kBlockQ * kBlockK) + r(kBlockQ * d.Dv) + 2 * r(kBlockQ);
+  return r(d.D * ktStride(d)) + r(kBlockQ * kBlockK) + r(kBlockQ * d.Dv) + 2 * r(kBlockQ);
 }
 
 /// Widened copies of bf16 q, k, v (Widen.h), then the per-thread tiles.
@@ -96,8 +111,9 @@ size_t attentionWorkspace(const KernelCall &c, int threads) {
 }
 
 #if defined(__AVX512F__)
-/// AVX-512 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64]: 4 rows × 4 vectors of accumulators.
-void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float scale, float *S) {
+/// AVX-512 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart): 4 rows × 4 vectors of
+/// accumulators.
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
   const __m512 vs = _mm512_set1_ps(scale);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
@@ -106,7 +122,7 @@ void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float s
       for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
     const float *q0 = q + r * D;
     for (int64_t d = 0; d < D; ++d) {
-      const float *kt = Kt + d * kBlockK;
+      const float *kt = Kt + d * ldk;
       __m512 k0 = _mm512_loadu_ps(kt), k1 = _mm512_loadu_ps(kt + 16), k2 = _mm512_loadu_ps(kt + 32),
              k3 = _mm512_loadu_ps(kt + 48);
       for (int i = 0; i < 4; ++i) {
@@ -124,7 +140,7 @@ void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float s
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t d = 0; d < D; ++d) {
       __m512 a = _mm512_set1_ps(q[r * D + d]);
-      for (int v = 0; v < 4; ++v) acc[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(Kt + d * kBlockK + 16 * v), acc[v]);
+      for (int v = 0; v < 4; ++v) acc[v] = _mm512_fmadd_ps(a, _mm512_loadu_ps(Kt + d * ldk + 16 * v), acc[v]);
     }
     for (int v = 0; v < 4; ++v) _mm512_storeu_ps(S + r * kBlockK + 16 * v, _mm512_mul_ps(acc[v], vs));
   }
@@ -172,14 +188,94 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
     }
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/// AVX2 S[r, c:c+16] = scale · q[r, :] · Kt[:, c:c+16] for R (1..4) rows held in 2R accumulators
+/// (16 ymm registers in all, so 4 rows × 2 vectors per pass over D).
+template <int R>
+void scoreBlock(const float *q, int64_t D, const float *Kt, int64_t ldk, float scale, float *S) {
+  __m256 acc[R][2];
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(Kt + d * ldk), k1 = _mm256_loadu_ps(Kt + d * ldk + 8);
+    for (int i = 0; i < R; ++i) {
+      const __m256 a = _mm256_broadcast_ss(q + i * D + d);
+      acc[i][0] = _mm256_fmadd_ps(a, k0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, k1, acc[i][1]);
+    }
+  }
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int i = 0; i < R; ++i) {
+    _mm256_storeu_ps(S + i * kBlockK, _mm256_mul_ps(acc[i][0], vs));
+    _mm256_storeu_ps(S + i * kBlockK + 8, _mm256_mul_ps(acc[i][1], vs));
+  }
+}
+
+/// AVX2 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart).
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
+  for (int64_t c = 0; c < kBlockK; c += 16)
+    for (int64_t r = 0; r < rows; r += 4) {
+      const float *qr = q + r * D;
+      float *Sr = S + r * kBlockK + c;
+      switch (std::min<int64_t>(4, rows - r)) {
+      case 1: scoreBlock<1>(qr, D, Kt + c, ldk, scale, Sr); break;
+      case 2: scoreBlock<2>(qr, D, Kt + c, ldk, scale, Sr); break;
+      case 3: scoreBlock<3>(qr, D, Kt + c, ldk, scale, Sr); break;
+      default: scoreBlock<4>(qr, D, Kt + c, ldk, scale, Sr); break;
+      }
+    }
+}
+
+/// AVX2 O[i, c:c+8·NV] += Σ_j P[i, j] · V[j, c:c+8·NV] for R (1..4) rows in registers.
+template <int R, int NV>
+void pvBlock(const float *P, const float *V, int64_t nk, int64_t Dv, float *O) {
+  __m256 acc[R][NV];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_loadu_ps(O + i * Dv + 8 * v);
+  for (int64_t j = 0; j < nk; ++j) {
+    __m256 vv[NV];
+    for (int v = 0; v < NV; ++v) vv[v] = _mm256_loadu_ps(V + j * Dv + 8 * v);
+    for (int i = 0; i < R; ++i) {
+      const __m256 p = _mm256_broadcast_ss(P + i * kBlockK + j);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(p, vv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(O + i * Dv + 8 * v, acc[i][v]);
+}
+
+template <int NV>
+void pvRows(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, float *O) {
+  switch (R) {
+  case 1: pvBlock<1, NV>(P, V, nk, Dv, O); break;
+  case 2: pvBlock<2, NV>(P, V, nk, Dv, O); break;
+  case 3: pvBlock<3, NV>(P, V, nk, Dv, O); break;
+  default: pvBlock<4, NV>(P, V, nk, Dv, O); break;
+  }
+}
+
+/// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys: 16 lanes at a time, then 8, then a scalar
+/// tail.
+void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
+  for (int64_t r = 0; r < rows; r += 4) {
+    const int64_t R = std::min<int64_t>(4, rows - r);
+    const float *Pr = P + r * kBlockK;
+    float *Or = O + r * Dv;
+    int64_t c = 0;
+    for (; c + 16 <= Dv; c += 16) pvRows<2>(Pr, V + c, nk, Dv, R, Or + c);
+    for (; c + 8 <= Dv; c += 8) pvRows<1>(Pr, V + c, nk, Dv, R, Or + c);
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < nk; ++j)
+        for (int64_t cc = c; cc < Dv; ++cc) Or[i * Dv + cc] += Pr[i * kBlockK + j] * V[j * Dv + cc];
+  }
+}
 #else
-/// Portable S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64].
-void scoreTile(const float *q, int64_t D, const float *Kt, int64_t rows, float scale, float *S) {
+/// Portable S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart).
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
   for (int64_t r = 0; r < rows; ++r) {
     float acc[kBlockK] = {};
     for (int64_t d = 0; d < D; ++d) {
       float a = q[r * D + d];
-      const float *kt = Kt + d * kBlockK;
+      const float *kt = Kt + d * ldk;
       for (int64_t j = 0; j < kBlockK; ++j) acc[j] += a * kt[j];
     }
     for (int64_t j = 0; j < kBlockK; ++j) S[r * kBlockK + j] = acc[j] * scale;
@@ -223,87 +319,98 @@ llvm::Error runAttention(const KernelCall &c) {
   const bool maskBool = mask && mask->dtype == DType::Bool;
 
   const int64_t qBlocks = (d.Tq + kBlockQ - 1) / kBlockQ;
-  const int64_t items = d.B * d.Hq * qBlocks;
+  const int64_t itemsPerHead = (qBlocks + kQBlocksPerItem - 1) / kQBlocksPerItem;
+  const int64_t items = d.B * d.Hq * itemsPerHead;
   if (items == 0 || d.Dv == 0) return llvm::Error::success();
   const size_t perThread = perThreadFloats(d);
+  const int64_t ldk = ktStride(d);
+  const bool ktCached = ldk != kBlockK || d.Tk <= kBlockK;  // one transpose per key block and item
   const int threads = static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), c.threads, items})));
   float *workspace = reinterpret_cast<float *>(ws);
 
-parallelItems(items, threads, [&](int64_t item, int thread) {
-    const int64_t qb = item % qBlocks, h = (item / qBlocks) % d.Hq, b = item / (qBlocks * d.Hq);
+  parallelItems(items, threads, [&](int64_t item, int thread) {
+    const int64_t qi0 = item % itemsPerHead, h = (item / itemsPerHead) % d.Hq, b = item / (itemsPerHead * d.Hq);
     const int64_t hk = h / group;
     float *Kt = workspace + perThread * thread;
-    float *S = Kt + (d.D * kBlockK + 15) / 16 * 16;
+    float *S = Kt + (d.D * ldk + 15) / 16 * 16;
     float *O = S + kBlockQ * kBlockK;
     float *m = O + (kBlockQ * d.Dv + 15) / 16 * 16;
     float *l = m + 16 * ((kBlockQ + 15) / 16);
-
-    const int64_t q0 = qb * kBlockQ, rows = std::min(kBlockQ, d.Tq - q0);
-    const float *qp = q + ((b * d.Hq + h) * d.Tq + q0) * d.D;
     const float *kp = k + (b * d.Hkv + hk) * d.Tk * d.D;
     const float *vp = v + (b * d.Hkv + hk) * d.Tk * d.Dv;
-    std::fill(O, O + rows * d.Dv, 0.0f);
-    std::fill(m, m + rows, kNegInf);
-    std::fill(l, l + rows, 0.0f);
+    int64_t transposed = 0;  // with ktCached: keys [0, transposed) are in Kt
 
-    // Keys past the last row's causal limit are invisible to the whole block.
-    int64_t kEnd = d.Tk;
-    if (causal) kEnd = std::max<int64_t>(0, std::min(d.Tk, q0 + rows - 1 + causalOffset + 1));
-    for (int64_t k0 = 0; k0 < kEnd; k0 += kBlockK) {
-      const int64_t nk = std::min(kBlockK, d.Tk - k0);
-      // Kt[dd, j] = k[k0 + j, dd]; padding lanes are zero (their scores are masked below).
-      for (int64_t dd = 0; dd < d.D; ++dd) {
-        float *row = Kt + dd * kBlockK;
-        for (int64_t j = 0; j < nk; ++j) row[j] = kp[(k0 + j) * d.D + dd];
-        for (int64_t j = nk; j < kBlockK; ++j) row[j] = 0.0f;
-      }
-      scoreTile(qp, d.D, Kt, rows, scale, S);
-      for (int64_t r = 0; r < rows; ++r) {
-        float *s = S + r * kBlockK;
-        const int64_t qi = q0 + r;
-        // Visible keys of this row within the block: [0, limit).
-        int64_t limit = nk;
-        if (causal) limit = std::max<int64_t>(0, std::min(nk, qi + causalOffset - k0 + 1));
-        if (mask) {
-          const int64_t base = b * ms[0] + h * ms[1] + qi * ms[2] + k0 * ms[3];
-          if (maskBool) {
-            const uint8_t *mp = mask->as<const uint8_t>() + base;
-            for (int64_t j = 0; j < limit; ++j) s[j] = mp[j * ms[3]] ? s[j] : kNegInf;
-          } else {
-            const float *mp = mask->as<const float>() + base;
-            for (int64_t j = 0; j < limit; ++j) s[j] += mp[j * ms[3]];
+    for (int64_t qb = qi0 * kQBlocksPerItem; qb < std::min(qBlocks, (qi0 + 1) * kQBlocksPerItem); ++qb) {
+      const int64_t q0 = qb * kBlockQ, rows = std::min(kBlockQ, d.Tq - q0);
+      const float *qp = q + ((b * d.Hq + h) * d.Tq + q0) * d.D;
+      std::fill(O, O + rows * d.Dv, 0.0f);
+      std::fill(m, m + rows, kNegInf);
+      std::fill(l, l + rows, 0.0f);
+
+      // Keys past the last row's causal limit are invisible to the whole block.
+      int64_t kEnd = d.Tk;
+      if (causal) kEnd = std::max<int64_t>(0, std::min(d.Tk, q0 + rows - 1 + causalOffset + 1));
+      for (int64_t k0 = 0; k0 < kEnd; k0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, d.Tk - k0);
+        // Kt[dd, c0 + j] = k[k0 + j, dd] (c0 = k0 when the head's keys are cached, else 0); padding
+        // lanes are zero (their scores are masked below).
+        const int64_t c0 = ktCached ? k0 : 0;
+        if (!ktCached || k0 >= transposed) {
+          for (int64_t dd = 0; dd < d.D; ++dd) {
+            float *row = Kt + dd * ldk + c0;
+            for (int64_t j = 0; j < nk; ++j) row[j] = kp[(k0 + j) * d.D + dd];
+            for (int64_t j = nk; j < kBlockK; ++j) row[j] = 0.0f;
+          }
+          transposed = k0 + kBlockK;
+        }
+        scoreTile(qp, d.D, Kt + c0, ldk, rows, scale, S);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *s = S + r * kBlockK;
+          const int64_t qi = q0 + r;
+          // Visible keys of this row within the block: [0, limit).
+          int64_t limit = nk;
+          if (causal) limit = std::max<int64_t>(0, std::min(nk, qi + causalOffset - k0 + 1));
+          if (mask) {
+            const int64_t base = b * ms[0] + h * ms[1] + qi * ms[2] + k0 * ms[3];
+            if (maskBool) {
+              const uint8_t *mp = mask->as<const uint8_t>() + base;
+              for (int64_t j = 0; j < limit; ++j) s[j] = mp[j * ms[3]] ? s[j] : kNegInf;
+            } else {
+              const float *mp = mask->as<const float>() + base;
+              for (int64_t j = 0; j < limit; ++j) s[j] += mp[j * ms[3]];
+            }
+          }
+          for (int64_t j = limit; j < kBlockK; ++j) s[j] = kNegInf;
+          float bm = kNegInf;
+#pragma omp simd reduction(max : bm)
+          for (int64_t j = 0; j < limit; ++j) bm = std::max(bm, s[j]);
+          const float mNew = std::max(m[r], bm);
+          if (mNew == kNegInf) {  // nothing visible to this row yet: contributes nothing
+            for (int64_t j = 0; j < kBlockK; ++j) s[j] = 0.0f;
+            continue;
+          }
+          const float alpha = fastExp(m[r] - mNew);  // 0 when m[r] = -inf
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < kBlockK; ++j) {
+            s[j] = fastExp(s[j] - mNew);
+            sum += s[j];
+          }
+          l[r] = l[r] * alpha + sum;
+          m[r] = mNew;
+          if (alpha != 1.0f) {
+            float *o = O + r * d.Dv;
+            for (int64_t cc = 0; cc < d.Dv; ++cc) o[cc] *= alpha;
           }
         }
-        for (int64_t j = limit; j < kBlockK; ++j) s[j] = kNegInf;
-        float bm = kNegInf;
-#pragma omp simd reduction(max : bm)
-        for (int64_t j = 0; j < limit; ++j) bm = std::max(bm, s[j]);
-        const float mNew = std::max(m[r], bm);
-        if (mNew == kNegInf) {  // nothing visible to this row yet: contributes nothing
-          for (int64_t j = 0; j < kBlockK; ++j) s[j] = 0.0f;
-          continue;
-        }
-        const float alpha = fastExp(m[r] - mNew);  // 0 when m[r] = -inf
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < kBlockK; ++j) {
-          s[j] = fastExp(s[j] - mNew);
-          sum += s[j];
-        }
-        l[r] = l[r] * alpha + sum;
-        m[r] = mNew;
-        if (alpha != 1.0f) {
-          float *o = O + r * d.Dv;
-          for (int64_t cc = 0; cc < d.Dv; ++cc) o[cc] *= alpha;
-        }
+        accumulatePV(S, vp + k0 * d.Dv, nk, d.Dv, rows, O);
       }
-      accumulatePV(S, vp + k0 * d.Dv, nk, d.Dv, rows, O);
-    }
-    float *yp = y + ((b * d.Hq + h) * d.Tq + q0) * d.Dv;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      for (int64_t cc = 0; cc < d.Dv; ++cc) yp[r * d.Dv + cc] = O[r * d.Dv + cc] * inv;
+      float *yp = y + ((b * d.Hq + h) * d.Tq + q0) * d.Dv;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int64_t cc = 0; cc < d.Dv; ++cc) yp[r * d.Dv + cc] = O[r * d.Dv + cc] * inv;
+      }
     }
   });
   return llvm::Error::success();

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------------------------===//
 #include "CpuCommon.h"
+#include "Activations.h"
 #include "Elementwise.h"
 #include "FastMath.h"
 
@@ -136,7 +137,6 @@ llvm::Error verifyWhere(const KernelCall &c) {
 // ---------------------------------------------------------------- unary
 struct Neg { template <typename T> static T f(T x) { return static_cast<T>(-x); } };
 struct Abs { template <typename T> static T f(T x) { return x < 0 ? static_cast<T>(-x) : x; } };
-struct Relu { template <typename T> static T f(T x) { return x > 0 ? x : T(0); } };
 struct Sqrt { template <typename T> static T f(T x) { return std::sqrt(x); } };
 struct Reciprocal { template <typename T> static T f(T x) { return T(1) / x; } };
 // float uses the vectorizable FastMath.h forms; double the C library.
@@ -149,25 +149,11 @@ struct Erf {
   static float f(float x) { return fastErf(x); }
   static double f(double x) { return std::erf(x); }
 };
-struct Tanh {
-  static float f(float x) { return fastTanh(x); }
-  static double f(double x) { return std::tanh(x); }
-};
 struct Sigmoid {
   static float f(float x) { return fastSigmoid(x); }
   static double f(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 };
 struct Silu { template <typename T> static T f(T x) { return x * Sigmoid::f(x); } };
-struct GeluErf {
-  static float f(float x) { return 0.5f * x * (1.0f + fastErf(x * 0.70710678118654752f)); }
-  static double f(double x) { return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752)); }
-};
-struct GeluTanh {
-  template <typename T> static T f(T x) {
-    return T(0.5) * x * (T(1) + Tanh::f(T(0.79788456080286536) * (x + T(0.044715) * x * x * x)));
-  }
-};
-
 template <typename Op, typename S> llvm::Error runUnary(const KernelCall &c) {
   mapUnary<Op, S>(c.inputs[0], c.outputs[0]);
   return llvm::Error::success();

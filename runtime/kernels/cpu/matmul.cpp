@@ -7,6 +7,13 @@
 //         the batch with single-threaded GEMMs when matrices are small (attention-sized).
 // gemm:   ONNX Gemm: y [M, N] = alpha · op(a) · op(b) + beta · c, op = transpose when trans_a /
 //         trans_b, c unidirectionally broadcast to [M, N].
+// linear: f32 x [..., M, K] · w [K, N] with its epilogue (colossal-fuse-matmul-epilogue):
+//         y = act(x·w + bias) [+ residual], act none / relu / gelu / gelu_tanh. One GEMM of
+//         [B·M, K]·[K, N] into y, then one pass over y in row blocks that adds the bias, applies
+//         the activation and adds the residual, each rounded as the unfused kernels round it
+//         (Activations.h), so the result is theirs to the bit. Instead of the three or four passes
+//         (and buffers) of the unfused ops, the epilogue reads y once while the GEMM's last
+//         writes to it may still be in cache.
 //
 // bf16 (colossal-auto-mixed-precision): operands bf16, result f32 (the forward contractions) or
 // bf16 (their VJPs). Products are exact and sums f32 either way; a bf16 result is the f32 result
@@ -17,6 +24,7 @@
 // (docs/kernels.md "bf16 GEMM").
 //
 //===----------------------------------------------------------------------------------------===//
+#include "Activations.h"
 #include "CpuCommon.h"
 #include "Gemm.h"
 #include "Widen.h"
@@ -308,9 +316,94 @@ llvm::Error runGemm(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+llvm::Error verifyLinear(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Bias = c.inputs[2], &Y = c.outputs[0];
+  for (const TensorRef *t : {&X, &W, &Bias})
+    if (llvm::Error e = verifyDType(*t, DType::F32, "x, w and bias")) return e;
+  if (X.rank() < 2 || W.rank() != 2 || Bias.rank() != 1)
+    return kernelError("expects x [..., M, K], w [K, N] and bias [N], got " + shapeToString(X.shape) + ", " +
+                       shapeToString(W.shape) + ", " + shapeToString(Bias.shape));
+  if (X.shape.back() != W.shape[0] || Bias.shape[0] != W.shape[1])
+    return kernelError("x " + shapeToString(X.shape) + " · w " + shapeToString(W.shape) + " + bias " +
+                       shapeToString(Bias.shape) + " do not agree");
+  Shape want = X.shape;
+  want.back() = W.shape[1];
+  if (Y.shape != want)
+    return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(want));
+  if (c.inputs.size() == 4) {
+    if (llvm::Error e = verifyDType(c.inputs[3], DType::F32, "residual")) return e;
+    if (llvm::Error e = verifySameShape(c.inputs[3], Y, "residual and output")) return e;
+  }
+  std::string act = c.attrString("activation", "none");
+  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_tanh")
+    return kernelError("activation must be none, relu, gelu or gelu_tanh, got \"" + act + "\"");
+  return llvm::Error::success();
+}
+
+/// y[j] = Act(y[j] + bias[j]) for j < n. Flattened, so that Act::f inlines (Elementwise.h says
+/// why), and restrict, so that GCC if-converts and vectorizes the loop (with a possible alias of
+/// y and bias it kept it scalar: "control flow in loop").
+template <typename Act>
+__attribute__((flatten)) void biasActivationRow(float *__restrict y, const float *__restrict bias, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = Act::f(y[j] + bias[j]);
+}
+
+/// y[j] += r[j] for j < n: a loop of its own, since in one expression with the activation the
+/// compiler could contract the activation's last product and this sum into an FMA, which the
+/// unfused kernels never do.
+void residualRow(float *__restrict y, const float *__restrict r, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = y[j] + r[j];
+}
+
+/// y[i, j] = Act(y[i, j] + bias[j]) [+ r[i, j]] over rows [begin, end) of width n.
+template <typename Act>
+void linearEpilogue(float *y, const float *bias, const float *r, int64_t n, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    biasActivationRow<Act>(y + i * n, bias, n);
+    if (r) residualRow(y + i * n, r + i * n, n);
+  }
+}
+
+struct Identity {
+  static float f(float x) { return x; }
+};
+
+template <typename Act>
+void runLinearEpilogue(float *y, const float *bias, const float *r, int64_t m, int64_t n) {
+  parallelFor(m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    linearEpilogue<Act>(y, bias, r, n, b, e);
+  });
+}
+
+llvm::Error runLinear(const KernelCall &c) {
+  const TensorRef &X = c.inputs[0], &W = c.inputs[1], &Y = c.outputs[0];
+  const int64_t K = W.shape[0], N = W.shape[1], M = numElements(llvm::ArrayRef<int64_t>(X.shape).drop_back());
+  if (M == 0 || N == 0) return llvm::Error::success();
+  float *y = Y.as<float>();
+  cpu::sgemm(false, false, M, N, K, 1.0f, X.as<const float>(), K, W.as<const float>(), N, 0.0f, y, N);
+  const float *bias = c.inputs[2].as<const float>();
+  const float *r = c.inputs.size() == 4 ? c.inputs[3].as<const float>() : nullptr;
+  const std::string act = c.attrString("activation", "none");
+  if (act == "relu") runLinearEpilogue<Relu>(y, bias, r, M, N);
+  else if (act == "gelu") runLinearEpilogue<GeluErf>(y, bias, r, M, N);
+  else if (act == "gelu_tanh") runLinearEpilogue<GeluTanh>(y, bias, r, M, N);
+  else runLinearEpilogue<Identity>(y, bias, r, M, N);
+  return llvm::Error::success();
+}
+
 }  // namespace
 
 void registerMatmulKernels(KernelRegistry &r) {
+  KernelDesc lin;
+  lin.op = "linear";
+  lin.dtype = DType::F32;
+  lin.minInputs = 3;
+  lin.maxInputs = 4;
+  lin.attrs = {{"activation", AttrKind::String}};
+  lin.verify = verifyLinear;
+  lin.run = runLinear;
+  r.add(lin);
+
   // Keyed by the result: f32 (f32 or bf16 operands) and bf16 (bf16 operands).
   for (DType out : {DType::F32, DType::BF16, DType::F16}) {
     KernelDesc mm;
