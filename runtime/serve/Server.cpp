@@ -368,6 +368,27 @@ void Server::Impl::routes() {
   http_.Get("/metrics", [this](const httplib::Request &, httplib::Response &s) {
     s.set_content(engine_->metricsText(options_.modelName), "text/plain; version=0.0.4; charset=utf-8");
   });
+  // A known path with the wrong method: 405 with an Allow header (RFC 9110 §15.5.6), not "no
+  // route", so a client that GETs /v1/completions learns what it should send.
+  auto wrongMethod = [this](const char *allow) {
+    return [this, allow](const httplib::Request &q, httplib::Response &s) {
+      s.set_header("Allow", allow);
+      error(s, llvm::make_error<ApiError>(405, "invalid_request_error", "", "method_not_allowed",
+                                          q.method + " is not allowed on " + q.path + " (use " + allow + ")"));
+    };
+  };
+  for (const char *path : {"/v1/completions", "/v1/chat/completions"}) {
+    http_.Get(path, wrongMethod("POST"));
+    http_.Put(path, wrongMethod("POST"));
+    http_.Patch(path, wrongMethod("POST"));
+    http_.Delete(path, wrongMethod("POST"));
+  }
+  for (const char *path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/metrics"}) {
+    http_.Post(path, wrongMethod("GET"));
+    http_.Put(path, wrongMethod("GET"));
+    http_.Patch(path, wrongMethod("GET"));
+    http_.Delete(path, wrongMethod("GET"));
+  }
   // Statuses without a body of ours (an unknown path, a wrong method) get an OpenAI error too.
   http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request &q, httplib::Response &s) {
     if (!s.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -793,6 +793,10 @@ llvm::Error runTraining(const LoadedPlan &plan, const KernelRegistry &registry, 
   }
   if (writer && tr.skippedTotal() > 0)
     log << "note: " << tr.skippedTotal() << " of " << o.steps << " steps were skipped (non-finite loss or gradients)\n";
+  // --steps 0 is a dry run (the plan, the data and the inputs load and are checked); say so rather
+  // than exit without a word.
+  if (writer && o.steps == 0)
+    log << "note: --steps 0: no step ran (the plan, its data and its inputs were loaded and checked)\n";
   return llvm::Error::success();
 }
 

@@ -2,8 +2,9 @@
 //
 // The HTTP server (Server.h) in-process over a model that always answers token 'a' on a byte
 // tokenizer, reached with cpp-httplib's client: create's errors; start on a free port (port 0)
-// answers /health and a completion; a port in use is an error; run() returns after stop() from
-// another thread, with a streamed answer still open, whose stream ends.
+// answers /health and a completion, a wrong method with 405 and an unknown path with 404; a port
+// in use is an error; run() returns after stop() from another thread, with a streamed answer still
+// open, whose stream ends.
 //
 //===----------------------------------------------------------------------------------------===//
 #include "ByteTokenizer.h"
@@ -82,6 +83,21 @@ TEST(Server, StartsOnAFreePortAnswersAndStops) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find(R"("text":"aaa")"), std::string::npos) << r->body;
+
+  // A known path with the wrong method is a 405 naming the method to use, not "no route".
+  auto get = client.Get("/v1/completions");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_NE(get->body.find("GET is not allowed on /v1/completions (use POST)"), std::string::npos) << get->body;
+  auto post = client.Post("/health", "", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET");
+  auto unknown = client.Get("/v1/nothing");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("no route GET /v1/nothing"), std::string::npos) << unknown->body;
 
   // The same port again is an error that names it.
   AModel model2;

@@ -144,6 +144,13 @@ TEST_F(TrainCliTest, DumpStatesAfterTrainStep) {
   EXPECT_EQ(0, std::memcmp(w->data.data(), W0.data(), W0.size() * 4)) << "train_step does not change W";
 }
 
+/// --steps 0 trains nothing and says so (it used to exit without a word).
+TEST_F(TrainCliTest, ZeroStepsIsADryRunThatSaysSo) {
+  std::string out, err;
+  EXPECT_EQ(run(trainArgs(0), out, &err), 0) << err;
+  EXPECT_NE((out + err).find("note: --steps 0: no step ran"), std::string::npos) << out << err;
+}
+
 TEST_F(TrainCliTest, Errors) {
   std::string out, err;
   EXPECT_EQ(run(planPath + " train --steps 2 --metrics " + path("m.jsonl"), out, &err), 1);

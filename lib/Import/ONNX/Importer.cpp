@@ -23,6 +23,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -157,6 +158,9 @@ private:
   /// Train mode: initializers some node reads as a weight (see markTrainedInitializers); they are
   /// parameters at every use, never folded into constants.
   llvm::DenseSet<const onnx::TensorProto *> trainedInitializers;
+  /// Train mode: float tensors that would train but hold values no weight has (isMaskTensor), by
+  /// tensor, once each.
+  llvm::DenseMap<const onnx::TensorProto *, bool> maskTensors;
   void markTrainedInitializers();
   /// Train mode: the `value` tensors of main-graph float Constant nodes, imported as initializers
   /// named after the node's output (docs/training.md "Which initializers train").
@@ -473,6 +477,8 @@ std::string GraphImporter::constantReason(const onnx::TensorProto &t) {
     why += "read by no node";
   else if (numel <= 1)
     why += "one element";
+  else if (maskTensors.lookup(&t))
+    why += "holds ±inf, NaN or |v| ≥ 1e30 (a mask, not a weight)";
   else
     why += "read only as a buffer";
   std::vector<std::string> feeds;
@@ -507,6 +513,21 @@ void GraphImporter::recordConstantWeights(ModuleOp module) {
   module->setAttr(kConstantWeightsAttr, b.getArrayAttr(rows));
 }
 
+/// Whether float `values` hold an element no trained weight has: ±inf, NaN or |v| ≥ 1e30.
+static bool isMaskTensor(DenseElementsAttr values) {
+  auto unlike = [](double v) { return !std::isfinite(v) || std::abs(v) >= 1e30; };
+  if (values.getElementType().isF32()) {
+    for (float v : values.getValues<float>())
+      if (unlike(v))
+        return true;
+    return false;
+  }
+  for (const APFloat &v : values.getValues<APFloat>())
+    if (unlike(v.convertToDouble()))
+      return true;
+  return false;
+}
+
 Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   const onnx::TensorProto &t = *initializers.at(alias);
   const std::string &name = tensorName(t);
@@ -518,6 +539,20 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   if (options.trainParams && trainedInitializers.contains(&t))
     asConstant = false;
   bool param = et && llvm::isa<FloatType>(et) && numel > 1 && !(asConstant && numel <= kMaxFoldElements);
+  // A tensor holding ±inf, NaN or huge values (an additive attention mask: 0 / -inf, or torch's
+  // finfo.min) is no weight: training it would only spread non-finite gradients. It stays a
+  // constant (docs/training.md "Which initializers train").
+  if (param && options.trainParams) {
+    auto [it, inserted] = maskTensors.try_emplace(&t, false);
+    if (inserted) {
+      auto values = tensorAttr(t, (constantNodeOutputs.count(&t) ? "Constant '" : "initializer '") + name + "'");
+      if (failed(values))
+        return Value();
+      it->second = isMaskTensor(*values);
+    }
+    if (it->second)
+      param = false;
+  }
   // Train mode (docs/training.md): an Identity of an initializer is a parameter of its own, named
   // after the Identity's output; `colossal.source` records the ONNX name for export.
   std::string paramName = options.trainParams ? alias : name;

@@ -165,6 +165,24 @@ def constant_weights():
                  inits=inits)
 
 
+def mask_initializer():
+    """A causal mask stored as an additive float initializer (0 / -inf), read by Add as a weight
+    would be: tokens [2, 3] -> Gather(emb) -> MatMul(w) -> Add(amask) = logits [2, 3, 8]; and a
+    second mask `fmask` written with torch's finfo(float32).min instead of -inf."""
+    amask = np.where(np.arange(8)[None, :] <= np.arange(3)[:, None], 0.0, -np.inf).astype(np.float32)
+    fmask = np.where(amask == 0, 0.0, np.finfo(np.float32).min).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["emb", "tokens"], ["h"], axis=0, name="embed"),
+        helper.make_node("MatMul", ["h", "w"], ["hw"], name="proj"),
+        helper.make_node("Add", ["hw", "amask"], ["hm"], name="add_mask"),
+        helper.make_node("Add", ["hm", "fmask"], ["logits"], name="add_min_mask"),
+    ]
+    inits = [numpy_helper.from_array(np.linspace(-1, 1, 32).astype(np.float32).reshape(8, 4), "emb"),
+             numpy_helper.from_array(np.linspace(-1, 1, 32).astype(np.float32).reshape(4, 8), "w"),
+             numpy_helper.from_array(amask, "amask"), numpy_helper.from_array(fmask, "fmask")]
+    return model(nodes, [vi("tokens", I64, [2, 3])], [vi("logits", F, [2, 3, 8])], opset=14, inits=inits)
+
+
 def batchnorm_constants():
     """paddle2onnx's BatchNormalization: scale, bias, running mean and var all Constant nodes;
     x [2, 3] -> BatchNormalization -> MatMul(w) = logits [2, 5]."""
