@@ -7,8 +7,8 @@
 //
 //   matmul(x, w) → add(·, bias) → [gelu | relu] → [add(·, residual)]
 //
-// into one colossal.linear, whose kernel applies the epilogue to each block of the GEMM's
-// result while it is in cache (docs/kernels.md "Linear epilogue"). A link joins the chain only
+// into one colossal.linear, whose kernel runs the GEMM and then the whole epilogue in one pass
+// over its result (docs/kernels.md "Linear epilogue"). A link joins the chain only
 // when nothing else reads the value before it (in training, gelu's input is read by its VJP, so
 // only the bias and the residual fold there). Runs last in the pipeline, on the per-rank
 // programs: tensor parallelism's row-parallel matmuls reach their bias only through an

@@ -542,12 +542,15 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   // A tensor holding ±inf, NaN or huge values (an additive attention mask: 0 / -inf, or torch's
   // finfo.min) is no weight: training it would only spread non-finite gradients. It stays a
   // constant (docs/training.md "Which initializers train").
+  const std::string what = (constantNodeOutputs.count(&t) ? "Constant '" : "initializer '") + name + "'";
+  std::optional<DenseElementsAttr> read;  // the values, when the mask check read them first
   if (param && options.trainParams) {
     auto [it, inserted] = maskTensors.try_emplace(&t, false);
     if (inserted) {
-      auto values = tensorAttr(t, (constantNodeOutputs.count(&t) ? "Constant '" : "initializer '") + name + "'");
+      auto values = tensorAttr(t, what);
       if (failed(values))
         return Value();
+      read = *values;
       it->second = isMaskTensor(*values);
     }
     if (it->second)
@@ -562,8 +565,7 @@ Value GraphImporter::initializer(const std::string &alias, bool asConstant) {
   } else if (auto it = constValues.find(&t); it != constValues.end()) {
     return it->second;
   }
-  auto attr = tensorAttr(t, (constantNodeOutputs.count(&t) ? "Constant '" : "initializer '") +
-                               name + "'");
+  FailureOr<DenseElementsAttr> attr = read ? FailureOr<DenseElementsAttr>(*read) : tensorAttr(t, what);
   if (failed(attr))
     return Value();
   if (param) {

@@ -22,6 +22,7 @@
 // Kᵀ when it fits kKtCacheFloats, else one block at a time).
 //
 //===----------------------------------------------------------------------------------------===//
+#include "AttentionMask.h"
 #include "CpuCommon.h"
 #include "Widen.h"
 #include "FastMath.h"
@@ -74,15 +75,8 @@ llvm::Error verifyAttention(const KernelCall &c) {
   Shape want = {d.B, d.Hq, d.Tq, d.Dv};
   if (Y.shape != want)
     return kernelError("output shape " + shapeToString(Y.shape) + ", expected " + shapeToString(want));
-  if (c.inputs.size() == 4) {
-    const TensorRef &Mk = c.inputs[3];
-    if (Mk.dtype != DType::F32 && Mk.dtype != DType::Bool)
-      return kernelError("mask must be f32 (additive) or bool, got " + dtypeName(Mk.dtype));
-    Shape full = {d.B, d.Hq, d.Tq, d.Tk}, bc;
-    if (Mk.rank() > 4 || !broadcastShapes(Mk.shape, full, bc) || bc != full)
-      return kernelError("mask shape " + shapeToString(Mk.shape) + " does not broadcast to " +
-                         shapeToString(full));
-  }
+  if (c.inputs.size() == 4)
+    if (llvm::Error e = verifyAttentionMask(c.inputs[3], {d.B, d.Hq, d.Tq, d.Tk})) return e;
   int64_t causal = c.attrInt("causal", 0);
   if (causal != 0 && causal != 1) return kernelError("causal must be 0 or 1");
   return llvm::Error::success();
@@ -306,17 +300,7 @@ llvm::Error runAttention(const KernelCall &c) {
   const int64_t group = d.Hq / d.Hkv;
   const int64_t causalOffset = d.Tk - d.Tq;  // key j visible to query i iff j <= i + causalOffset
 
-  // Mask: element strides over [B, Hq, Tq, Tk] (0 on broadcast dims).
-  const TensorRef *mask = c.inputs.size() == 4 ? &c.inputs[3] : nullptr;
-  int64_t ms[4] = {0, 0, 0, 0};
-  if (mask) {
-    int64_t stride = 1;
-    for (int64_t i = mask->rank() - 1, dim = 3; i >= 0; --i, --dim) {
-      ms[dim] = mask->shape[i] == 1 ? 0 : stride;
-      stride *= mask->shape[i];
-    }
-  }
-  const bool maskBool = mask && mask->dtype == DType::Bool;
+  const AttentionMask mask(c.inputs.size() == 4 ? &c.inputs[3] : nullptr);
 
   const int64_t qBlocks = (d.Tq + kBlockQ - 1) / kBlockQ;
   const int64_t itemsPerHead = (qBlocks + kQBlocksPerItem - 1) / kQBlocksPerItem;
@@ -371,16 +355,7 @@ llvm::Error runAttention(const KernelCall &c) {
           // Visible keys of this row within the block: [0, limit).
           int64_t limit = nk;
           if (causal) limit = std::max<int64_t>(0, std::min(nk, qi + causalOffset - k0 + 1));
-          if (mask) {
-            const int64_t base = b * ms[0] + h * ms[1] + qi * ms[2] + k0 * ms[3];
-            if (maskBool) {
-              const uint8_t *mp = mask->as<const uint8_t>() + base;
-              for (int64_t j = 0; j < limit; ++j) s[j] = mp[j * ms[3]] ? s[j] : kNegInf;
-            } else {
-              const float *mp = mask->as<const float>() + base;
-              for (int64_t j = 0; j < limit; ++j) s[j] += mp[j * ms[3]];
-            }
-          }
+          mask.apply(s, b, h, qi, k0, limit);
           for (int64_t j = limit; j < kBlockK; ++j) s[j] = kNegInf;
           float bm = kNegInf;
 #pragma omp simd reduction(max : bm)

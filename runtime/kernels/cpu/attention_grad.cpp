@@ -26,6 +26,7 @@
 // contributes nothing, matching the forward's zero output.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "AttentionMask.h"
 #include "CpuCommon.h"
 #include "Widen.h"
 #include "FastMath.h"
@@ -91,14 +92,8 @@ llvm::Error verifyAttentionGrad(const KernelCall &c) {
   if (llvm::Error e = verifySameShape(c.outputs[0], Q, "dq and q")) return e;
   if (llvm::Error e = verifySameShape(c.outputs[1], K, "dk and k")) return e;
   if (llvm::Error e = verifySameShape(c.outputs[2], V, "dv and v")) return e;
-  if (const TensorRef *Mk = maskOf(c)) {
-    if (Mk->dtype != DType::F32 && Mk->dtype != DType::Bool)
-      return kernelError("mask must be f32 (additive) or bool, got " + dtypeName(Mk->dtype));
-    Shape full = {d.B, d.Hq, d.Tq, d.Tk}, bc;
-    if (Mk->rank() > 4 || !broadcastShapes(Mk->shape, full, bc) || bc != full)
-      return kernelError("mask shape " + shapeToString(Mk->shape) + " does not broadcast to " +
-                         shapeToString(full));
-  }
+  if (const TensorRef *Mk = maskOf(c))
+    if (llvm::Error e = verifyAttentionMask(*Mk, {d.B, d.Hq, d.Tq, d.Tk})) return e;
   const int64_t causal = c.attrInt("causal", 0);
   if (causal != 0 && causal != 1) return kernelError("causal must be 0 or 1");
   return llvm::Error::success();
@@ -132,16 +127,7 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
   const int64_t group = d.Hq / d.Hkv;
   const int64_t causalOffset = d.Tk - d.Tq;  // key j visible to query i iff j <= i + causalOffset
 
-  const TensorRef *mask = maskOf(c);
-  int64_t ms[4] = {0, 0, 0, 0};  // mask element strides over [B, Hq, Tq, Tk] (0 on broadcast dims)
-  if (mask) {
-    int64_t stride = 1;
-    for (int64_t i = mask->rank() - 1, dim = 3; i >= 0; --i, --dim) {
-      ms[dim] = mask->shape[i] == 1 ? 0 : stride;
-      stride *= mask->shape[i];
-    }
-  }
-  const bool maskBool = mask && mask->dtype == DType::Bool;
+  const AttentionMask mask(maskOf(c));
 
   const int64_t items = d.B * d.Hkv;
   if (items == 0) return llvm::Error::success();
@@ -184,16 +170,7 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
           const int64_t qi = q0 + r;
           int64_t limit = kEnd;
           if (causal) limit = std::max<int64_t>(0, std::min(kEnd, qi + causalOffset + 1));
-          if (mask) {
-            const int64_t base = b * ms[0] + h * ms[1] + qi * ms[2];
-            if (maskBool) {
-              const uint8_t *mp = mask->as<const uint8_t>() + base;
-              for (int64_t j = 0; j < limit; ++j) s[j] = mp[j * ms[3]] ? s[j] : kNegInf;
-            } else {
-              const float *mp = mask->as<const float>() + base;
-              for (int64_t j = 0; j < limit; ++j) s[j] += mp[j * ms[3]];
-            }
-          }
+          mask.apply(s, b, h, qi, 0, limit);
           float m = kNegInf;
 #pragma omp simd reduction(max : m)
           for (int64_t j = 0; j < limit; ++j) m = std::max(m, s[j]);
