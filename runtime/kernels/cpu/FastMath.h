@@ -76,6 +76,18 @@ COLOSSAL_FAST_MATH_INLINE float fastErf(float x) {
   return x != x ? x : y;
 }
 
+/// max(init, x[0], ..., x[n-1]) for the row maxima of softmax, attention and cross-entropy.
+/// Spelled `m > x ? m : x` because GCC 12 vectorizes that (vmaxps) but leaves std::max's
+/// `m < x ? x : m` scalar: max is exact, so the lane order changes nothing for finite values.
+/// A NaN element may or may not reach the result; the callers' rows are NaN either way (their
+/// Σ exp(x − m) holds exp(NaN)).
+COLOSSAL_FAST_MATH_INLINE float rowMax(const float *x, int64_t n, float init) {
+  float m = init;
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = m > x[i] ? m : x[i];
+  return m;
+}
+
 #undef COLOSSAL_FAST_MATH_INLINE
 
 }  // namespace colossal::runtime::cpu

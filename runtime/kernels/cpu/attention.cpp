@@ -140,26 +140,37 @@ void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t 
   }
 }
 
-/// O[r0:r0+R, c0:c0+16·NV) += P[r, 0:nk] · V[0:nk, c0:...] with R rows (1..4) held in registers;
-/// `tail` masks the last vector's lanes.
-template <int NV>
-void pvBlock(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, float *O, int64_t c0,
-             __mmask16 tail) {
-  __m512 acc[4][NV];
-  for (int64_t i = 0; i < R; ++i)
+/// O[0:R, c0:c0+16·NV) += P[0:R, 0:nk] · V[0:nk, c0:...] with the R (1..4) rows' accumulators in
+/// registers (R and NV are compile-time, so nothing spills: 4 × 4 zmm at most); `tail` masks the
+/// last vector's lanes.
+template <int R, int NV>
+void pvBlock(const float *P, const float *V, int64_t nk, int64_t Dv, float *O, int64_t c0, __mmask16 tail) {
+  __m512 acc[R][NV];
+  for (int i = 0; i < R; ++i)
     for (int v = 0; v < NV; ++v)
       acc[i][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xffff, O + i * Dv + c0 + 16 * v);
   for (int64_t j = 0; j < nk; ++j) {
     __m512 vv[NV];
     for (int v = 0; v < NV; ++v) vv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? tail : 0xffff, V + j * Dv + c0 + 16 * v);
-    for (int64_t i = 0; i < R; ++i) {
-      __m512 p = _mm512_set1_ps(P[i * kBlockK + j]);
+    for (int i = 0; i < R; ++i) {
+      const __m512 p = _mm512_set1_ps(P[i * kBlockK + j]);
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(p, vv[v], acc[i][v]);
     }
   }
-  for (int64_t i = 0; i < R; ++i)
+  for (int i = 0; i < R; ++i)
     for (int v = 0; v < NV; ++v)
       _mm512_mask_storeu_ps(O + i * Dv + c0 + 16 * v, v == NV - 1 ? tail : 0xffff, acc[i][v]);
+}
+
+template <int NV>
+void pvRows(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, float *O, int64_t c0,
+            __mmask16 tail) {
+  switch (R) {
+  case 1: pvBlock<1, NV>(P, V, nk, Dv, O, c0, tail); break;
+  case 2: pvBlock<2, NV>(P, V, nk, Dv, O, c0, tail); break;
+  case 3: pvBlock<3, NV>(P, V, nk, Dv, O, c0, tail); break;
+  default: pvBlock<4, NV>(P, V, nk, Dv, O, c0, tail); break;
+  }
 }
 
 /// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys.
@@ -174,10 +185,10 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
       const float *Pr = P + r * kBlockK;
       float *Or = O + r * Dv;
       switch (nv) {
-      case 1: pvBlock<1>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      case 2: pvBlock<2>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      case 3: pvBlock<3>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      default: pvBlock<4>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 1: pvRows<1>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 2: pvRows<2>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 3: pvRows<3>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      default: pvRows<4>(Pr, V, nk, Dv, R, Or, c0, tail); break;
       }
     }
   }
@@ -357,9 +368,7 @@ llvm::Error runAttention(const KernelCall &c) {
           if (causal) limit = std::max<int64_t>(0, std::min(nk, qi + causalOffset - k0 + 1));
           mask.apply(s, b, h, qi, k0, limit);
           for (int64_t j = limit; j < kBlockK; ++j) s[j] = kNegInf;
-          float bm = kNegInf;
-#pragma omp simd reduction(max : bm)
-          for (int64_t j = 0; j < limit; ++j) bm = std::max(bm, s[j]);
+          const float bm = rowMax(s, limit, kNegInf);
           const float mNew = std::max(m[r], bm);
           if (mNew == kNegInf) {  // nothing visible to this row yet: contributes nothing
             for (int64_t j = 0; j < kBlockK; ++j) s[j] = 0.0f;

@@ -171,9 +171,7 @@ llvm::Error runAttentionGrad(const KernelCall &c) {
           int64_t limit = kEnd;
           if (causal) limit = std::max<int64_t>(0, std::min(kEnd, qi + causalOffset + 1));
           mask.apply(s, b, h, qi, 0, limit);
-          float m = kNegInf;
-#pragma omp simd reduction(max : m)
-          for (int64_t j = 0; j < limit; ++j) m = std::max(m, s[j]);
+          const float m = rowMax(s, limit, kNegInf);
           if (m == kNegInf) {  // the row sees no key: P = 0
             std::fill(s, s + kEnd, 0.0f);
             continue;

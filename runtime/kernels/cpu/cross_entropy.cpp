@@ -62,9 +62,7 @@ llvm::Expected<int64_t> countLabels(const int64_t *labels, int64_t N, int64_t C,
 /// Max of a row, and Σ exp(x − max) in double. An all −inf row uses max 0 (sum 0: log gives −inf,
 /// and the loss NaN, as PyTorch).
 void rowMaxSum(const float *x, int64_t C, float &m, double &s) {
-  m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < C; ++i) m = std::max(m, x[i]);
+  m = rowMax(x, C, -std::numeric_limits<float>::infinity());
   if (m == -std::numeric_limits<float>::infinity()) m = 0;
   s = 0;
 #pragma omp simd reduction(+ : s)

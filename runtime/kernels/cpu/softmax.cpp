@@ -40,9 +40,7 @@ template <bool LOG> llvm::Error runSoftmax(const KernelCall &c) {
       for (int64_t o = b; o < e; ++o) {
         const float *px = x + o * A;
         float *py = y + o * A;
-        float m = kNegInf;
-#pragma omp simd reduction(max : m)
-        for (int64_t i = 0; i < A; ++i) m = std::max(m, px[i]);
+        float m = rowMax(px, A, kNegInf);
         if (m == kNegInf) m = 0;  // all -inf: exp gives 0s, sum 0 -> NaN as in PyTorch
         float s = 0;
         if constexpr (LOG) {
