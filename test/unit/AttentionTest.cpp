@@ -89,6 +89,13 @@ TEST(Attention, ManyQueryBlocksAndLongHeads) {
   checkAttention({1, 2, 1, 300, 300, 8, 24, true, MaskKind::None, {}});
   checkAttention({1, 1, 1, 70, 1100, 128, 16, false, MaskKind::None, {}});
 }
+// Tiles on the causal diagonal compute only the key lanes their row groups see (attention.cpp
+// groupWidth): the GPT shape (D 64, 4 query blocks), and a key offset that is not a multiple of 4
+// rows with Dv 80 (a full 64-lane chunk and a masked tail).
+TEST(Attention, CausalDiagonalTilesSkipHiddenKeys) {
+  checkAttention({1, 2, 2, 256, 256, 64, 64, true, MaskKind::None, {}});
+  checkAttention({1, 2, 1, 61, 190, 64, 80, true, MaskKind::None, {}});
+}
 TEST(Attention, CausalDecodeOneQuery) { checkAttention({2, 8, 2, 1, 77, 64, 64, true, MaskKind::None, {}}); }
 TEST(Attention, CausalQueriesMoreThanKeysGivesZeroRows) {
   checkAttention({1, 2, 2, 130, 67, 8, 8, true, MaskKind::None, {}});

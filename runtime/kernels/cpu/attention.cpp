@@ -105,30 +105,48 @@ size_t attentionWorkspace(const KernelCall &c, int threads) {
 }
 
 #if defined(__AVX512F__)
-/// AVX-512 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart): 4 rows × 4 vectors of
-/// accumulators.
-void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
+/// Visible keys of rows [r, r + R) of a tile: those of its last row, clamp(r + R + diag, 0, nk),
+/// where row i of the tile sees keys j <= i + diag (causal) and diag >= kBlockK when all are.
+inline int64_t groupWidth(int64_t r, int64_t R, int64_t diag, int64_t nk) {
+  return std::clamp<int64_t>(r + R + diag, 0, nk);
+}
+
+/// AVX-512 S[r, 0:16·NV] = scale · q[r, :] · Kt[:, 0:16·NV] for 4 rows (Kt rows `ldk` apart).
+template <int NV>
+void scoreRows4(const float *q, int64_t D, const float *Kt, int64_t ldk, const __m512 vs, float *S) {
+  __m512 acc[4][NV];
+  for (int i = 0; i < 4; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const float *kt = Kt + d * ldk;
+    __m512 kv[NV];
+    for (int v = 0; v < NV; ++v) kv[v] = _mm512_loadu_ps(kt + 16 * v);
+    for (int i = 0; i < 4; ++i) {
+      const __m512 a = _mm512_set1_ps(q[i * D + d]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, kv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(S + i * kBlockK + 16 * v, _mm512_mul_ps(acc[i][v], vs));
+}
+
+/// AVX-512 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart): 4 rows × up to 4
+/// vectors of accumulators. Lanes at or past a row group's visible width (groupWidth) are left
+/// unwritten: the caller masks them.
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale,
+               int64_t diag, int64_t nk, float *S) {
   const __m512 vs = _mm512_set1_ps(scale);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    __m512 acc[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
-    const float *q0 = q + r * D;
-    for (int64_t d = 0; d < D; ++d) {
-      const float *kt = Kt + d * ldk;
-      __m512 k0 = _mm512_loadu_ps(kt), k1 = _mm512_loadu_ps(kt + 16), k2 = _mm512_loadu_ps(kt + 32),
-             k3 = _mm512_loadu_ps(kt + 48);
-      for (int i = 0; i < 4; ++i) {
-        __m512 a = _mm512_set1_ps(q0[i * D + d]);
-        acc[i][0] = _mm512_fmadd_ps(a, k0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(a, k1, acc[i][1]);
-        acc[i][2] = _mm512_fmadd_ps(a, k2, acc[i][2]);
-        acc[i][3] = _mm512_fmadd_ps(a, k3, acc[i][3]);
-      }
+    const float *qr = q + r * D;
+    float *Sr = S + r * kBlockK;
+    switch ((groupWidth(r, 4, diag, nk) + 15) / 16) {
+    case 0: break;
+    case 1: scoreRows4<1>(qr, D, Kt, ldk, vs, Sr); break;
+    case 2: scoreRows4<2>(qr, D, Kt, ldk, vs, Sr); break;
+    case 3: scoreRows4<3>(qr, D, Kt, ldk, vs, Sr); break;
+    default: scoreRows4<4>(qr, D, Kt, ldk, vs, Sr); break;
     }
-    for (int i = 0; i < 4; ++i)
-      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(S + (r + i) * kBlockK + 16 * v, _mm512_mul_ps(acc[i][v], vs));
   }
   for (; r < rows; ++r) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -173,10 +191,13 @@ void pvRows(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, f
   }
 }
 
-/// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys.
-void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
+/// O[r, :] += sum_j P[r, j] · V[j, :] over the row group's visible keys (groupWidth; P is 0 past
+/// them).
+void accumulatePV(const float *P, const float *V, int64_t diag, int64_t nk, int64_t Dv, int64_t rows, float *O) {
   for (int64_t r = 0; r < rows; r += 4) {
     const int64_t R = std::min<int64_t>(4, rows - r);
+    const int64_t nkr = groupWidth(r, R, diag, nk);
+    if (nkr == 0) continue;
     for (int64_t c0 = 0; c0 < Dv; c0 += 64) {
       const int64_t width = std::min<int64_t>(64, Dv - c0);
       const int nv = static_cast<int>((width + 15) / 16);
@@ -185,10 +206,10 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
       const float *Pr = P + r * kBlockK;
       float *Or = O + r * Dv;
       switch (nv) {
-      case 1: pvRows<1>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      case 2: pvRows<2>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      case 3: pvRows<3>(Pr, V, nk, Dv, R, Or, c0, tail); break;
-      default: pvRows<4>(Pr, V, nk, Dv, R, Or, c0, tail); break;
+      case 1: pvRows<1>(Pr, V, nkr, Dv, R, Or, c0, tail); break;
+      case 2: pvRows<2>(Pr, V, nkr, Dv, R, Or, c0, tail); break;
+      case 3: pvRows<3>(Pr, V, nkr, Dv, R, Or, c0, tail); break;
+      default: pvRows<4>(Pr, V, nkr, Dv, R, Or, c0, tail); break;
       }
     }
   }
@@ -215,10 +236,13 @@ void scoreBlock(const float *q, int64_t D, const float *Kt, int64_t ldk, float s
   }
 }
 
-/// AVX2 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart).
-void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
+/// AVX2 S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart); 16-lane chunks at or
+/// past a row group's visible width (groupWidth) are left unwritten: the caller masks them.
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale,
+               int64_t diag, int64_t nk, float *S) {
   for (int64_t c = 0; c < kBlockK; c += 16)
     for (int64_t r = 0; r < rows; r += 4) {
+      if (c >= groupWidth(r, std::min<int64_t>(4, rows - r), diag, nk)) continue;
       const float *qr = q + r * D;
       float *Sr = S + r * kBlockK + c;
       switch (std::min<int64_t>(4, rows - r)) {
@@ -258,11 +282,12 @@ void pvRows(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t R, f
   }
 }
 
-/// O[r, :] += sum_j P[r, j] · V[j, :] over `nk` keys: 16 lanes at a time, then 8, then a scalar
-/// tail.
-void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
+/// O[r, :] += sum_j P[r, j] · V[j, :] over the row group's visible keys (groupWidth; P is 0 past
+/// them): 16 lanes at a time, then 8, then a scalar tail.
+void accumulatePV(const float *P, const float *V, int64_t diag, int64_t nkAll, int64_t Dv, int64_t rows, float *O) {
   for (int64_t r = 0; r < rows; r += 4) {
     const int64_t R = std::min<int64_t>(4, rows - r);
+    const int64_t nk = groupWidth(r, R, diag, nkAll);
     const float *Pr = P + r * kBlockK;
     float *Or = O + r * Dv;
     int64_t c = 0;
@@ -274,8 +299,10 @@ void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_
   }
 }
 #else
-/// Portable S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart).
-void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale, float *S) {
+/// Portable S[r, 0:64] = scale · q[r, :] · Kt[:, 0:64] (Kt rows `ldk` apart; every lane, the
+/// causal width is not used here).
+void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t rows, float scale,
+               int64_t /*diag*/, int64_t /*nk*/, float *S) {
   for (int64_t r = 0; r < rows; ++r) {
     float acc[kBlockK] = {};
     for (int64_t d = 0; d < D; ++d) {
@@ -287,8 +314,8 @@ void scoreTile(const float *q, int64_t D, const float *Kt, int64_t ldk, int64_t 
   }
 }
 
-/// Portable O[r, :] += sum_j P[r, j] · V[j, :].
-void accumulatePV(const float *P, const float *V, int64_t nk, int64_t Dv, int64_t rows, float *O) {
+/// Portable O[r, :] += sum_j P[r, j] · V[j, :] (all nk keys; P is 0 past the visible ones).
+void accumulatePV(const float *P, const float *V, int64_t /*diag*/, int64_t nk, int64_t Dv, int64_t rows, float *O) {
   for (int64_t r = 0; r < rows; ++r) {
     float *o = O + r * Dv;
     for (int64_t j = 0; j < nk; ++j) {
@@ -359,7 +386,9 @@ llvm::Error runAttention(const KernelCall &c) {
           }
           transposed = k0 + kBlockK;
         }
-        scoreTile(qp, d.D, Kt + c0, ldk, rows, scale, S);
+        // Row r of the tile sees keys j <= r + diag (all of them without causal).
+        const int64_t diag = causal ? q0 + causalOffset - k0 : kBlockK;
+        scoreTile(qp, d.D, Kt + c0, ldk, rows, scale, diag, nk, S);
         for (int64_t r = 0; r < rows; ++r) {
           float *s = S + r * kBlockK;
           const int64_t qi = q0 + r;
@@ -388,7 +417,7 @@ llvm::Error runAttention(const KernelCall &c) {
             for (int64_t cc = 0; cc < d.Dv; ++cc) o[cc] *= alpha;
           }
         }
-        accumulatePV(S, vp + k0 * d.Dv, nk, d.Dv, rows, O);
+        accumulatePV(S, vp + k0 * d.Dv, diag, nk, d.Dv, rows, O);
       }
       float *yp = y + ((b * d.Hq + h) * d.Tq + q0) * d.Dv;
       for (int64_t r = 0; r < rows; ++r) {
