@@ -282,11 +282,14 @@ DFN(DGelu, T(0.5) * (T(1) + Math<T>::erf(x * T(0.70710678118654752))) +
                x * T(0.3989422804014327) * Math<T>::exp(T(-0.5) * x * x))
 // gelu_tanh = ½x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³):
 //   ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²)
+// d/dx of 0.5·x·(1 + tanh u), u = k·(x + c·x³): with s = σ(2u) = 0.5·(1 + tanh u) (and so
+// 0.5·(1 − tanh² u) = 2·s·(1 − s)) it is s + 2·x·s·(1 − s)·k·(1 + 3c·x²) — one exp, one division,
+// and no cancellation in 1 + tanh u for negative x (Activations.h GeluTanh, the same identity).
 struct DGeluTanh {
   template <typename T> static T d(T x, T) {
     const T k = T(0.7978845608028654), c = T(0.044715);
-    const T t = Math<T>::tanh(k * (x + c * x * x * x));
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
+    const T s = Math<T>::sigmoid(T(2) * k * (x + c * x * x * x));
+    return s + T(2) * x * s * (T(1) - s) * k * (T(1) + T(3) * c * x * x);
   }
 };
 DFN(DSin, std::cos(x))
