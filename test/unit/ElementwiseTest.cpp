@@ -239,6 +239,22 @@ TEST(Elementwise, Gelu) {
   checkUnary("gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -6, 6);
   checkUnary("gelu", [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); },
              -6, 6, Attrs().s("approximate", "tanh"));
+  // Relative accuracy where the result is tiny (x ≤ −1): evaluated as x·σ(2u), no 1 + tanh u
+  // cancellation (written as 0.5·x·(1 + tanh u) in float, x = −9 came out 0.29 off).
+  {
+    const int64_t n = 801;
+    HostTensor neg(DType::F32, {n}), out(DType::F32, {n});
+    for (int64_t i = 0; i < n; ++i) neg.data<float>()[i] = -1.0f - 8.0f * static_cast<float>(i) / (n - 1);
+    ASSERT_NO_ERR(runKernel("gelu", {&neg}, {&out}, Attrs().s("approximate", "tanh")));
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = neg.data<float>()[i];
+      // The reference in double as x·σ(2u) too: 1 + tanh u cancels in double as well (u ≈ −33).
+      const double exact = x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      worst = std::max(worst, std::fabs(out.data<float>()[i] - exact) / std::fabs(exact));
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
   HostTensor x(DType::F32, {3}), y(DType::F32, {3});
   EXPECT_NE(errorMessage(verifyKernel("gelu", {&x}, {&y}, Attrs().s("approximate", "fast"))).find("approximate"),
             std::string::npos);
