@@ -1,7 +1,10 @@
 //===- Executor.cpp - Runs one program of a loaded plan -------------------------------------===//
 #include "colossal/runtime/Executor.h"
+#include "colossal/runtime/OpProfile.h"
 
 #include "colossal/runtime/StateStore.h"
+
+#include <chrono>
 
 namespace colossal::runtime {
 
@@ -200,9 +203,17 @@ void Executor::runTierMoves(size_t before) {
 
 llvm::Error Executor::run() {
   const bool tiered = !tierMoves_.empty();
+  OpProfile *profile = OpProfile::active();
   for (Step &s : steps_) {
     if (tiered) runTierMoves(s.index);
-    if (llvm::Error e = s.kernel->run(s.call)) {
+    const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    llvm::Error e = s.kernel->run(s.call);
+    if (profile) {
+      const std::string &op = s.call.instruction->op();
+      profile->add(op, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   OpProfile::flopsOf(op, s.call));
+    }
+    if (e) {
       const plan::Instruction &inst = *s.call.instruction;
       return fail("instruction " + llvm::Twine(s.index) + " (" + inst.op() +
                   (inst.loc().empty() ? "" : " at " + inst.loc()) + "): " + llvm::toString(std::move(e)));

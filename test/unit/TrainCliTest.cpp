@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 using namespace colossal::runtime;
 using namespace colossal::runtime::testing;
@@ -149,6 +150,45 @@ TEST_F(TrainCliTest, ZeroStepsIsADryRunThatSaysSo) {
   std::string out, err;
   EXPECT_EQ(run(trainArgs(0), out, &err), 0) << err;
   EXPECT_NE((out + err).find("note: --steps 0: no step ran"), std::string::npos) << out << err;
+}
+
+/// --profile: one table for the steps, every op's calls a whole number of steps; on a plain run
+/// the warm-up runs are left out.
+TEST_F(TrainCliTest, ProfileCountsEveryInstructionOfTheStepsOrRuns) {
+  auto rows = [](const std::string &err, llvm::StringRef title) {
+    std::vector<std::pair<std::string, long>> calls;  // op, calls ("all" last)
+    size_t at = err.find(title.str());
+    if (at == std::string::npos) return calls;
+    std::istringstream in(err.substr(err.find('\n', at) + 1));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line) && line.rfind("  ", 0) == 0) {
+      std::istringstream fields(line);
+      std::string op;
+      long n = 0;
+      fields >> op >> n;
+      calls.emplace_back(op, n);
+    }
+    return calls;
+  };
+  std::string out, err;
+  ASSERT_EQ(run(trainArgs(2) + " --profile", out, &err), 0) << err;
+  auto train = rows(err, "profile: rank 0, 2 steps");
+  ASSERT_GE(train.size(), 3u) << err;
+  EXPECT_EQ(train.back().first, "all") << err;
+  long sum = 0;
+  for (size_t i = 0; i + 1 < train.size(); ++i) {
+    EXPECT_EQ(train[i].second % 2, 0) << train[i].first << " in\n" << err;
+    sum += train[i].second;
+  }
+  EXPECT_EQ(sum, train.back().second) << err;
+
+  ASSERT_EQ(run(planPath + " --zero-inputs --warmup 2 --repeat 3 --profile --threads 1", out, &err), 0) << err;
+  auto plain = rows(err, "profile: rank 0, program ");
+  ASSERT_GE(plain.size(), 2u) << err;
+  for (const auto &[op, n] : plain) EXPECT_EQ(n % 3, 0) << op << ": the 2 warm-up runs are not counted\n" << err;
+  EXPECT_EQ(run(planPath + " sample --prompt x --tokens 1 --profile", out, &err), 1);
+  EXPECT_EQ(err, "error: --profile is not an option of 'sample' (it belongs to running a program, 'train')\n");
 }
 
 TEST_F(TrainCliTest, Errors) {

@@ -2,12 +2,12 @@
 //
 //   colossal-run MODEL.cplan --input NAME=FILE.npy ... --output-dir DIR [--threads N]
 //                [--repeat N] [--warmup N] [--program NAME] [--checkpoint DIR] [--dump-states DIR]
-//                [--nproc N] [--comm-timeout S] [--allow-nonfinite-checkpoint]
+//                [--nproc N] [--comm-timeout S] [--allow-nonfinite-checkpoint] [--profile]
 //   colossal-run MODEL.cplan train --data TOKENS.bin [--token-dtype uint8|uint16] --steps N
 //                --metrics M.jsonl [--trace T.json] [--save DIR --save-every K] [--resume DIR]
 //                [--eval-data FILE --eval-every K --eval-steps M] [--seed S] [--threads N]
 //                [--shuffle] [--dump-inputs DIR] (a plan with train.inputs: no --data)
-//                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint]
+//                [--on-nonfinite stop|skip] [--allow-nonfinite-checkpoint] [--profile]
 //   colossal-run MODEL.cplan sample [--checkpoint DIR] --prompt TEXT --tokens N [--tokenizer FILE]
 //                [--temperature X --seed S] [--threads N] [--allow-nonfinite-checkpoint]
 //   colossal-run MODEL.cplan export --onnx OUT.onnx [--checkpoint DIR] [--inference]
@@ -42,6 +42,7 @@
 // default to the cores divided by the ranks on this machine.
 //
 //===----------------------------------------------------------------------------------------===//
+#include "colossal/runtime/OpProfile.h"
 #include "colossal/runtime/Checkpoint.h"
 #include "colossal/runtime/DataParallelIO.h"
 #include "colossal/runtime/Communicator.h"
@@ -116,6 +117,10 @@ cl::opt<int> repeat("repeat", cl::desc("Run the program N times and report timin
                     cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("Untimed runs before the timed ones"), cl::init(0),
                     cl::cat(category));
+cl::opt<bool> profileOps("profile",
+                         cl::desc("run, train: time every instruction and print, per kind of op, calls, total ms, "
+                                  "share, mean us and GFLOP/s (rank 0, to stderr; after --warmup)"),
+                         cl::cat(category));
 cl::opt<bool> zeroInputs("zero-inputs",
                          cl::desc("run: fill every input not given with --input with zeros (timing a "
                                   "program alone, e.g. one pipeline stage's)"),
@@ -226,7 +231,7 @@ llvm::Error checkModeOptions(llvm::StringRef mode) {
   std::vector<Use> uses = {
       {std::addressof(inputArgs), {"run"}},        {&outputDir, {"run"}},          {&repeat, {"run"}},
       {&warmup, {"run"}},           {&programName, {"run"}},        {&dumpStatesDir, {"run"}},
-      {&zeroInputs, {"run"}},
+      {&zeroInputs, {"run"}},       {&profileOps, {"run", "train"}},
       {&checkpointDir, {"run", "sample", "export"}},
       {&dataPath, {"train"}},       {&tokenDTypeName, {"train", "tokenize"}},   {&steps, {"train"}},
       {&metricsPath, {"train"}},    {&tracePath, {"train"}},        {&saveDir, {"train"}},          {&saveEvery, {"train"}},
@@ -390,6 +395,8 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   LineTrackingStream log(llvm::errs());
   llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, log);
   log.closeLine();  // the progress bar's line ends before an error message or the shell prompt
+  if (OpProfile *profile = OpProfile::active(); profile && comm.rank() == 0)
+    profile->print(llvm::errs(), "profile: rank 0, " + std::to_string(steps) + " steps (every program the steps ran)");
   // A non-finite step or a refused checkpoint: every rank agreed on it and leaves here together.
   std::optional<std::string> agreed;
   e = llvm::handleErrors(std::move(e), [&](const NonFiniteError &n) { agreed = n.text(); });
@@ -600,6 +607,8 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
   };
   std::vector<double> ms;
   for (int i = 0; i < warmup + repeat; ++i) {
+    if (i == warmup)
+      if (OpProfile *profile = OpProfile::active()) profile->reset();
     auto t0 = std::chrono::steady_clock::now();
     if (llvm::Error e = (*runner)->runForward(feed, collect)) abortOnRankError(comm, std::move(e));
     if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -609,6 +618,8 @@ int pipelineRunMain(LoadedPlan &plan, Device &device, CommContext &comm) {
     llvm::errs() << llvm::format("pipeline forward: median %.3f ms, min %.3f ms over %d runs\n", ms[ms.size() / 2],
                                  ms.front(), repeat.getValue());
   }
+  if (OpProfile *profile = OpProfile::active(); profile && comm.rank() == 0)
+    profile->print(llvm::errs(), "profile: rank 0 (pipeline stage 0), " + std::to_string(repeat) + " runs");
   // Each output to rank 0 from the rank of its stage (pipeline rank = stage: one stage per rank).
   Communicator &group = (*runner)->group();
   for (auto &[name, a] : out) {
@@ -671,6 +682,7 @@ int runMain(int argc, char **argv) {
                 llvm::Twine(kMaxThreads));
   if (repeat < 1) return fail("--repeat must be >= 1");
   if (warmup < 0) return fail("--warmup must be >= 0");
+  if (profileOps) OpProfile::enable();
 
   const KernelRegistry &registry = KernelRegistry::cpu();
   auto loaded = loadPlan(planPath, registry);
@@ -823,6 +835,7 @@ int runMain(int argc, char **argv) {
   };
   for (int i = 0; i < warmup; ++i)
     if (llvm::Error e = runOnce()) return failHere(std::move(e));
+  if (OpProfile *profile = OpProfile::active()) profile->reset();  // the timed runs only
   std::vector<double> ms;
   for (int i = 0; i < repeat; ++i) {
     for (const InputData &in : inputs)
@@ -836,6 +849,9 @@ int runMain(int argc, char **argv) {
     llvm::errs() << llvm::format("%s: median %.3f ms, min %.3f ms over %d runs\n", programName.c_str(),
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
+  if (OpProfile *profile = OpProfile::active(); profile && (*comm)->rank() == 0)
+    profile->print(llvm::errs(), "profile: rank 0, program " + programName + ", " + std::to_string(repeat) +
+                                     " run" + (repeat == 1 ? "" : "s"));
 
   if (!dumpStatesDir.empty())
     if (llvm::Error e = dumpStates(*states, dumpStatesDir, **comm)) return failHere(std::move(e));
