@@ -62,10 +62,11 @@ TEST(Matmul, ShapeErrors) {
   EXPECT_NE(errorMessage(verifyKernel("matmul", {&a3, &b3}, {&y3})).find("do not broadcast"), std::string::npos);
 }
 
-void checkGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cShape, bool withC) {
-  SCOPED_TRACE("ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " c " + shapeToString(cShape));
+void checkGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cShape, bool withC, int64_t M = 13,
+               int64_t N = 17, int64_t K = 29) {
+  SCOPED_TRACE("ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " c " + shapeToString(cShape) + " M " +
+               std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
   std::mt19937 rng(61);
-  const int64_t M = 13, N = 17, K = 29;
   HostTensor a = randomF32(ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}, rng);
   HostTensor b = randomF32(tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, rng);
   HostTensor c = randomF32(cShape, rng), y(DType::F32, {M, N});
@@ -92,6 +93,13 @@ TEST(Gemm, TransposesAlphaBetaBias) {
   checkGemm(false, false, 1.5f, 0.0f, {13, 1}, true);
   checkGemm(true, false, 1.0f, 1.0f, {}, true);
   checkGemm(false, false, 1.0f, 1.0f, {}, false);
+}
+
+// a·bᵀ with M and K >= 1024 runs untransposed on a copy of b (matmul.cpp transposesB): tiles of
+// the copy that are partial in both dims, alpha and a broadcast addend.
+TEST(Gemm, LongTransposedProductsRunOnATransposedCopy) {
+  checkGemm(false, true, 0.5f, 2.0f, {37}, true, 1030, 37, 1100);
+  checkGemm(false, true, 1.0f, 0.0f, {}, false, 1024, 70, 1024);
 }
 
 /// A serving step's GEMM (batch_invariant): row r of A·op(B) is bit-equal whether it is computed
