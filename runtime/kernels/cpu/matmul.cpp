@@ -32,6 +32,9 @@
 #include "GemmBf16.h"
 #endif
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <map>
 #include <memory>
 #include <mutex>
@@ -301,15 +304,46 @@ size_t gemmWorkspace(const KernelCall &c, int threads) {
   return views + (transposesB(c, M, K) ? static_cast<size_t>(K * N) * sizeof(float) : 0);
 }
 
-/// bt[k·N + n] = b[n·K + k]: b [N, K] row-major to [K, N], in 32 × 32 tiles on the threads.
+#if defined(__AVX2__)
+/// t[i·ldt + j] = x[j·ldx + i] for an 8 × 8 block, through registers.
+inline void transpose8x8(const float *x, int64_t ldx, float *t, int64_t ldt) {
+  __m256 r[8], u[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(x + j * ldx);
+  for (int j = 0; j < 8; j += 2) {
+    u[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    u[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {
+    r[j] = _mm256_shuffle_ps(u[j], u[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[j + 1] = _mm256_shuffle_ps(u[j], u[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[j + 2] = _mm256_shuffle_ps(u[j + 1], u[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[j + 3] = _mm256_shuffle_ps(u[j + 1], u[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(t + i * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(t + (i + 4) * ldt, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+#endif
+
+/// bt[k·N + n] = b[n·K + k]: b [N, K] row-major to [K, N], in 32 × 32 tiles on the threads (each
+/// tile as 8 × 8 register transposes with AVX2, element by element at the edges).
 void transposeMatrix(const float *b, int64_t N, int64_t K, float *bt) {
   constexpr int64_t kTile = 32;
   const int64_t nTiles = (N + kTile - 1) / kTile, kTiles = (K + kTile - 1) / kTile;
   parallelFor(nTiles * kTiles, 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n0 = t / kTiles * kTile, k0 = t % kTiles * kTile;
-      for (int64_t n = n0; n < std::min(N, n0 + kTile); ++n)
-        for (int64_t k = k0; k < std::min(K, k0 + kTile); ++k) bt[k * N + n] = b[n * K + k];
+      const int64_t n1 = std::min(N, n0 + kTile), k1 = std::min(K, k0 + kTile);
+#if defined(__AVX2__)
+      if (n1 - n0 == kTile && k1 - k0 == kTile) {
+        for (int64_t n = n0; n < n1; n += 8)
+          for (int64_t k = k0; k < k1; k += 8) transpose8x8(b + n * K + k, K, bt + k * N + n, N);
+        continue;
+      }
+#endif
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t k = k0; k < k1; ++k) bt[k * N + n] = b[n * K + k];
     }
   });
 }
