@@ -173,7 +173,7 @@ TEST_F(TrainCliTest, ProfileCountsEveryInstructionOfTheStepsOrRuns) {
   };
   std::string out, err;
   ASSERT_EQ(run(trainArgs(2) + " --profile", out, &err), 0) << err;
-  auto train = rows(err, "profile: rank 0, 2 steps");
+  auto train = rows(err, "profile: rank 0, every program this run's steps ran");
   ASSERT_GE(train.size(), 3u) << err;
   EXPECT_EQ(train.back().first, "all") << err;
   long sum = 0;
@@ -187,6 +187,14 @@ TEST_F(TrainCliTest, ProfileCountsEveryInstructionOfTheStepsOrRuns) {
   auto plain = rows(err, "profile: rank 0, program ");
   ASSERT_GE(plain.size(), 2u) << err;
   for (const auto &[op, n] : plain) EXPECT_EQ(n % 3, 0) << op << ": the 2 warm-up runs are not counted\n" << err;
+  // A run that fails ends with its error alone: no table before it.
+  EXPECT_EQ(run(planPath + " train --data " + path("none.bin") + " --steps 2 --metrics " + path("m.jsonl") +
+                    " --profile",
+                out, &err),
+            1);
+  EXPECT_EQ(err, "error: " + path("none.bin") + ": cannot read token file: No such file or directory\n");
+  EXPECT_EQ(run(planPath + " --zero-inputs --profile --output-dir " + path("data.bin"), out, &err), 1);
+  EXPECT_EQ(err.find("profile:"), std::string::npos) << err;
   EXPECT_EQ(run(planPath + " sample --prompt x --tokens 1 --profile", out, &err), 1);
   EXPECT_EQ(err, "error: --profile is not an option of 'sample' (it belongs to running a program, 'train')\n");
 }

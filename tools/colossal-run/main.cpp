@@ -395,8 +395,6 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
   LineTrackingStream log(llvm::errs());
   llvm::Error e = runTraining(plan, KernelRegistry::cpu(), device, o, log);
   log.closeLine();  // the progress bar's line ends before an error message or the shell prompt
-  if (OpProfile *profile = OpProfile::active(); profile && comm.rank() == 0)
-    profile->print(llvm::errs(), "profile: rank 0, " + std::to_string(steps) + " steps (every program the steps ran)");
   // A non-finite step or a refused checkpoint: every rank agreed on it and leaves here together.
   std::optional<std::string> agreed;
   e = llvm::handleErrors(std::move(e), [&](const NonFiniteError &n) { agreed = n.text(); });
@@ -407,6 +405,10 @@ int trainMain(const LoadedPlan &plan, Device &device, CommContext &comm) {
     // rank and end the job (the others would wait in a collective).
     abortOnRankError(comm, std::move(e));
   }
+  // Only a run that finished has a profile to show (a failed one ends with its error alone).
+  if (OpProfile *profile = OpProfile::active(); profile && comm.rank() == 0)
+    profile->print(llvm::errs(), "profile: rank 0, every program this run's steps ran (train_step, optimizer_step; "
+                                 "eval with --eval-data)");
   return 0;
 }
 
@@ -849,9 +851,13 @@ int runMain(int argc, char **argv) {
     llvm::errs() << llvm::format("%s: median %.3f ms, min %.3f ms over %d runs\n", programName.c_str(),
                                  ms[ms.size() / 2], ms.front(), repeat.getValue());
   }
-  if (OpProfile *profile = OpProfile::active(); profile && (*comm)->rank() == 0)
-    profile->print(llvm::errs(), "profile: rank 0, program " + programName + ", " + std::to_string(repeat) +
-                                     " run" + (repeat == 1 ? "" : "s"));
+  // The profile closes a run that finished (outputs written): a failed one ends with its error.
+  auto printProfile = [&] {
+    if (OpProfile *profile = OpProfile::active(); profile && (*comm)->rank() == 0)
+      profile->print(llvm::errs(), "profile: rank 0, program " + programName + ", " + std::to_string(repeat) +
+                                       " run" + (repeat == 1 ? "" : "s"));
+    return 0;
+  };
 
   if (!dumpStatesDir.empty())
     if (llvm::Error e = dumpStates(*states, dumpStatesDir, **comm)) return failHere(std::move(e));
@@ -870,7 +876,7 @@ int runMain(int argc, char **argv) {
       gathered.emplace_back(std::move(shape), std::move(*all));
     }
   // Rank 0 writes the outputs (each rank holds them whole until plans carry output shardings).
-  if (outputDir.empty() || (*comm)->rank() != 0) return 0;
+  if (outputDir.empty() || (*comm)->rank() != 0) return printProfile();
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail(outputDir + ": cannot create output directory: " + ec.message());
   for (size_t i = 0; i < ex.outputs().size(); ++i) {
@@ -885,7 +891,7 @@ int runMain(int argc, char **argv) {
     if (llvm::Error e = writeOutput(path, t, *device)) return fail(std::move(e));
     llvm::outs() << "output '" << out.name << "' -> " << path << "\n";
   }
-  return 0;
+  return printProfile();
 }
 
 }  // namespace
