@@ -63,6 +63,10 @@ TEST_F(ColossalRunTest, Errors) {
   EXPECT_EQ(out, "error: missing input 'x' (f32 [4, 8]); pass --input x=FILE.npy (or --zero-inputs)\n");
   EXPECT_FALSE(llvm::sys::fs::exists(path("o")));
 
+  // An output folder that is a file: refused before the run.
+  EXPECT_EQ(run(planPath + " --input x=" + path("x.npy") + " --output-dir " + path("x.npy"), out), 1);
+  EXPECT_EQ(out, "error: " + path("x.npy") + ": --output-dir exists and is not a directory\n");
+
   EXPECT_EQ(run(planPath + " --input y=" + path("x.npy"), out), 1);
   EXPECT_EQ(out, "error: unknown input 'y' (the plan's inputs: x)\n");
 

@@ -684,6 +684,9 @@ int runMain(int argc, char **argv) {
                 llvm::Twine(kMaxThreads));
   if (repeat < 1) return fail("--repeat must be >= 1");
   if (warmup < 0) return fail("--warmup must be >= 0");
+  // An --output-dir that cannot hold the outputs is refused before the run, not after it.
+  if (!outputDir.empty() && llvm::sys::fs::exists(outputDir) && !llvm::sys::fs::is_directory(outputDir))
+    return fail(outputDir + ": --output-dir exists and is not a directory");
   if (profileOps) OpProfile::enable();
 
   const KernelRegistry &registry = KernelRegistry::cpu();
