@@ -83,6 +83,9 @@ public:
 
   OwningOpRef<ModuleOp> run();
 
+  /// Whether `name` is an initializer of the graph being imported (isInitializerName).
+  bool hasInitializer(const std::string &name) const { return initializers.count(name) != 0; }
+
   /// File-level error: `error: MODEL.onnx: message`.
   void fileError(const Twine &msg) {
     if (!failed_)
@@ -1118,6 +1121,8 @@ FailureOr<SmallVector<Value>> importSubgraph(GraphImporter &g, const onnx::Graph
                                              ArrayRef<Value> inputs) {
   return g.importSubgraph(graph, inputs);
 }
+
+bool isInitializerName(const GraphImporter &g, llvm::StringRef name) { return g.hasInitializer(name.str()); }
 
 FailureOr<DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,
                                           const Twine &what) {

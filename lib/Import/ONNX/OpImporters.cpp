@@ -33,9 +33,61 @@ LogicalResult requireFloat(Ctx &c, size_t i) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// The initializer (a weight or a Constant node) that `v` reads through data movement alone —
+/// reshape, transpose, slice, gather's table, expand, cast —, or an empty string when `v` is
+/// computed from the inputs. Names a position table in a broadcast error.
+std::string tableOrigin(const Ctx &c, Value v) {
+  for (int hops = 0; hops < 16 && v; ++hops) {
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+      // A parameter (an initializer) or a graph input: both are named by their location.
+      auto loc = llvm::dyn_cast<NameLoc>(arg.getLoc());
+      return loc && isInitializerName(c.graph, loc.getName().strref()) ? loc.getName().str() : "";
+    }
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return "";
+    if (auto cst = llvm::dyn_cast<ConstantOp>(op)) {
+      if (auto loc = llvm::dyn_cast<NameLoc>(cst.getLoc()))
+        return loc.getName().str();
+      return "a constant";
+    }
+    if (!llvm::isa<ReshapeOp, TransposeOp, SliceOp, GatherOp, ExpandOp, CastOp>(op))
+      return "";
+    v = op->getOperand(0);
+  }
+  return "";
+}
+
+/// Elementwise binary ops broadcast their operands (ONNX broadcasting). When they do not, and one
+/// side is read from an initializer, the error says so: the usual cause is an input longer than a
+/// table the model was exported with (learned positions, RoPE's cos/sin), which otherwise only
+/// surfaces as a shape clash deep inside the graph.
 template <typename OpTy> LogicalResult binary(Ctx &c) {
   if (failed(c.requireInputs(2)))
     return failure();
+  auto a = llvm::dyn_cast<RankedTensorType>(c.in[0].getType()), b = llvm::dyn_cast<RankedTensorType>(c.in[1].getType());
+  SmallVector<int64_t> shape;
+  if (a && b && !colossal::broadcastShapes(a.getShape(), b.getShape(), shape)) {
+    const int64_t rank = std::max(a.getRank(), b.getRank());
+    auto dimOf = [&](RankedTensorType t, int64_t i) { return i < rank - t.getRank() ? 1 : t.getDimSize(i - (rank - t.getRank())); };
+    for (int64_t i = 0; i < rank; ++i) {
+      const int64_t da = dimOf(a, i), db = dimOf(b, i);
+      if (da == db || da == 1 || db == 1)
+        continue;
+      for (int side = 0; side < 2; ++side) {
+        std::string table = tableOrigin(c, c.in[side]);
+        if (table.empty() || !tableOrigin(c, c.in[1 - side]).empty())
+          continue;
+        const int64_t held = side ? db : da, asked = side ? da : db;
+        return c.error("shapes " + shapeStr(a.getShape()) + " and " + shapeStr(b.getShape()) +
+                       " do not broadcast: dim " + Twine(i) + " is " + Twine(asked) + " here and " + Twine(held) +
+                       " in '" + table + "', a table of the model's weights or constants — if " + Twine(asked) +
+                       " is a sequence length, the model holds tables for at most " + Twine(held) +
+                       " positions (compile with inputs that fit)");
+      }
+      break;
+    }
+  }
   return setOut(c, c.make<OpTy>(c.in[0], c.in[1]));
 }
 

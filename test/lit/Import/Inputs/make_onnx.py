@@ -256,6 +256,13 @@ def bad_broadcast():
     return model(nodes, [vi("x", F, [2, 3]), vi("z", F, [4])], [vi("y", F, None)])
 
 
+def position_table():
+    """x [1, T, 4] + a learned position table pos [8, 4]: a spec binding T > 8 must say the table's size."""
+    pos = numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(8, 4), "pos")
+    nodes = [helper.make_node("Add", ["x", "pos"], ["y"], name="add_positions")]
+    return model(nodes, [vi("x", F, [1, "T", 4])], [vi("y", F, None)], inits=[pos])
+
+
 def bad_reshape():
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
     return model(nodes, [vi("x", F, [2, 6])], [vi("y", F, None)], inits=[c_i64("shape", [5, -1])])
