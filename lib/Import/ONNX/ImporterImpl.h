@@ -36,11 +36,11 @@ std::string onnxTypeName(int onnxType);
 /// can run, and far from int64 overflow in byte arithmetic.
 inline constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 
-/// TensorProto (raw, typed or external data) → DenseElementsAttr; file-level errors are printed
-/// by the importer and yield failure. `what` names the tensor in messages.
 /// Whether `name` is one of the graph's initializers (a weight, or a Constant node's output).
 bool isInitializerName(const GraphImporter &g, llvm::StringRef name);
 
+/// TensorProto (raw, typed or external data) → DenseElementsAttr; file-level errors are printed
+/// by the importer and yield failure. `what` names the tensor in messages.
 mlir::FailureOr<mlir::DenseElementsAttr> importTensor(GraphImporter &g, const onnx::TensorProto &t,
                                                       const llvm::Twine &what);
 

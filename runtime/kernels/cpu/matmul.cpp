@@ -297,11 +297,13 @@ bool transposesB(const KernelCall &c, int64_t M, int64_t K) {
          M >= 1024 && K >= 1024;
 }
 
-size_t gemmWorkspace(const KernelCall &c, int threads) {
+/// Where gemm's transposed copy of b starts in its workspace: after the f32 views, 64-aligned.
+size_t transposedBOffset(const KernelCall &c) { return (contractionWorkspace(c, c.threads) + 63) / 64 * 64; }
+
+size_t gemmWorkspace(const KernelCall &c, int) {
   const TensorRef &A = c.inputs[0], &Y = c.outputs[0];
   const int64_t M = Y.shape[0], N = Y.shape[1], K = c.attrInt("trans_a", 0) ? A.shape[0] : A.shape[1];
-  const size_t views = (contractionWorkspace(c, threads) + 63) / 64 * 64;
-  return views + (transposesB(c, M, K) ? static_cast<size_t>(K * N) * sizeof(float) : 0);
+  return transposedBOffset(c) + (transposesB(c, M, K) ? static_cast<size_t>(K * N) * sizeof(float) : 0);
 }
 
 #if defined(__AVX2__)
@@ -377,8 +379,7 @@ llvm::Error runGemm(const KernelCall &c) {
   if (product) return runOneDnnBf16Gemm(*product, A.as<const uint16_t>(), B.as<const uint16_t>(), Y.data, c.workspace);
 #endif
   if (transposesB(c, M, K)) {
-    float *bt = reinterpret_cast<float *>(static_cast<char *>(c.workspace) +
-                                          (contractionWorkspace(c, c.threads) + 63) / 64 * 64);
+    float *bt = reinterpret_cast<float *>(static_cast<char *>(c.workspace) + transposedBOffset(c));
     transposeMatrix(v.in[1], N, K, bt);
     cpu::sgemm(false, false, M, N, K, alpha, v.in[0], A.shape[1], bt, N, gemmBeta, y, N);
     v.finish(c);
