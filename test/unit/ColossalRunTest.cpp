@@ -66,6 +66,11 @@ TEST_F(ColossalRunTest, Errors) {
   // An output folder that is a file: refused before the run.
   EXPECT_EQ(run(planPath + " --input x=" + path("x.npy") + " --output-dir " + path("x.npy"), out), 1);
   EXPECT_EQ(out, "error: " + path("x.npy") + ": --output-dir exists and is not a directory\n");
+  EXPECT_EQ(run(planPath + " --input x=" + path("x.npy") + " --output-dir " + path("x.npy") + "/sub", out), 1);
+  EXPECT_EQ(out, "error: " + path("x.npy") + "/sub: cannot create output directory: " + path("x.npy") +
+                     " is not a directory\n");
+  EXPECT_EQ(run(planPath + " --input x=" + path("x.npy") + " --output-dir ''", out), 1);
+  EXPECT_EQ(out, "error: --output-dir: the folder name is empty\n");
 
   EXPECT_EQ(run(planPath + " --input y=" + path("x.npy"), out), 1);
   EXPECT_EQ(out, "error: unknown input 'y' (the plan's inputs: x)\n");

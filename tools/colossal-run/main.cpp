@@ -684,9 +684,19 @@ int runMain(int argc, char **argv) {
                 llvm::Twine(kMaxThreads));
   if (repeat < 1) return fail("--repeat must be >= 1");
   if (warmup < 0) return fail("--warmup must be >= 0");
-  // An --output-dir that cannot hold the outputs is refused before the run, not after it.
-  if (!outputDir.empty() && llvm::sys::fs::exists(outputDir) && !llvm::sys::fs::is_directory(outputDir))
-    return fail(outputDir + ": --output-dir exists and is not a directory");
+  // An --output-dir that cannot hold the outputs is refused before the run, not after it: the
+  // path itself, or the nearest folder above it that exists (where it will be created), must be a
+  // folder; an empty one would silently write nothing.
+  if (outputDir.getNumOccurrences() && outputDir.empty())
+    return fail("--output-dir: the folder name is empty");
+  if (!outputDir.empty()) {
+    if (llvm::sys::fs::exists(outputDir) && !llvm::sys::fs::is_directory(outputDir))
+      return fail(outputDir + ": --output-dir exists and is not a directory");
+    llvm::SmallString<256> above(outputDir.getValue());
+    while (!above.empty() && !llvm::sys::fs::exists(above)) llvm::sys::path::remove_filename(above);
+    if (!above.empty() && !llvm::sys::fs::is_directory(above))
+      return fail(outputDir + ": cannot create output directory: " + above + " is not a directory");
+  }
   if (profileOps) OpProfile::enable();
 
   const KernelRegistry &registry = KernelRegistry::cpu();

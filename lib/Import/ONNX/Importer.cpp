@@ -809,11 +809,27 @@ LogicalResult GraphImporter::importInputs() {
     bindTokenInputs();
   if (failed(readSpecValues()) || failed(bindDimParams()))
     return failure();
+  // A spec key naming no graph input is reported before any input's own error (a misspelt name
+  // otherwise surfaces as the real input's unbound dynamic dims). A key naming an initializer
+  // that is not among the graph inputs is not an input either.
+  for (const auto &input : graph.input())
+    if (!initializers.count(input.name()))
+      seen.insert(input.name()); // IR < 4 lists initializers among the inputs
+  auto unknown = [&](StringRef key, StringRef name) {
+    fileError("spec " + key + ": the model has no input named '" + name + "'" +
+              (initializers.count(name.str()) ? " (it is an initializer, not a graph input)" : ""));
+    return failure();
+  };
+  for (const auto &entry : options.inputShapes)
+    if (!seen.contains(entry.getKey()))
+      return unknown("inputs", entry.getKey());
+  for (const auto &entry : options.inputValues)
+    if (!seen.contains(entry.getKey()))
+      return unknown("values", entry.getKey());
   for (const auto &input : graph.input()) {
     const std::string &name = input.name();
     if (initializers.count(name))
-      continue; // IR < 4 lists initializers among the inputs
-    seen.insert(name);
+      continue;
     if (!input.type().has_tensor_type()) {
       fileError("input '" + name + "': only tensor inputs are supported (sequence, map and "
                 "optional inputs are not)");
@@ -855,18 +871,6 @@ LogicalResult GraphImporter::importInputs() {
     values[name] = body->addArgument(type, NameLoc::get(b.getStringAttr(name)));
     argAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kInputAttr, b.getStringAttr(name))}));
   }
-  // A key naming an initializer that is not among the graph inputs is not an input either.
-  auto unknown = [&](StringRef key, StringRef name) {
-    fileError("spec " + key + ": the model has no input named '" + name + "'" +
-              (initializers.count(name.str()) ? " (it is an initializer, not a graph input)" : ""));
-    return failure();
-  };
-  for (const auto &entry : options.inputShapes)
-    if (!seen.contains(entry.getKey()))
-      return unknown("inputs", entry.getKey());
-  for (const auto &entry : options.inputValues)
-    if (!seen.contains(entry.getKey()))
-      return unknown("values", entry.getKey());
   return success();
 }
 
